@@ -1,0 +1,174 @@
+"""Running external commands: every command is logged as a line that reproduces it, always
+has a timeout, is killed with its whole process group when it hangs, and can stream its
+output to a log file. ``recording()`` collects the command lines for build records."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CommandError, WolfError
+
+log = logging.getLogger("openwrt_wolf.cmd")
+
+_recorder: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "openwrt_wolf_recorder", default=None
+)
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    output: str
+    seconds: float
+
+
+def command_line(
+    argv: Sequence[str | os.PathLike[str]],
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """A shell line that reproduces the command: cd, changed variables, quoted argv."""
+    parts: list[str] = []
+    if cwd is not None:
+        parts.append(f"cd {shlex.quote(str(cwd))} &&")
+    if env:
+        changed = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        parts += [f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items())]
+    parts.append(shlex.join(str(a) for a in argv))
+    return " ".join(parts)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[str]]:
+    """Collect the reproducing line of every command run inside the block."""
+    lines: list[str] = []
+    token = _recorder.set(lines)
+    try:
+        yield lines
+    finally:
+        _recorder.reset(token)
+
+
+def _kill_group(p: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGTERM)
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=5)
+
+
+def run(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    timeout: float,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    logfile: Path | None = None,
+    on_line: Callable[[str], None] | None = None,
+    check: bool = True,
+    input: bytes | None = None,
+    tail_lines: int = 20,
+) -> Completed:
+    """Run argv (never through a shell) and return its combined stdout+stderr.
+
+    Output is streamed line by line to ``logfile`` (appended) and ``on_line``. On a timeout
+    the process group is killed and CommandError names the timeout; on a non-zero exit with
+    ``check`` CommandError carries the last ``tail_lines`` lines and the log path.
+    """
+    line = command_line(argv, cwd, env)
+    log.info("$ %s", line)
+    rec = _recorder.get()
+    if rec is not None:
+        rec.append(line)
+    full_env = None if env is None else {**os.environ, **env}
+    start = time.monotonic()
+    try:
+        p = subprocess.Popen(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env=full_env,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group, so a timeout kills children too
+        )
+    except FileNotFoundError as e:
+        raise WolfError(f"command not found: {argv[0]} (install it, see `./wolf hosttools`)") from e
+
+    if input is not None:
+        assert p.stdin is not None
+
+        def feed() -> None:
+            assert p.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                p.stdin.write(input)
+                p.stdin.close()
+
+        threading.Thread(target=feed, daemon=True).start()
+
+    chunks: list[str] = []
+    tail: deque[str] = deque(maxlen=tail_lines)
+    fh = logfile.open("a", encoding="utf-8") if logfile else None
+    if fh:
+        fh.write(f"$ {line}\n")
+        fh.flush()
+
+    def pump() -> None:
+        assert p.stdout is not None
+        for raw in p.stdout:
+            text = raw.decode("utf-8", "replace")
+            chunks.append(text)
+            tail.append(text.rstrip("\n"))
+            if fh:
+                fh.write(text)
+                fh.flush()
+            if on_line:
+                on_line(text.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(p)
+        reader.join(timeout=5)
+        if fh:
+            fh.close()
+        raise CommandError(
+            f"timed out after {timeout:g} s and was killed: {line}",
+            tail=list(tail),
+            log=str(logfile) if logfile else None,
+        ) from None
+    except BaseException:
+        _kill_group(p)  # Ctrl-C or another error: leave nothing running
+        if fh:
+            fh.close()
+        raise
+    reader.join(timeout=30)
+    if fh:
+        fh.close()
+    out = "".join(chunks)
+    seconds = time.monotonic() - start
+    if check and p.returncode != 0:
+        raise CommandError(
+            f"command failed (exit {p.returncode}): {line}",
+            tail=list(tail),
+            log=str(logfile) if logfile else None,
+        )
+    return Completed(tuple(str(a) for a in argv), p.returncode, out, seconds)
