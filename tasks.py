@@ -37,6 +37,26 @@ def hosttools(c, group="test", install=False):
 # --- size report (issue 2) -------------------------------------------------------------
 
 
+@task(
+    help={
+        "device": "device profile or alias, e.g. tl-wr902ac",
+        "image": "a sysupgrade image to split and check",
+        "kernel": "the kernel OpenWrt appended (with --rootfs; works for deleted images)",
+        "rootfs": "the squashfs root filesystem (with --kernel)",
+        "release": "OpenWrt release (default: the stable one)",
+        "check": "exit 1 when the image is too big",
+    }
+)
+@guarded
+def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False):
+    """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
+    from openwrt_wolf import fit_cmd
+
+    fit_cmd.main(
+        device=device, image=image, kernel=kernel, rootfs=rootfs, release=release, check=check
+    )
+
+
 # --- build (issue 3) -------------------------------------------------------------------
 
 
