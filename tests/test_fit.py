@@ -209,3 +209,19 @@ def test_report_round_trips_through_json() -> None:
     assert back == rep
     with pytest.raises(WolfError, match="unknown fields"):
         fit.FitReport.from_dict({**rep.to_dict(), "bogus": 1})
+
+
+def test_safeloader_kernel_beyond_the_split_limit_wraps() -> None:
+    """A kernel past 0x710000 makes tplink-safeloader's uint32 file-system size wrap: the tool
+    then checks nothing, and only check-size (IMAGE_SIZE 0x730000) stands."""
+    dev = devices.resolve("tl-wr902ac")
+    k, r = 0x715000, 0x8000
+    fs_base = 0x20000 + k
+    assert (0x730000 - fs_base) & 0xFFFFFFFF > 2**31  # the C arithmetic wraps
+    rep = fit.evaluate(dev, kernel_size=k, rootfs_size=r)
+    assert rep.limit_name == "IMAGE_SIZE" and rep.limit == 0x730000
+    assert rep.checked_size == -(-(fs_base + r) // 0x10000) * 0x10000 + 4 - 0x20000
+    assert rep.verdict == "FITS" and any("wraps" in n for n in rep.notes)
+    over = fit.evaluate(dev, kernel_size=0x731000, rootfs_size=r)
+    assert over.verdict == "TOO_BIG"
+    assert any("kernel overflowed firmware partition" in n for n in over.notes)
