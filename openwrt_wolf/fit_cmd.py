@@ -29,7 +29,11 @@ def report_table(rep: fit.FitReport, title: str) -> Table:
         ("root filesystem", _n(rep.rootfs_size), "squashfs"),
         ("padding", _n(rep.padding), "pad-to / pad-rootfs fill"),
         ("checked size", _n(rep.checked_size), "what check-size compares"),
-        ("erase blocks", _n(rep.erase_blocks, True), _n(rep.blocksize) + " each"),
+        (
+            "erase blocks",
+            _n(rep.erase_blocks, True),
+            f"{rep.blocksize:,} B each" if rep.blocksize else "",
+        ),
         ("limit", _n(rep.limit), rep.limit_name),
         ("headroom", _n(rep.headroom), _n(rep.headroom_blocks, True)),
         ("verdict", verdict, ""),

@@ -171,7 +171,7 @@ def test_task_bad_input_is_one_line(work: Path) -> None:
 def test_image_of_another_recipe_is_refused(work: Path, rootfs: Path) -> None:
     kernel = fi.uimage(work, 500_000)
     image = fi.ath79_image(work, kernel, rootfs, "ath79-other")
-    with pytest.raises(WolfError, match="uses the tplink-safeloader recipe"):
+    with pytest.raises(WolfError, match="takes tplink-safeloader images"):
         fit.evaluate_image(devices.resolve("tl-wr902ac"), image)
 
 
