@@ -155,6 +155,10 @@ def test_deleted_image_from_pieces_through_the_task(work: Path, rootfs: Path) ->
     assert f"more than {fs_max} bytes" in out.stdout
     strict = subprocess.run([*cmd, "--check"], cwd=ROOT, capture_output=True, timeout=60)
     assert strict.returncode == 1
+    as_json = subprocess.run([*cmd, "--json"], cwd=ROOT, capture_output=True, timeout=60)
+    data = json.loads(as_json.stdout)["fit"]
+    assert data["verdict"] == "TOO_BIG" and data["rootfs_size"] == r
+    assert data["kernel_size"] == kernel.stat().st_size
 
 
 def test_task_bad_input_is_one_line(work: Path) -> None:
