@@ -229,3 +229,28 @@ def test_safeloader_kernel_beyond_the_split_limit_wraps() -> None:
     over = fit.evaluate(dev, kernel_size=0x731000, rootfs_size=r)
     assert over.verdict == "TOO_BIG"
     assert any("kernel overflowed firmware partition" in n for n in over.notes)
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_ath79_at_the_real_image_size(work: Path, rootfs: Path, over: int) -> None:
+    """GL-AR300M16, IMAGE_SIZE 16000k = 250 blocks: kernel + rootfs may fill 249 blocks (the
+    marker needs 4 bytes of the 250th). The rootfs file is padded to a block multiple (+1
+    byte): append-rootfs appends the whole file, whatever squashfs says."""
+    dev = devices.resolve("glinet_gl-ar300m16")
+    padded = work / f"rootfs-padded{over}.squashfs"
+    padded.write_bytes(rootfs.read_bytes())
+    fi.pad_to(padded, BLOCK)
+    with padded.open("ab") as f:
+        f.write(b"\0" * over)
+    assert fi.unsquashfs_bytes(padded) == rootfs.stat().st_size  # still the same filesystem
+    kernel = fi.uimage(work, 249 * BLOCK - padded.stat().st_size + over - 1000)
+    image = fi.ath79_image(work, kernel, padded, f"ath79-real{over}")
+    fits = fi.check_size_passes(image, "16000 * 1024")
+    assert fits is (over == 0)
+    assert image.stat().st_size == (249 if fits else 250) * BLOCK + 4
+    rep = fit.evaluate_files(dev, kernel, padded)
+    assert rep.checked_size == image.stat().st_size
+    assert rep.verdict == ("FITS" if fits else "TOO_BIG")
+    assert rep.erase_blocks == (249 if fits else 250)
+    assert rep.headroom == 16000 * 1024 - image.stat().st_size
+    assert any("longer than its squashfs" in n for n in rep.notes)
