@@ -263,9 +263,7 @@ def _blocks(text: str) -> tuple[list[str], list[list[str]]]:
     return head, blocks
 
 
-def write(
-    path: Path, read: TreeRead, release: str, add: Sequence[TreeDevice] = ()
-) -> WriteReport:
+def write(path: Path, read: TreeRead, release: str, add: Sequence[TreeDevice] = ()) -> WriteReport:
     """Update the release's entries in devices.toml from the tree; append `add` devices
     that have no entry yet. The file is checked by the catalogue loader before it is
     replaced (atomically)."""

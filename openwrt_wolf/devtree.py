@@ -62,6 +62,7 @@ class TreeDevice:
     blocksize_text: str
     recipe: str
     sysupgrade: str  # the resolved IMAGE/sysupgrade.bin pipeline ("" when it has none)
+    images: tuple[str, ...]  # IMAGES: the image files the device builds
     device_packages: tuple[str, ...]
     supported_devices: tuple[str, ...]
     tplink: dict[str, str] = field(default_factory=dict)  # TPLINK_* variables, lower-cased
@@ -289,9 +290,7 @@ def read_subtargets(tree: Path, target: str) -> list[tuple[Subtarget, Make]]:
             arch + (f"_{cpu}" if cpu else "") + (f"_{cpusub}" if cpusub else "")
         )
         features = tuple(m.get("FEATURES").split())
-        out.append(
-            (Subtarget(target, sub, arch_pkgs, features, squashfs_block(features, tree)), m)
-        )
+        out.append((Subtarget(target, sub, arch_pkgs, features, squashfs_block(features, tree)), m))
     return out
 
 
@@ -342,9 +341,7 @@ def _resolved(env: Make, name: str, profile: str, keep: tuple[str, ...] = ()) ->
     return " ".join(text.split())
 
 
-def read_device(
-    base: Make, profile: str, st: Subtarget, tree: Path
-) -> TreeDevice:
+def read_device(base: Make, profile: str, st: Subtarget, tree: Path) -> TreeDevice:
     """Evaluate one device; MakeError or WolfError says why it could not be read."""
     stanza = f"Device/{profile}"
     if not base.defined(stanza):
@@ -390,6 +387,7 @@ def read_device(
         blocksize_text=block_text,
         recipe=recipe,
         sysupgrade=pipeline,
+        images=tuple(images),
         device_packages=tuple(env.get("DEVICE_PACKAGES", args).split()),
         supported_devices=tuple(env.get("SUPPORTED_DEVICES", args).split()),
         tplink=tplink,
@@ -404,7 +402,11 @@ def _firmware(env: Make, profile: str, tree: Path, target: str) -> dts.Firmware:
     names = env.get("DEVICE_DTS", (profile,)).split()
     dts_dir_text = env.get("DEVICE_DTS_DIR", (profile,)).strip()
     image_dir = tree / "target/linux" / target / "image"
-    dts_dir = (image_dir / dts_dir_text).resolve() if dts_dir_text else tree / "target/linux" / target / "dts"
+    dts_dir = (
+        (image_dir / dts_dir_text).resolve()
+        if dts_dir_text
+        else tree / "target/linux" / target / "dts"
+    )
     if not names:
         return dts.Firmware("", None, None, "the device sets no DEVICE_DTS")
     path = dts_dir / f"{names[0]}.dts"
@@ -445,8 +447,14 @@ def read_tree(
                 continue
             profiles = list(dict.fromkeys(base.get("TARGET_DEVICES").split()))
             result.subtargets.append(
-                Subtarget(st.target, st.subtarget, st.arch_packages, st.features,
-                          st.squashfs_block, len(profiles))  # fmt: skip
+                Subtarget(
+                    st.target,
+                    st.subtarget,
+                    st.arch_packages,
+                    st.features,
+                    st.squashfs_block,
+                    len(profiles),
+                )
             )
             for profile in profiles:
                 try:
@@ -456,4 +464,3 @@ def read_tree(
             if callable(progress):
                 progress(st.path, len(profiles))
     return result
-

@@ -252,12 +252,12 @@ def firmware(dts: Path, search: list[Path], rel: str) -> Firmware:
         return Firmware(rel, None, None, f"cannot read DTS: {e.strerror}")
     nodes = [n for n in root.walk() if "reg" in n.props and _label(n) == "firmware"]
     if not nodes:
-        why = "no partition labelled \"firmware\""
+        why = 'no partition labelled "firmware"'
         if missing:
             why += f" (includes not in the tree: {', '.join(sorted(set(missing)))})"
         return Firmware(rel, None, None, why)
     if len(nodes) > 1:
-        return Firmware(rel, None, None, f"{len(nodes)} partitions labelled \"firmware\"")
+        return Firmware(rel, None, None, f'{len(nodes)} partitions labelled "firmware"')
     node = nodes[0]
     try:
         offset, size = _reg(node)

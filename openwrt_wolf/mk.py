@@ -56,7 +56,7 @@ def _split_args(text: str, limit: int | None = None) -> list[str]:
     """Split function arguments at top-level commas (not inside nested parens)."""
     out: list[str] = []
     depth = 0
-    cur = []
+    cur: list[str] = []
     for c in text:
         if c in "({":
             depth += 1
