@@ -319,11 +319,19 @@ def _image_env(tree: Path, target: str, sub_env: Make) -> Make:
     return env
 
 
-def _size(env: Make, name: str, profile: str) -> tuple[int | None, str]:
+def _size(env: Make, name: str, profile: str, notes: list[str]) -> tuple[int | None, str]:
     text = env.get(name, (profile,)).strip()
     if not text:
         return None, ""
-    return parse_size(text, what=name), text
+    try:
+        return parse_size(text, what=name), text
+    except WolfError:
+        shell = [n for n in env.notes if n.startswith("skipped $(shell")]
+        if not shell:
+            raise
+        # e.g. mediatek's sd-card images: 64 + CONFIG_TARGET_ROOTFS_PARTSIZE megabytes
+        notes.append(f"{name} depends on the build configuration ({shell[-1][8:]}...)")
+        return None, ""
 
 
 def _resolved(env: Make, name: str, profile: str, keep: tuple[str, ...] = ()) -> str:
@@ -354,11 +362,11 @@ def read_device(base: Make, profile: str, st: Subtarget, tree: Path) -> TreeDevi
     env = base.copy()
     env.eval(text, (profile,), where=stanza)
     args = (profile,)
-    image_size, image_text = _size(env, "IMAGE_SIZE", profile)
-    kernel_size, kernel_text = _size(env, "KERNEL_SIZE", profile)
-    blocksize, block_text = _size(env, "BLOCKSIZE", profile)
-    images = env.get("IMAGES", args).split()
     notes: list[str] = []
+    image_size, image_text = _size(env, "IMAGE_SIZE", profile, notes)
+    kernel_size, kernel_text = _size(env, "KERNEL_SIZE", profile, notes)
+    blocksize, block_text = _size(env, "BLOCKSIZE", profile, notes)
+    images = env.get("IMAGES", args).split()
     pipeline = ""
     if "sysupgrade.bin" in images and env.defined("IMAGE/sysupgrade.bin"):
         pipeline = _resolved(env, "IMAGE/sysupgrade.bin", profile)

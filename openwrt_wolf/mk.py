@@ -323,7 +323,8 @@ class Make:
             if stripped == "endef" or stripped.startswith("endef "):
                 depth -= 1
                 if depth == 0:
-                    return i, rest, op, "\n".join(body)
+                    # make joins backslash-newlines in a define body when it reads it
+                    return i, rest, op, "\n".join(logical_lines("\n".join(body)))
             elif stripped.startswith("define ") or stripped == "define":
                 depth += 1
             body.append(lines[i - 1])
@@ -373,8 +374,11 @@ class Make:
             name, op, value = asg
             self._assign(self.expand(name, args), op, value, args)
             return False
-        # A bare expansion such as $(eval ...): evaluate it for its side effects.
-        result = self.expand(line, args).strip()
+        # A bare expansion such as $(eval ...): evaluate it for its side effects; what it
+        # leaves is read as Makefile text again, as make does.
+        result = self.expand(line, args).strip() if "$" in line else line
+        if result == line:
+            raise MakeError(f"{where}: not an assignment, rule or directive: {line[:60]!r}")
         if result:
             self.eval(result, args, where)
         return False

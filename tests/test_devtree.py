@@ -486,6 +486,8 @@ MAKE_SNIPPETS = {
     "I": ("ifneq ($(UNSET),)\nI := set\nelse ifeq (x,x)\nI := elseif\nendif\n", "elseif"),
     "J": ("J := $(if $(UNSET),a,b)$(subst _,$(comma),x_y)$(word 2,p q r)\n", "bx,yq"),
     "K": ("define Device/x\n  K := $$$$(Y)\nendef\nY := why\n$(eval $(call Device/x))\n", "$(Y)"),
+    # kirkwood's DEVICE_COMPAT_MESSAGE: `$\` joins lines without a space, also inside define
+    "L": ("define D\n  L := a$\\\n  b \\\n   c\nendef\n$(eval $(D))\n", "ab c"),
 }  # fmt: skip
 
 
