@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from .devices import Partition
@@ -27,6 +28,7 @@ _TOKEN = re.compile(
   | (?P<label>[A-Za-z_][\w]*:)
   | (?P<punct>[{};=,])
   | (?P<name>[\w,.+\-@#/?*]+)
+  | (?P<bad>.)
     """,
     re.X,
 )
@@ -74,44 +76,62 @@ def _strip_comments(text: str) -> str:
     return re.sub(r"^\s*#(?!include)[^\n]*", "", text, flags=re.M)
 
 
-def load_source(path: Path, search: list[Path], missing: list[str], depth: int = 0) -> str:
-    """The DTS with its "..." and <...> includes inlined; headers (.h) are skipped."""
+@lru_cache(maxsize=4096)
+def _file_parts(path: Path) -> tuple[tuple[tuple[str, str], ...] | str, ...]:
+    """One file's tokens, split at its includes (the include names are the str parts).
+    Cached: the SoC .dtsi files are shared by hundreds of devices."""
+    text = _strip_comments(path.read_text(encoding="utf-8", errors="replace"))
+    parts: list[tuple[tuple[str, str], ...] | str] = []
+    pos = 0
+    for m in _INCLUDE.finditer(text):
+        parts.append(tuple(_tokens(text[pos : m.start()])))
+        parts.append(m.group(1))
+        pos = m.end()
+    parts.append(tuple(_tokens(text[pos:])))
+    return tuple(parts)
+
+
+def load_tokens(
+    path: Path, search: list[Path], missing: list[str], depth: int = 0
+) -> list[tuple[str, str]]:
+    """The DTS's tokens with its "..." and <...> includes inlined; C headers are skipped."""
     if depth > 20:
         raise DtsError(f"{path}: includes nest too deep")
-    text = path.read_text(encoding="utf-8", errors="replace")
-
-    def inline(m: re.Match[str]) -> str:
-        name = m.group(1)
-        if name.endswith(".h"):
-            return ""
+    out: list[tuple[str, str]] = []
+    for part in _file_parts(path):
+        if not isinstance(part, str):
+            out += part
+            continue
+        if part.endswith(".h"):
+            continue
         for d in [path.parent, *search]:
-            cand = d / name
+            cand = d / part
             if cand.is_file():
-                return load_source(cand, search, missing, depth + 1)
-        missing.append(name)
-        return ""
-
-    return _INCLUDE.sub(inline, text)
+                out += load_tokens(cand, search, missing, depth + 1)
+                break
+        else:
+            missing.append(part)
+    return out
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
-    pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if not m:
-            raise DtsError(f"cannot read DTS near {text[pos : pos + 30]!r}")
-        pos = m.end()
+    for m in _TOKEN.finditer(text):
         kind = m.lastgroup or ""
+        if kind == "bad":
+            raise DtsError(f"cannot read DTS near {text[m.start() : m.start() + 30]!r}")
         if kind != "ws":
             out.append((kind, m.group()))
     return out
 
 
 def parse(text: str) -> Node:
-    """Parse DTS source into one merged tree."""
+    """Parse DTS source (includes already inlined) into one merged tree."""
+    return parse_tokens(_tokens(_strip_comments(text)))
+
+
+def parse_tokens(toks: list[tuple[str, str]]) -> Node:
     root = Node("/")
-    toks = _tokens(_strip_comments(text))
     labels: dict[str, Node] = {}
     i = 0
 
@@ -245,7 +265,7 @@ def firmware(dts: Path, search: list[Path], rel: str) -> Firmware:
     """Find the firmware partition of one device's DTS."""
     missing: list[str] = []
     try:
-        root = parse(load_source(dts, search, missing))
+        root = parse_tokens(load_tokens(dts, search, missing))
     except (DtsError, IndexError) as e:
         return Firmware(rel, None, None, f"cannot parse DTS: {e}")
     except OSError as e:

@@ -22,7 +22,7 @@ class MakeError(Exception):
     """The text uses Make we cannot evaluate (or is not valid Make)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Var:
     value: str
     recursive: bool  # '=' and define: expanded on use; ':=' stored already expanded
@@ -32,6 +32,8 @@ class Var:
 IncludeHook = Callable[[str], Path | None]
 
 _DIRECTIVE = re.compile(r"^(-?include|sinclude|export|unexport|override|private|vpath|undefine)\b")
+# a variable name without references, then the first operator (or ':' of a rule)
+_ASSIGN_FAST = re.compile(r"([^:=$+?!]*)(:::=|::=|:=|\+=|\?=|!=|=|:(?!:?:?=))")
 _COND = re.compile(r"^(ifeq|ifneq|ifdef|ifndef)\b\s*(.*)$")
 
 
@@ -95,6 +97,12 @@ def _patsubst(pattern: str, replacement: str, words: list[str]) -> str:
 def _split_assignment(line: str) -> tuple[str, str, str] | None:
     """(name, operator, value) when the line is a variable assignment, outside $(...);
     ("", ":", "") for a rule line (target: prerequisites); None for anything else."""
+    fast = _ASSIGN_FAST.match(line)
+    if fast:  # no $ before the operator: the common case, without the character loop
+        op = fast.group(2)
+        if op == ":":
+            return "", ":", ""
+        return fast.group(1).strip(), op, line[fast.end() :].lstrip()
     depth = 0
     i = 0
     while i < len(line):
@@ -120,6 +128,8 @@ def _split_assignment(line: str) -> tuple[str, str, str] | None:
 
 
 def _strip_comment(line: str) -> str:
+    if "#" not in line:
+        return line
     out = []
     i = 0
     while i < len(line):
@@ -168,7 +178,7 @@ class Make:
         self.notes: list[str] = []
 
     def copy(self) -> Make:
-        m = Make({k: Var(v.value, v.recursive) for k, v in self.vars.items()})
+        m = Make(self.vars)  # Var is immutable: sharing them is safe
         m.include, m.cwd = self.include, self.cwd
         return m
 
@@ -398,11 +408,10 @@ class Make:
         elif op == "+=":
             if old is None:
                 self.vars[name] = Var(value, True)
-            elif old.recursive:
-                old.value = f"{old.value} {value}" if old.value else value
             else:
-                add = self.expand(value, args)
-                old.value = f"{old.value} {add}" if old.value else add
+                add = value if old.recursive else self.expand(value, args)
+                joined = f"{old.value} {add}" if old.value else add
+                self.vars[name] = Var(joined, old.recursive)
         elif op == "!=":
             self.notes.append(f"skipped shell assignment {name} != {value}")
 
