@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -88,6 +89,14 @@ class TreeDevice:
         while size < end:
             size *= 2
         return size
+
+    def dts_unknown_reason(self) -> str:
+        """Why dts_check() is 'unknown', in words that group devices (no file names)."""
+        if self.image_size is None:
+            return "the device sets no IMAGE_SIZE (NAND/UBI or size from the build config)"
+        note = self.firmware.note if self.firmware else "no DTS"
+        note = re.sub(r"target/linux/\S+\.dts", "its .dts", note)
+        return re.sub(r" \(includes not in the tree: .*\)", " (includes missing)", note)
 
     def dts_check(self) -> str:
         """'ok', 'differs' or 'unknown': IMAGE_SIZE against the DTS firmware partition."""
@@ -427,7 +436,7 @@ def _firmware(env: Make, profile: str, tree: Path, target: str) -> dts.Firmware:
 def read_tree(
     tree: Path,
     want_targets: list[str] | None = None,
-    progress: object | None = None,
+    progress: Callable[[str, int], None] | None = None,
 ) -> TreeRead:
     """Read every device of the given targets (all targets when None)."""
     tree = check_tree(Path(tree))
@@ -469,6 +478,6 @@ def read_tree(
                     result.devices.append(read_device(base, profile, st, tree))
                 except (MakeError, WolfError) as e:
                     result.unreadable.append(Unreadable(profile, target, st.subtarget, str(e)))
-            if callable(progress):
+            if progress:
                 progress(st.path, len(profiles))
     return result

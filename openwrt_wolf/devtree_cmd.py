@@ -157,6 +157,13 @@ def main(
         con.print(f"  could not read {u.target}/{u.subtarget} {u.profile}: {u.reason}")
     for note in read.notes:
         con.print(f"  note: {note}")
+    unknown = Counter(
+        (d.target, d.dts_unknown_reason()) for d in shown if d.dts_check() == "unknown"
+    )
+    if unknown:
+        con.print("IMAGE_SIZE not cross-checked with the DTS:")
+        for (t, why), count in sorted(unknown.items()):
+            con.print(f"  {t}: {count} devices: {why}")
     differs = [d for d in shown if d.dts_check() == "differs"]
     if differs:
         con.print(f"IMAGE_SIZE differs from the DTS firmware partition ({len(differs)}):")
@@ -173,8 +180,8 @@ def main(
         for d in shown:
             if d.firmware and d.firmware.note:
                 con.print(f"  {d.profile}: DTS: {d.firmware.note}")
-            for n in d.notes:
-                con.print(f"  {d.profile}: {n}")
+            for note in d.notes:
+                con.print(f"  {d.profile}: {note}")
             if d.sysupgrade:
                 con.print(f"  {d.profile}: IMAGE/sysupgrade.bin = {d.sysupgrade}")
     cat = devices.for_release(rel)
