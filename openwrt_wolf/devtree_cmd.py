@@ -48,7 +48,9 @@ def _targets(target: str | None, release: str, tree: Path) -> list[str] | None:
     return [t for t in cat if t in have] or None
 
 
-def _select(read: devtree.TreeRead, pattern: str | None, release: str) -> list[devtree.TreeDevice]:
+def _select(
+    read: devtree.TreeRead, pattern: str | None, release: str, said: list[str]
+) -> list[devtree.TreeDevice]:
     if not pattern:
         return read.devices
     picked: list[devtree.TreeDevice] = []
@@ -59,6 +61,7 @@ def _select(read: devtree.TreeRead, pattern: str | None, release: str) -> list[d
             try:  # a catalogue alias (tl-wr902ac -> tplink_tl-wr902ac-v1)
                 prof = devices.resolve(want, release).profile
                 hits = [d for d in read.devices if d.profile == prof]
+                said.append(f"--device {want}: catalogue alias of {prof}")
             except WolfError:
                 hits = []
         if not hits:
@@ -140,11 +143,14 @@ def main(
             status.update(f"reading {path}: {sub} ({n} devices)")
 
         read = devtree.read_tree(path, want, progress)
-    shown = _select(read, device, rel)
+    said: list[str] = []
+    shown = _select(read, device, rel, said)
     con.print(
         f"OpenWrt tree {path} (version {version or 'unknown'}), compared with catalogue "
         f"release {rel}"
     )
+    for line in said:
+        con.print(line)
     con.print(subtargets_table(read))
     con.print(devices_table(shown, f"devices read ({len(shown)} shown)"))
     per_target = Counter(d.target for d in read.devices)
@@ -184,7 +190,7 @@ def main(
                 con.print(f"  {d.profile}: {note}")
             if d.sysupgrade:
                 con.print(f"  {d.profile}: IMAGE/sysupgrade.bin = {d.sysupgrade}")
-    cat = devices.for_release(rel)
+    cat = [d for d in devices.for_release(rel) if not device or d.profile in wanted]
     comp = devices_toml.compare(cat, read)
     con.print(f"catalogue {rel} against the tree:")
     for prof in comp.matched:

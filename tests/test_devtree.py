@@ -24,6 +24,12 @@ from openwrt_wolf.mk import Make, MakeError
 from tests.conftest import need_tools
 
 ROOT = Path(__file__).resolve().parent.parent
+REAL = os.environ.get("OPENWRT_TREE")
+needs_real = pytest.mark.skipif(
+    not REAL,
+    reason="set OPENWRT_TREE to an OpenWrt v25.12.5 checkout to run; skipped also in CI, "
+    "which has no OpenWrt tree",
+)
 
 # --- a small OpenWrt tree -------------------------------------------------------------------
 
@@ -558,6 +564,14 @@ def test_cli_tree_prints_devices_counts_and_unreadable(fake_tree: Path) -> None:
     assert "(IMAGE_SIZE 65536 B larger)" in out
 
 
+@needs_real
+def test_cli_alias_says_which_profile() -> None:
+    p = run_invoke("--tree", str(REAL), "--target", "ath79", "--device", "tl-wr902ac")
+    assert p.returncode == 0, p.stderr
+    assert "--device tl-wr902ac: catalogue alias of tplink_tl-wr902ac-v1" in p.stdout
+    assert re.search(r"tplink_tl-wr902ac-v1 .*ath79/generic .*qca9531 .*7360k", p.stdout)
+
+
 def test_cli_device_filter(fake_tree: Path) -> None:
     p = run_invoke("--tree", str(fake_tree), "--target", "fakeath", "--device", "vendor_plain*")
     assert p.returncode == 0, p.stderr
@@ -674,13 +688,6 @@ def test_bad_catalogue_device_in_tree_is_an_error(fake_tree: Path) -> None:
 
 
 # --- a real tree ------------------------------------------------------------------------------
-
-REAL = os.environ.get("OPENWRT_TREE")
-needs_real = pytest.mark.skipif(
-    not REAL,
-    reason="set OPENWRT_TREE to an OpenWrt v25.12.5 checkout to run; skipped also in CI, "
-    "which has no OpenWrt tree",
-)
 
 
 @pytest.fixture(scope="module")
