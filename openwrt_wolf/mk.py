@@ -473,7 +473,8 @@ def _fn_call(m: Make, body: str, args: Sequence[str], depth: int) -> str:
 
 
 def _fn_foreach(m: Make, body: str, args: Sequence[str], depth: int) -> str:
-    var, words, text = _split_args(body, 3) + [""] * (3 - len(_split_args(body, 3)))
+    parts = _split_args(body, 3)
+    var, words, text = parts + [""] * (3 - len(parts))
     name = m.expand(var, args, depth).strip()
     saved = m.vars.get(name)
     out = []
@@ -506,14 +507,14 @@ def _fn_shell(m: Make, body: str, args: Sequence[str], depth: int) -> str:
 
 
 def _fn_wildcard(m: Make, body: str, args: Sequence[str], depth: int) -> str:
+    """Names as the pattern spells them (relative ones against the Makefile's directory)."""
     out: list[str] = []
     for pat in m.expand(body, args, depth).split():
-        base = Path(pat) if Path(pat).is_absolute() or m.cwd is None else m.cwd / pat
-        parent = base.parent
-        if parent.is_dir():
-            found = sorted(str(p) for p in parent.iterdir() if fnmatch.fnmatch(p.name, base.name))
-            out += [f if Path(pat).is_absolute() else str(Path(pat).parent / Path(f).name)
-                    for f in found]  # fmt: skip
+        spelled = Path(pat)
+        where = spelled.parent if spelled.is_absolute() or m.cwd is None else m.cwd / spelled.parent
+        if where.is_dir():
+            names = sorted(p.name for p in where.iterdir() if fnmatch.fnmatch(p.name, spelled.name))
+            out += [str(spelled.parent / n) if str(spelled.parent) != "." else n for n in names]
     return " ".join(out)
 
 

@@ -512,6 +512,21 @@ def test_make_evaluator_agrees_with_gnu_make(var: str, tmp_path: Path) -> None:
     assert m.get(var) == expected
 
 
+def test_make_wildcard_agrees_with_gnu_make(tmp_path: Path) -> None:
+    need_tools("make")
+    for name in ("common-a.mk", "common-b.mk", "generic.mk", "sub/x.dts"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    text = "W := $(wildcard common-*.mk) $(wildcard sub/*.dts) $(wildcard none-*)\n"
+    (tmp_path / "Makefile").write_text(text + "$(info WOLF=$(W))\nall:\n\t@true\n")
+    p = subprocess.run(["make", "-s", "-C", str(tmp_path)], capture_output=True, text=True)
+    m = Make(cwd=tmp_path)
+    m.eval(text)
+    theirs = p.stdout.splitlines()[0].removeprefix("WOLF=")
+    assert theirs.strip() == "common-a.mk common-b.mk sub/x.dts"
+    assert m.get("W") == theirs
+
+
 def test_make_evaluator_errors() -> None:
     with pytest.raises(MakeError, match="unterminated"):
         Make().eval("A := $(call x\n")
