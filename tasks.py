@@ -13,13 +13,21 @@ from openwrt_wolf.cli import guarded
 # --- catalogue -------------------------------------------------------------------------
 
 
-@task(help={"release": "OpenWrt release (25.12.5, 24.10.8, snapshot)"})
+@task(
+    help={
+        "release": "OpenWrt release (25.12.5, 24.10.8, snapshot)",
+        "tree": "an OpenWrt source tree to read devices from",
+        "device": "with --tree: only these profiles (comma list, globs, catalogue aliases)",
+        "target": "with --tree: targets to read (comma list, or all; default: the catalogue's)",
+        "write": "with --tree: update data/devices.toml entries of the release from the tree",
+    }
+)
 @guarded
-def devices(c, release=None, tree=None, write=False):
+def devices(c, release=None, tree=None, write=False, device=None, target=None):
     """List the device catalogue; with --tree, read devices from an OpenWrt tree."""
     from openwrt_wolf import devices_cmd
 
-    devices_cmd.main(release=release, tree=tree, write=write)
+    devices_cmd.main(release=release, tree=tree, write=write, device=device, target=target)
 
 
 @task

@@ -15,7 +15,8 @@ from .errors import WolfError
 from .paths import DATA_DIR
 from .units import parse_size
 
-RECIPES = ("ath79-default", "tplink-safeloader", "tplink-v2", "malta-initramfs")
+# "other": a sysupgrade pipeline none of the fit models covers (read from a tree; fit says UNKNOWN)
+RECIPES = ("ath79-default", "tplink-safeloader", "tplink-v2", "malta-initramfs", "other")
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,23 @@ def catalogue_table(devs: list[devices.Device], title: str) -> Table:
     return t
 
 
-def main(release: str | None = None, tree: str | None = None, write: bool = False) -> None:
+def main(
+    release: str | None = None,
+    tree: str | None = None,
+    write: bool = False,
+    device: str | None = None,
+    target: str | None = None,
+) -> None:
+    if write and not tree:
+        raise WolfError("--write needs --tree PATH: the catalogue is updated from an OpenWrt tree")
+    if tree:
+        from . import devtree_cmd  # the tree reader is only loaded when asked for
+
+        devtree_cmd.main(tree, release=release, device=device, target=target, write=write)
+        return
+    if target:
+        raise WolfError("--target only applies with --tree PATH")
     rel = releases.get(release)
-    if tree or write:
-        raise WolfError("--tree/--write: reading an OpenWrt tree is not implemented yet")
     devs = devices.for_release(rel.name)
     if not devs:
         raise WolfError(f"no devices catalogued for release {rel.name}")
