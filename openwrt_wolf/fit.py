@@ -274,7 +274,9 @@ def evaluate(
     if recipe is None or not device.has_flash:
         return _unknown(
             device, kernel_size, rootfs_size, metadata_size,
-            f"recipe {device.recipe} writes no flash image; nothing to fit",
+            f"recipe {device.recipe} writes no flash image; nothing to fit"
+            if not device.has_flash
+            else f"recipe {device.recipe} is not modelled by openwrt-wolf; no verdict",
         )  # fmt: skip
     if kernel_size is None or rootfs_size is None:
         missing = "kernel" if kernel_size is None else "rootfs"
