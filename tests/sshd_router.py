@@ -1,0 +1,273 @@
+"""A fake OpenWrt router on 127.0.0.1 for the router tests: OpenSSH's sshd with its own config,
+a throwaway host key and user key, and the stand-ins in tests/fake_router on its PATH
+(sysupgrade, ubus, apk, opkg, df, sha256sum). A watcher thread plays the router's reboot:
+when a stand-in asks for it, every sshd process of this router is killed (the sessions drop),
+the port refuses connections for a while, then sshd starts again (with a new host key when the
+config was wiped, as dropbear would generate one)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import need_tools
+
+HERE = Path(__file__).resolve().parent
+STANDINS = HERE / "fake_router"
+SSHD = "/usr/sbin/sshd"
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+
+# the firmware the fake router runs before a test flashes it
+BASE_STATE: dict[str, Any] = {
+    "board_name": "tplink,tl-wr902ac-v1",
+    "model": "TP-Link TL-WR902AC v1",
+    "compat_version": "1.0",
+    "pkg_manager": "apk",
+    "packages": {"base-files": "1680-r1", "libustream-mbedtls": "2025.10.03~5a5d9a5b-r1",
+                 "libmbedtls21": "3.6.6-r1", "apk-mbedtls": "3.0.2-r1"},
+    "faults": [],
+    "downtime": 1.5,
+    "tmp_avail_kb": None,
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(d.name))
+    return kids
+
+
+def _tree(pid: int) -> set[int]:
+    kids = _children()
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p not in out:
+            out.add(p)
+            todo += kids.get(p, [])
+    return out
+
+
+class FakeRouter:
+    def __init__(self, base: Path, *, sftp: bool) -> None:
+        need_tools(SSHD, "ssh-keygen", "python3")
+        self.base = base
+        self.sftp = sftp
+        self.root = base / "root"  # $FAKEROOT: the router's files
+        self.port = _free_port()
+        self.host = "127.0.0.1"
+        self.user = os.environ.get("USER") or __import__("getpass").getuser()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.pids_seen: set[int] = set()
+        self.events: list[str] = []
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.hostkey = base / "ssh_host_ed25519_key"
+        self.userkey = base / "id_ed25519"
+        self.known_hosts = base / "known_hosts"
+        for key in (self.hostkey, self.userkey):
+            self._keygen(key)
+        (base / "authorized_keys").write_text((base / "id_ed25519.pub").read_text())
+        Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation dir Debian's sshd wants
+        self._write_config()
+        self.reset()
+        self.watcher = threading.Thread(target=self._watch, daemon=True)
+        self.watcher.start()
+
+    # -- sshd ----------------------------------------------------------------------------
+
+    def _keygen(self, path: Path) -> None:
+        for p in (path, path.with_suffix(".pub")):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "wolf-test", "-f", str(path)],
+            check=True, timeout=30, stdin=subprocess.DEVNULL,
+        )
+
+    def _write_config(self) -> None:
+        path = f"{STANDINS}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        lines = [
+            f"Port {self.port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {self.hostkey}",
+            "PidFile none",
+            f"AuthorizedKeysFile {self.base / 'authorized_keys'}",
+            "StrictModes no",
+            "UsePAM no",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "PermitRootLogin prohibit-password",
+            f"AllowUsers {self.user}",
+            "PrintMotd no",
+            "MaxStartups 100",
+            "MaxSessions 50",
+            "LogLevel ERROR",
+            f"SetEnv PATH={path} FAKEROOT={self.root}",
+        ]
+        if self.sftp:
+            lines.append(f"Subsystem sftp {SFTP_SERVER}")
+        (self.base / "sshd_config").write_text("\n".join(lines) + "\n")
+
+    def start(self) -> None:
+        with self.lock:
+            if self.proc and self.proc.poll() is None:
+                return
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.base / "sshd.log")],
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )
+            self.pids_seen.add(self.proc.pid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), 1) as s:
+                if s.recv(64).startswith(b"SSH-"):
+                    return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        log = (self.base / "sshd.log").read_text() if (self.base / "sshd.log").exists() else ""
+        raise RuntimeError(f"sshd did not start on port {self.port}: {log[-500:]}")
+
+    def kill_all(self) -> None:
+        """Stop this router's sshd and every session under it (as a reboot would).
+
+        Session children call setsid(), so a process group kill misses them: freeze the whole
+        tree with SIGSTOP (nothing can fork any more), then SIGKILL every pid in it."""
+        with self.lock:
+            if self.proc is None:
+                return
+            stopped: set[int] = set()
+            while True:
+                new = _tree(self.proc.pid) - stopped
+                if not new:
+                    break
+                for pid in new:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGSTOP)
+                stopped |= new
+            self.pids_seen |= stopped
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- the router's reboot -------------------------------------------------------------
+
+    def _watch(self) -> None:
+        req = self.root / "control" / "request.json"
+        while not self.stopping.is_set():
+            if req.exists():
+                what = json.loads(req.read_text())
+                req.unlink()
+                self.events.append(f"request {what}")
+                self.kill_all()
+                if what.get("regen_hostkey"):
+                    self._keygen(self.hostkey)
+                time.sleep(float(what.get("downtime", 1.5)))
+                if what.get("come_back", True) and not self.stopping.is_set():
+                    self.start()
+                    self.events.append("back")
+            time.sleep(0.05)
+
+    def reset(self, **state: Any) -> None:
+        """Fresh firmware state for a test; sshd running with the original host key."""
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        (self.root / "tmp").mkdir(parents=True)
+        (self.root / "etc").mkdir()
+        (self.root / "control").mkdir()
+        st = json.loads(json.dumps(BASE_STATE)) | state
+        (self.root / "state.json").write_text(json.dumps(st, indent=1))
+        (self.root / "etc" / "openwrt_release").write_text(
+            "DISTRIB_ID='OpenWrt'\nDISTRIB_RELEASE='24.10.8'\nDISTRIB_REVISION='r28900-0b795ce79e'\n"
+            "DISTRIB_TARGET='ath79/generic'\nDISTRIB_ARCH='mips_24kc'\n"
+            "DISTRIB_DESCRIPTION='OpenWrt 24.10.8 r28900-0b795ce79e'\nDISTRIB_TAINTS=''\n"
+        )
+        self.events.clear()
+        if not self.running():
+            self.start()
+
+    def state(self) -> dict[str, Any]:
+        return dict(json.loads((self.root / "state.json").read_text()))
+
+    def set_state(self, **kw: Any) -> None:
+        st = self.state() | kw
+        (self.root / "state.json").write_text(json.dumps(st, indent=1))
+
+    def trust_hostkey(self) -> None:
+        """known_hosts with this router's current key, as after a first --accept-new."""
+        pub = self.hostkey.with_suffix(".pub").read_text().split()
+        self.known_hosts.write_text(f"[{self.host}]:{self.port} {pub[0]} {pub[1]}\n")
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.watcher.join(timeout=10)
+        self.kill_all()
+        alive = [p for p in self.pids_seen if Path(f"/proc/{p}").exists() and _is_sshd(p)]
+        assert not alive, f"sshd processes left running: {alive}"
+
+
+def _is_sshd(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return state != "Z" and b"sshd" in cmd
+
+
+def _router(tmp_path_factory: pytest.TempPathFactory, sftp: bool) -> Iterator[FakeRouter]:
+    base = tmp_path_factory.mktemp("sftp-router" if sftp else "scp-router")
+    r = FakeRouter(base, sftp=sftp)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+@pytest.fixture(scope="session")
+def router_sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeRouter]:
+    yield from _router(tmp_path_factory, sftp=True)
+
+
+@pytest.fixture(scope="session")
+def router_scp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeRouter]:
+    yield from _router(tmp_path_factory, sftp=False)
+
+
+@pytest.fixture
+def router(router_sftp: FakeRouter) -> FakeRouter:
+    router_sftp.reset()
+    router_sftp.trust_hostkey()
+    return router_sftp
