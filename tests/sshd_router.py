@@ -35,8 +35,12 @@ BASE_STATE: dict[str, Any] = {
     "model": "TP-Link TL-WR902AC v1",
     "compat_version": "1.0",
     "pkg_manager": "apk",
-    "packages": {"base-files": "1680-r1", "libustream-mbedtls": "2025.10.03~5a5d9a5b-r1",
-                 "libmbedtls21": "3.6.6-r1", "apk-mbedtls": "3.0.2-r1"},
+    "packages": {
+        "base-files": "1680-r1",
+        "libustream-mbedtls": "2025.10.03~5a5d9a5b-r1",
+        "libmbedtls21": "3.6.6-r1",
+        "apk-mbedtls": "3.0.2-r1",
+    },
     "faults": [],
     "downtime": 1.5,
     "tmp_avail_kb": None,
@@ -108,7 +112,9 @@ class FakeRouter:
                 p.unlink()
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "wolf-test", "-f", str(path)],
-            check=True, timeout=30, stdin=subprocess.DEVNULL,
+            check=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
         )
 
     def _write_config(self) -> None:
@@ -140,13 +146,24 @@ class FakeRouter:
             if self.proc and self.proc.poll() is None:
                 return
             self.proc = subprocess.Popen(
-                [SSHD, "-D", "-f", str(self.base / "sshd_config"), "-E", str(self.base / "sshd.log")],
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                [
+                    SSHD,
+                    "-D",
+                    "-f",
+                    str(self.base / "sshd_config"),
+                    "-E",
+                    str(self.base / "sshd.log"),
+                ],
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
             self.pids_seen.add(self.proc.pid)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), 1) as s:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection((self.host, self.port), 1) as s,
+            ):
                 if s.recv(64).startswith(b"SSH-"):
                     return
             if self.proc.poll() is not None:
@@ -271,3 +288,55 @@ def router(router_sftp: FakeRouter) -> FakeRouter:
     router_sftp.reset()
     router_sftp.trust_hostkey()
     return router_sftp
+
+
+def make_image(
+    path: Path,
+    *,
+    supported: list[str] | None = None,
+    version: str = "25.12.5",
+    revision: str = "r32071-f0a60eee2f",
+    packages: dict[str, str] | None = None,
+    pkg_manager: str = "apk",
+    metadata: bool = True,
+    compat: str = "1.0",
+    size: int = 300_000,
+) -> Path:
+    """A stand-in sysupgrade image: fake payload, random filler, and (optionally) the fwtool
+    metadata block OpenWrt's append-metadata writes (include/image-commands.mk's JSON)."""
+    import sys
+
+    sys.path.insert(0, str(STANDINS))
+    import fakefw
+
+    payload = {"packages": packages or {}, "pkg_manager": pkg_manager}
+    body = fakefw.FAKE_MAGIC + json.dumps(payload).encode() + b"\n"
+    body += os.urandom(max(0, size - len(body)))
+    if metadata:
+        meta: dict[str, Any] = {"metadata_version": "1.1", "compat_version": compat}
+        devs = supported if supported is not None else ["tplink,tl-wr902ac-v1", "tl-wr902ac-v1"]
+        if compat == "1.0":
+            meta["supported_devices"] = devs
+        else:
+            meta["new_supported_devices"] = devs
+            meta["supported_devices"] = [f"{' '.join(devs)} - Image version mismatch"]
+        meta["version"] = {
+            "dist": "OpenWrt",
+            "version": version,
+            "revision": revision,
+            "target": "ath79/generic",
+            "board": "tplink_tl-wr902ac-v1",
+        }
+        body = fakefw.append_metadata(body, meta)
+    path.write_bytes(body)
+    return path
+
+
+WOLFSSL_PACKAGES = {
+    "base-files": "1680-r1",
+    "libustream-wolfssl": "2025.10.03~5a5d9a5b-r1",
+    "libwolfssl5.9.1.e624513f": "5.9.1-r1",
+    "apk-openssl": "3.0.2-r1",
+    "libopenssl3": "3.5.7-r1",
+    "kmod-8021q": "6.12.94-r1",
+}

@@ -15,3 +15,7 @@ class CommandTimeout(WolfError):
 
 class CopyUnavailable(WolfError):
     """This copy method does not exist on the router (no sftp-server, no scp): try the next."""
+
+
+class AuthFailed(WolfError):
+    """The router refused our key or password."""

@@ -7,7 +7,6 @@ for a one-byte answer: 0 = ok, 1 = warning + message line, 2 = fatal + message l
 from __future__ import annotations
 
 import shlex
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,7 +40,7 @@ def _ack(chan: paramiko.Channel, step: str) -> None:
     """Read the sink's answer to the last step."""
     try:
         code = chan.recv(1)
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise CommandTimeout(f"scp on the router did not answer ({step})") from None
     if code == b"\0":
         return
@@ -76,7 +75,7 @@ def _send_file(
                 sent += len(chunk)
                 if progress:
                     progress(sent, size)
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise CommandTimeout(f"copy stalled after {sent} of {size} bytes") from None
     except (OSError, EOFError, paramiko.SSHException):
         raise ConnectionLost(f"connection lost after {sent} of {size} bytes") from None

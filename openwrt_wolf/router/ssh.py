@@ -23,7 +23,7 @@ from ..errors import WolfError
 from ..store import write_atomic
 from ..target import CommandResult
 from . import scp
-from .errors import CommandTimeout, ConnectionLost, CopyUnavailable
+from .errors import AuthFailed, CommandTimeout, ConnectionLost, CopyUnavailable
 
 log = logging.getLogger("openwrt_wolf.router")
 # paramiko logs every refused probe with a traceback; our own lines say what happened
@@ -129,7 +129,9 @@ class _Policy(paramiko.MissingHostKeyPolicy):
     def __init__(self, login: Login) -> None:
         self.login = login
 
-    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
         if not self.login.accept_new:
             raise _Unknown(key)
         remember_host(self.login.known_hosts_path(), self.login.host_entry, key)
@@ -186,7 +188,7 @@ def open_client(login: Login) -> paramiko.SSHClient:
             if login.password is not None
             else "ssh-agent and ~/.ssh keys"
         )
-        raise WolfError(
+        raise AuthFailed(
             f"authentication failed for {login.where} with {how}",
             hint="check --user, --key or --password (a fresh OpenWrt needs a root password "
             "or a key in /etc/dropbear/authorized_keys)",
@@ -197,7 +199,7 @@ def open_client(login: Login) -> paramiko.SSHClient:
             f"connection refused by {login.host}:{login.port}",
             hint="is the router up and is SSH (dropbear) listening on that port?",
         ) from e
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         client.close()
         raise WolfError(
             f"no answer from {login.host}:{login.port} within {t:g} s",
@@ -226,7 +228,7 @@ def probe(host: str, port: int, timeout: float = 3.0) -> tuple[str | None, str]:
                 data += chunk
     except ConnectionRefusedError:
         return None, "connection refused"
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         return None, "no answer (timed out)"
     except OSError as e:
         return None, f"network error: {e.strerror or e}"
@@ -243,6 +245,7 @@ class SSHTarget:
         self.login = login
         self.name = login.host_entry
         self._log: deque[str] = deque(maxlen=console_lines)
+        self.copy_method = ""
         self.client = open_client(login)
 
     # -- Target --------------------------------------------------------------------------
@@ -280,7 +283,7 @@ class SSHTarget:
                 if not eof:
                     try:
                         chunk: bytes | None = chan.recv(32768)
-                    except (TimeoutError, socket.timeout):
+                    except TimeoutError:
                         chunk = None
                     except (OSError, EOFError, paramiko.SSHException):
                         chunk = b""
@@ -334,8 +337,8 @@ class SSHTarget:
         timeout: float = 300.0,
         method: str = "auto",
         progress: ProgressFn | None = None,
-    ) -> str:
-        """Copy ``local`` to ``remote`` on the router; returns the method used.
+    ) -> None:
+        """Copy ``local`` to ``remote`` on the router; ``copy_method`` says how it went.
 
         auto: SFTP when the router has an sftp-server, else the scp protocol (dropbear's scp),
         else `cat` over a plain exec channel (a router built without scp)."""
@@ -356,7 +359,8 @@ class SSHTarget:
                     self._put_cat(local, remote, timeout, progress)
                 else:
                     raise WolfError(f"unknown copy method {m!r}", hint="auto, sftp, scp or cat")
-                return m
+                self.copy_method = m
+                return
             except CopyUnavailable as e:
                 log.info("%s: %s, trying the next copy method", self.name, e)
                 last = e
@@ -406,7 +410,9 @@ class SSHTarget:
             time.sleep(0.05)
         return chan.exit_status_ready()
 
-    def _put_sftp(self, local: Path, remote: str, timeout: float, progress: ProgressFn | None) -> None:
+    def _put_sftp(
+        self, local: Path, remote: str, timeout: float, progress: ProgressFn | None
+    ) -> None:
         try:
             sftp = self.client.open_sftp()
         except (paramiko.SSHException, EOFError, OSError) as e:
@@ -419,7 +425,7 @@ class SSHTarget:
                 chan.settimeout(timeout)
             with local.open("rb") as fh:
                 sftp.putfo(fh, remote, file_size=local.stat().st_size, callback=progress)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise CommandTimeout(f"SFTP copy to {self.name}:{remote} timed out") from None
         except OSError as e:
             if not self.connected():
@@ -430,7 +436,9 @@ class SSHTarget:
         finally:
             sftp.close()
 
-    def _put_cat(self, local: Path, remote: str, timeout: float, progress: ProgressFn | None) -> None:
+    def _put_cat(
+        self, local: Path, remote: str, timeout: float, progress: ProgressFn | None
+    ) -> None:
         chan = self._session(timeout)
         scp.stream_command(
             chan, f"cat > {shlex.quote(remote)}", local, timeout=timeout, progress=progress
@@ -480,8 +488,7 @@ def wait_up(
             return banner
         if elapsed > timeout:
             raise WolfError(
-                f"{login.host_entry} did not come back within {timeout:g} s "
-                f"(last seen: {seen})",
+                f"{login.host_entry} did not come back within {timeout:g} s (last seen: {seen})",
                 hint="a first boot after flashing can take minutes: try --wait-up 600, or "
                 "check the router's LEDs and serial console (failsafe?)",
             )
