@@ -88,7 +88,7 @@ class FakeRouter:
         self.host = "127.0.0.1"
         self.user = os.environ.get("USER") or __import__("getpass").getuser()
         self.proc: subprocess.Popen[bytes] | None = None
-        self.pids_seen: set[int] = set()
+        self.pids_seen: dict[int, str] = {}  # pid -> start time (pids get reused)
         self.events: list[str] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
@@ -157,7 +157,7 @@ class FakeRouter:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            self.pids_seen.add(self.proc.pid)
+            self.pids_seen[self.proc.pid] = _start_time(self.proc.pid)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             with (
@@ -189,7 +189,7 @@ class FakeRouter:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGSTOP)
                 stopped |= new
-            self.pids_seen |= stopped
+            self.pids_seen |= {pid: _start_time(pid) for pid in stopped}
             for pid in stopped:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
@@ -251,17 +251,29 @@ class FakeRouter:
         self.stopping.set()
         self.watcher.join(timeout=10)
         self.kill_all()
-        alive = [p for p in self.pids_seen if Path(f"/proc/{p}").exists() and _is_sshd(p)]
+        deadline = time.monotonic() + 10
+        while True:  # SIGKILLed processes may take a moment to be gone
+            alive = [p for p, t in self.pids_seen.items() if t and _alive(p, t)]
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert not alive, f"sshd processes left running: {alive}"
 
 
-def _is_sshd(pid: int) -> bool:
+def _start_time(pid: int) -> str:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _alive(pid: int, start: str) -> bool:
+    """The same process (not a reused pid) still exists and is not a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return False
-    return state != "Z" and b"sshd" in cmd
+    return fields[0] != "Z" and fields[19] == start
 
 
 def _router(tmp_path_factory: pytest.TempPathFactory, sftp: bool) -> Iterator[FakeRouter]:

@@ -17,7 +17,7 @@ from openwrt_wolf.router.flash import parse_df_available, parse_release
 from tests.sshd_router import STANDINS, make_image
 
 sys.path.insert(0, str(STANDINS))
-import fakefw  # noqa: E402
+import fakefw
 
 
 def test_metadata_round_trip(tmp_path: Path) -> None:
