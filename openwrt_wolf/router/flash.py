@@ -356,11 +356,13 @@ class Flasher:
             seen.append(line)
             self.out.print(f"  [dim]{_UPGRADE_PREFIX.sub('', line)}[/]")
 
+        commenced = "connection dropped"
         try:
             res = self.target.run(cmd, timeout=self.req.timeouts.upgrade, on_line=show)
         except ConnectionLost:
-            commenced = any("Commencing upgrade" in s for s in seen)
-            self.note = "connection dropped" + ("" if commenced else " before 'Commencing upgrade'")
+            if not any("Commencing upgrade" in s for s in seen):
+                commenced += " before 'Commencing upgrade'"
+            self.note = commenced
             return State.WAIT_DOWN
         except CommandTimeout:
             raise WolfError(
@@ -369,6 +371,9 @@ class Flasher:
                 hint="the router may be writing flash: do not power it off; look at it with "
                 "`logread` over SSH",
             ) from None
+        if res.exit_status == -1:  # killed by a signal: procd ending every session
+            self.note = "sysupgrade was killed (sessions closed)"
+            return State.WAIT_DOWN
         if res.exit_status != 0:
             raise WolfError(
                 f"sysupgrade failed (exit {res.exit_status}) before flashing: "

@@ -297,6 +297,14 @@ class SSHTarget:
                 if chan.exit_status_ready():
                     break
                 t = chan.get_transport()
+                if chan.closed and t is not None and t.is_active():
+                    # a channel closed without a status: the command was killed by a signal,
+                    # or the whole connection is going down (give the transport time to tell)
+                    if self._wait_status(chan, 1.0):
+                        break
+                    t = chan.get_transport()
+                    if t is not None and t.is_active():
+                        break  # killed by a signal; the status stays -1
                 if t is None or not t.is_active():
                     if self._wait_status(chan, 0.5):
                         break
@@ -307,8 +315,6 @@ class SSHTarget:
                     raise ConnectionLost(
                         f"connection to {self.name} closed while running {command!r}"
                     )
-                if chan.closed and not self._wait_status(chan, 0.5):
-                    break  # closed without a status: killed by a signal (status stays -1)
                 if time.monotonic() > deadline:
                     if buf:
                         emit(buf)
