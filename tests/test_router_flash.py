@@ -21,7 +21,15 @@ from openwrt_wolf import devices
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.router import image as images
 from openwrt_wolf.router import ssh
-from openwrt_wolf.router.flash import ORDER, Flasher, FlashRequest, FlashResult, State, Timeouts
+from openwrt_wolf.router.flash import (
+    ORDER,
+    Flasher,
+    FlashRequest,
+    FlashResult,
+    State,
+    Timeouts,
+    store_result,
+)  # fmt: skip
 from openwrt_wolf.store import FileStore, Record
 from tests import sshd_router
 from tests.sshd_router import BASE_STATE, WOLFSSL_PACKAGES, FakeRouter, make_image
@@ -60,6 +68,11 @@ def do_flash(
             print([(s.state, s.seconds) for s in flasher.result.states])
 
 
+def fakefw_release(r: FakeRouter) -> str:
+    text = (r.root / "etc" / "openwrt_release").read_text()
+    return next(ln.split("=")[1].strip("'") for ln in text.splitlines() if "RELEASE" in ln)
+
+
 def tmp_files(r: FakeRouter) -> list[str]:
     return sorted(p.name for p in (r.root / "tmp").iterdir())
 
@@ -84,6 +97,10 @@ def test_flash_wolfssl_wipes_settings(router: FakeRouter, tmp_path: Path) -> Non
     assert router.known_hosts.read_text() == f"[{router.host}]:{router.port} {kind} {b64}\n"
     assert "new host key after the settings were wiped" in out
     assert any(e.startswith("request") for e in router.events) and "back" in router.events
+    rec = store_result(FileStore(tmp_path / "results"), devices.resolve("tl-wr902ac"), res)
+    stored = json.loads(rec.read_text())
+    assert (stored["kind"], stored["flavour"]) == ("flash", "wolfssl")
+    assert stored["data"]["after"]["DISTRIB_RELEASE"] == fakefw_release(router)
 
 
 def test_flash_keep_settings_over_scp_with_opkg(router_scp: FakeRouter, tmp_path: Path) -> None:

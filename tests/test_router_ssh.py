@@ -45,7 +45,10 @@ def test_run_exit_status_and_output(router: FakeRouter) -> None:
 def test_meminfo_through_target_matches_host(router: FakeRouter) -> None:
     """What measure-memory reads on a router: /proc/meminfo over the Target. The sshd runs on
     this machine, so the host's own /proc/meminfo is the oracle."""
-    t = ssh.SSHTarget(login(router))
+    t = ssh.open_target(  # what `invoke measure-memory --host` builds from its options
+        router.host, port=router.port, user=router.user,
+        key=str(router.userkey), known_hosts=str(router.known_hosts),
+    )  # fmt: skip
     try:
         remote = t.run("cat /proc/meminfo").output
     finally:
@@ -161,3 +164,13 @@ def test_reboot_waits_for_the_router(router: FakeRouter) -> None:
         assert any("request" in e for e in router.events) and "back" in router.events
     finally:
         t.close()
+
+
+def test_cli_login_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(WolfError, match="--key or --password, not both"):
+        ssh.login_from_cli("192.0.2.1", key="k", password=True)
+    with pytest.raises(WolfError, match="key file not found"):
+        ssh.login_from_cli("192.0.2.1", key=str(tmp_path / "nope"))
+    monkeypatch.setenv("OPENWRT_WOLF_ROUTER_PASSWORD", "s3cret")
+    got = ssh.login_from_cli("192.0.2.1", port="2222", password=True)  # type: ignore[arg-type]
+    assert (got.password, got.port, got.host_entry) == ("s3cret", 2222, "[192.0.2.1]:2222")

@@ -11,12 +11,9 @@ progress) for the router to go away and come back, then check what it runs."""
 
 from __future__ import annotations
 
-import getpass
 import json
-import os
 import re
 import shlex
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -392,8 +389,13 @@ class Flasher:
         ) as bar:
             task = bar.add_task("", total=timeout)
 
+            said = [-1.0]
+
             def poll(elapsed: float, seen: str) -> None:
                 bar.update(task, completed=min(elapsed, timeout), description=seen)
+                if not self.out.is_terminal and elapsed - said[0] >= 10:
+                    said[0] = elapsed  # logs and pipes get a line every 10 s instead of a bar
+                    self.out.print(f"  {what}: {elapsed:.0f}/{timeout:.0f} s, {seen}")
 
             return fn(
                 self.req.login, timeout=timeout, interval=self.req.timeouts.poll, on_poll=poll
@@ -505,47 +507,6 @@ def store_result(store: FileStore, device: devices.Device, result: FlashResult) 
     )
 
 
-def _password(ask: bool) -> str | None:
-    if not ask:
-        return None
-    env = os.environ.get("OPENWRT_WOLF_ROUTER_PASSWORD")
-    if env is not None:
-        return env
-    if not sys.stdin.isatty():
-        raise WolfError(
-            "--password needs a terminal to ask on",
-            hint="set OPENWRT_WOLF_ROUTER_PASSWORD, or use --key",
-        )
-    return getpass.getpass("router password: ")
-
-
-def login_from_cli(
-    host: str,
-    *,
-    port: int = 22,
-    user: str = "root",
-    key: str | None = None,
-    password: bool = False,
-    accept_new: bool = False,
-    known_hosts: str | None = None,
-) -> ssh.Login:
-    """The Login the CLI options describe (flash here; measure-memory --host uses it too)."""
-    if key and password:
-        raise WolfError("give --key or --password, not both")
-    keypath = Path(key).expanduser() if key else None
-    if keypath and not keypath.is_file():
-        raise WolfError(f"key file not found: {keypath}", hint="--key takes a private key file")
-    return ssh.Login(
-        host=host,
-        port=int(port),
-        user=user,
-        key=keypath,
-        password=_password(password),
-        known_hosts=Path(known_hosts).expanduser() if known_hosts else None,
-        accept_new=accept_new,
-    )
-
-
 def main(
     *,
     device: str,
@@ -569,7 +530,7 @@ def main(
     dev = devices.resolve(device, release)
     if dev.has_flash is False and not dev.supported_devices:
         raise WolfError(f"{dev.profile} has no flash to write (a QEMU machine)")
-    login = login_from_cli(
+    login = ssh.login_from_cli(
         host, port=port, user=user, key=key, password=password,
         accept_new=accept_new, known_hosts=known_hosts,
     )  # fmt: skip

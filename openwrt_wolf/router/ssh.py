@@ -8,14 +8,18 @@ Every network step has a timeout; every failure is a WolfError with one line."""
 from __future__ import annotations
 
 import contextlib
+import getpass
 import logging
+import os
 import shlex
 import socket
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import paramiko
 
@@ -499,3 +503,50 @@ def wait_up(
                 "check the router's LEDs and serial console (failsafe?)",
             )
         time.sleep(interval)
+
+
+def _password(ask: bool) -> str | None:
+    if not ask:
+        return None
+    env = os.environ.get("OPENWRT_WOLF_ROUTER_PASSWORD")
+    if env is not None:
+        return env
+    if not sys.stdin.isatty():
+        raise WolfError(
+            "--password needs a terminal to ask on",
+            hint="set OPENWRT_WOLF_ROUTER_PASSWORD, or use --key",
+        )
+    return getpass.getpass("router password: ")
+
+
+def login_from_cli(
+    host: str,
+    *,
+    port: int = 22,
+    user: str = "root",
+    key: str | None = None,
+    password: bool = False,
+    accept_new: bool = False,
+    known_hosts: str | None = None,
+) -> Login:
+    """The Login the CLI options describe (`invoke flash`, `invoke measure-memory --host`)."""
+    if key and password:
+        raise WolfError("give --key or --password, not both")
+    keypath = Path(key).expanduser() if key else None
+    if keypath and not keypath.is_file():
+        raise WolfError(f"key file not found: {keypath}", hint="--key takes a private key file")
+    return Login(
+        host=host,
+        port=int(port),
+        user=user,
+        key=keypath,
+        password=_password(password),
+        known_hosts=Path(known_hosts).expanduser() if known_hosts else None,
+        accept_new=accept_new,
+    )
+
+
+def open_target(host: str, **options: Any) -> SSHTarget:
+    """A connected router Target from CLI options (see login_from_cli), e.g. for
+    `invoke measure-memory --host 192.168.1.1 --key ~/.ssh/id_ed25519`."""
+    return SSHTarget(login_from_cli(host, **options))
