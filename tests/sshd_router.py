@@ -28,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 STANDINS = HERE / "fake_router"
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+DROPBEAR = "/usr/sbin/dropbear"
 
 # the firmware the fake router runs before a test flashes it
 BASE_STATE: dict[str, Any] = {
@@ -79,14 +80,22 @@ def _tree(pid: int) -> set[int]:
 
 
 class FakeRouter:
-    def __init__(self, base: Path, *, sftp: bool) -> None:
+    """server "openssh" (with or without its sftp subsystem) or "dropbear" (what OpenWrt
+    runs; never has SFTP here, as on OpenWrt)."""
+
+    def __init__(self, base: Path, *, sftp: bool, server: str = "openssh") -> None:
         need_tools(SSHD, "ssh-keygen", "python3")
+        if server == "dropbear":
+            need_tools(DROPBEAR, "dropbearkey", "unshare")
+            if os.geteuid() != 0:
+                pytest.skip("the dropbear router needs root (a private mount namespace)")
         self.base = base
-        self.sftp = sftp
+        self.server = server
+        self.sftp = sftp and server == "openssh"
         self.root = base / "root"  # $FAKEROOT: the router's files
         self.port = _free_port()
         self.host = "127.0.0.1"
-        self.user = os.environ.get("USER") or __import__("getpass").getuser()
+        self.user = "root" if server == "dropbear" else __import__("getpass").getuser()
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids_seen: dict[int, str] = {}  # pid -> start time (pids get reused)
         self.events: list[str] = []
@@ -95,10 +104,19 @@ class FakeRouter:
         self.hostkey = base / "ssh_host_ed25519_key"
         self.userkey = base / "id_ed25519"
         self.known_hosts = base / "known_hosts"
-        for key in (self.hostkey, self.userkey):
-            self._keygen(key)
+        self._keygen(self.userkey)
+        self.new_hostkey()
         (base / "authorized_keys").write_text((base / "id_ed25519.pub").read_text())
-        Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation dir Debian's sshd wants
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation dir of Debian's sshd
+        if server == "dropbear":
+            # dropbear reads ~root/.ssh/authorized_keys and has no SetEnv: give root a home of
+            # our own inside a private mount namespace; bash sourced .bashrc sets PATH
+            home = base / "home"
+            (home / ".ssh").mkdir(parents=True, mode=0o700)
+            home.chmod(0o700)
+            (home / ".ssh" / "authorized_keys").write_text((base / "authorized_keys").read_text())
+            (home / ".bashrc").write_text(f"export PATH={STANDINS}:$PATH\n")
         self._write_config()
         self.reset()
         self.watcher = threading.Thread(target=self._watch, daemon=True)
@@ -116,6 +134,60 @@ class FakeRouter:
             timeout=30,
             stdin=subprocess.DEVNULL,
         )
+
+    def new_hostkey(self) -> None:
+        if self.server == "dropbear":
+            with contextlib.suppress(FileNotFoundError):
+                self.hostkey.unlink()
+            subprocess.run(
+                ["dropbearkey", "-t", "ed25519", "-f", str(self.hostkey)],
+                check=True, timeout=30, stdin=subprocess.DEVNULL, capture_output=True,
+            )  # fmt: skip
+        else:
+            self._keygen(self.hostkey)
+
+    def host_pub(self) -> tuple[str, str]:
+        """(key type, base64) of the server's current host key, from the key tools."""
+        if self.server == "dropbear":
+            out = subprocess.run(
+                ["dropbearkey", "-y", "-f", str(self.hostkey)],
+                check=True, timeout=30, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            line = next(ln for ln in out.splitlines() if ln.startswith("ssh-"))
+        else:
+            line = self.hostkey.with_suffix(".pub").read_text()
+        kind, b64 = line.split()[:2]
+        return kind, b64
+
+    def _env(self) -> dict[str, str]:
+        """dropbear -e hands its environment to sessions. bash reads ~/.bashrc when run by an
+        SSH server only as a top-level shell (no SHLVL inherited), else $BASH_ENV: set both."""
+        env = {k: v for k, v in os.environ.items() if k != "SHLVL"}
+        return env | {"FAKEROOT": str(self.root), "BASH_ENV": str(self.base / "home" / ".bashrc")}
+
+    def _argv(self) -> list[str]:
+        if self.server == "openssh":
+            return [
+                SSHD,
+                "-D",
+                "-f",
+                str(self.base / "sshd_config"),
+                "-E",
+                str(self.base / "sshd.log"),
+            ]
+        dropbear = (
+            f"exec {DROPBEAR} -F -E -e -p 127.0.0.1:{self.port} -r {self.hostkey} "
+            f"-P {self.base / 'dropbear.pid'} 2>>{self.base / 'sshd.log'}"
+        )
+        # OpenWrt has no sftp-server: hide Debian's (the private mount namespace only)
+        hide = "mount -t tmpfs none /usr/lib/openssh"
+        return [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount --bind {self.base / 'home'} /root && {hide} && {dropbear}",
+        ]
 
     def _write_config(self) -> None:
         path = f"{STANDINS}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
@@ -146,16 +218,10 @@ class FakeRouter:
             if self.proc and self.proc.poll() is None:
                 return
             self.proc = subprocess.Popen(
-                [
-                    SSHD,
-                    "-D",
-                    "-f",
-                    str(self.base / "sshd_config"),
-                    "-E",
-                    str(self.base / "sshd.log"),
-                ],
+                self._argv(),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self._env(),
             )
             self.pids_seen[self.proc.pid] = _start_time(self.proc.pid)
         deadline = time.monotonic() + 10
@@ -210,7 +276,7 @@ class FakeRouter:
                 self.events.append(f"request {what}")
                 self.kill_all()
                 if what.get("regen_hostkey"):
-                    self._keygen(self.hostkey)
+                    self.new_hostkey()
                 time.sleep(float(what.get("downtime", 1.5)))
                 if what.get("come_back", True) and not self.stopping.is_set():
                     self.start()
@@ -244,8 +310,8 @@ class FakeRouter:
 
     def trust_hostkey(self) -> None:
         """known_hosts with this router's current key, as after a first --accept-new."""
-        pub = self.hostkey.with_suffix(".pub").read_text().split()
-        self.known_hosts.write_text(f"[{self.host}]:{self.port} {pub[0]} {pub[1]}\n")
+        kind, b64 = self.host_pub()
+        self.known_hosts.write_text(f"[{self.host}]:{self.port} {kind} {b64}\n")
 
     def close(self) -> None:
         self.stopping.set()
@@ -276,9 +342,11 @@ def _alive(pid: int, start: str) -> bool:
     return fields[0] != "Z" and fields[19] == start
 
 
-def _router(tmp_path_factory: pytest.TempPathFactory, sftp: bool) -> Iterator[FakeRouter]:
-    base = tmp_path_factory.mktemp("sftp-router" if sftp else "scp-router")
-    r = FakeRouter(base, sftp=sftp)
+def _router(
+    tmp_path_factory: pytest.TempPathFactory, sftp: bool, server: str = "openssh"
+) -> Iterator[FakeRouter]:
+    base = tmp_path_factory.mktemp(f"{server}-{'sftp' if sftp else 'scp'}-router")
+    r = FakeRouter(base, sftp=sftp, server=server)
     try:
         yield r
     finally:
@@ -293,6 +361,11 @@ def router_sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeRouter
 @pytest.fixture(scope="session")
 def router_scp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeRouter]:
     yield from _router(tmp_path_factory, sftp=False)
+
+
+@pytest.fixture(scope="session")
+def router_dropbear(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeRouter]:
+    yield from _router(tmp_path_factory, sftp=False, server="dropbear")
 
 
 @pytest.fixture

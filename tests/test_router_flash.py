@@ -36,6 +36,7 @@ from tests.sshd_router import BASE_STATE, WOLFSSL_PACKAGES, FakeRouter, make_ima
 
 router_sftp = sshd_router.router_sftp
 router_scp = sshd_router.router_scp
+router_dropbear = sshd_router.router_dropbear
 router = sshd_router.router
 
 FAST = Timeouts(
@@ -77,8 +78,19 @@ def tmp_files(r: FakeRouter) -> list[str]:
     return sorted(p.name for p in (r.root / "tmp").iterdir())
 
 
-def test_flash_wolfssl_wipes_settings(router: FakeRouter, tmp_path: Path) -> None:
-    old_key = router.hostkey.with_suffix(".pub").read_text()
+@pytest.fixture(params=["openssh", "dropbear"])
+def any_router(request: pytest.FixtureRequest) -> FakeRouter:
+    """The OpenSSH router with SFTP, and dropbear (OpenWrt's own server, no SFTP)."""
+    name = "router_sftp" if request.param == "openssh" else "router_dropbear"
+    r: FakeRouter = request.getfixturevalue(name)
+    r.reset()
+    r.trust_hostkey()
+    return r
+
+
+def test_flash_wolfssl_wipes_settings(any_router: FakeRouter, tmp_path: Path) -> None:
+    router = any_router
+    old_key = router.host_pub()
     img = make_image(tmp_path / "wolf-sysupgrade.bin", packages=WOLFSSL_PACKAGES)
     res, out = do_flash(router, img, flavour="wolfssl")
     st = router.state()
@@ -86,14 +98,14 @@ def test_flash_wolfssl_wipes_settings(router: FakeRouter, tmp_path: Path) -> Non
     assert st["last_sysupgrade"] == ["-n", "-v", remote]  # what really ran on the "router"
     assert st["flashed"] == 1
     assert [s.state for s in res.states] == [str(s) for s in ORDER if s is not State.DONE]
-    assert res.ok and res.copy_method == "sftp" and res.board_name == "tplink,tl-wr902ac-v1"
+    want_copy = "sftp" if router.sftp else "scp"
+    assert res.ok and res.copy_method == want_copy and res.board_name == "tplink,tl-wr902ac-v1"
     assert res.before["DISTRIB_RELEASE"] == "24.10.8"
     assert res.after["DISTRIB_RELEASE"] == "25.12.5"
     assert "libwolfssl5.9.1.e624513f" in res.tls_packages and res.package_manager == "apk"
     # sysupgrade -n loses dropbear's keys: the new one replaced the old, with a warning
-    new_key = router.hostkey.with_suffix(".pub").read_text()
+    kind, b64 = new_key = router.host_pub()
     assert new_key != old_key and res.host_key_changed
-    kind, b64 = new_key.split()[:2]
     assert router.known_hosts.read_text() == f"[{router.host}]:{router.port} {kind} {b64}\n"
     assert "new host key after the settings were wiped" in out
     assert any(e.startswith("request") for e in router.events) and "back" in router.events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 from pathlib import Path
 
@@ -11,12 +12,14 @@ import pytest
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.router import ssh
 from openwrt_wolf.router.errors import CommandTimeout
+from openwrt_wolf.target import CommandResult
 from tests import sshd_router
 from tests.sshd_router import STANDINS, FakeRouter
 
 # the fake routers' fixtures (session-scoped sshd), used by name below
 router_sftp = sshd_router.router_sftp
 router_scp = sshd_router.router_scp
+router_dropbear = sshd_router.router_dropbear
 router = sshd_router.router
 
 
@@ -174,3 +177,22 @@ def test_cli_login_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("OPENWRT_WOLF_ROUTER_PASSWORD", "s3cret")
     got = ssh.login_from_cli("192.0.2.1", port="2222", password=True)  # type: ignore[arg-type]
     assert (got.password, got.port, got.host_entry) == ("s3cret", 2222, "[192.0.2.1]:2222")
+
+
+def test_dropbear_target(router_dropbear: FakeRouter, tmp_path: Path) -> None:
+    """OpenWrt's own SSH server: no SFTP, so the copy falls back to the scp protocol."""
+    r = router_dropbear
+    r.reset()
+    r.trust_hostkey()
+    src = tmp_path / "img.bin"
+    src.write_bytes(os.urandom(500_000))
+    t = ssh.SSHTarget(login(r))
+    try:
+        assert t.run("echo $FAKEROOT; exit 7") == CommandResult(
+            "echo $FAKEROOT; exit 7", 7, f"{r.root}\n"
+        )
+        t.put(src, str(r.root / "tmp" / "img.bin"))
+        assert t.copy_method == "scp"
+    finally:
+        t.close()
+    assert (r.root / "tmp" / "img.bin").read_bytes() == src.read_bytes()
