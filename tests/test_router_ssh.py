@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -196,3 +197,20 @@ def test_dropbear_target(router_dropbear: FakeRouter, tmp_path: Path) -> None:
     finally:
         t.close()
     assert (r.root / "tmp" / "img.bin").read_bytes() == src.read_bytes()
+
+
+def test_forget_host_handles_hashed_known_hosts(router: FakeRouter, tmp_path: Path) -> None:
+    """known_hosts hashed by ssh-keygen -H (the oracle): only our router's line goes."""
+    kind, b64 = router.host_pub()
+    kh = router.known_hosts
+    kh.write_text(f"[{router.host}]:{router.port} {kind} {b64}\nother.example {kind} {b64}\n")
+    subprocess.run(["ssh-keygen", "-H", "-f", str(kh)], check=True, capture_output=True)
+    assert kh.read_text().count("|1|") == 2
+    ssh.SSHTarget(login(router)).close()  # paramiko matches the hashed entry
+    ssh.forget_host(kh, f"[{router.host}]:{router.port}")
+    out = subprocess.run(
+        ["ssh-keygen", "-F", "other.example", "-f", str(kh)], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and len(kh.read_text().splitlines()) == 1
+    with pytest.raises(WolfError, match="is not in"):
+        ssh.SSHTarget(login(router))
