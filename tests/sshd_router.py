@@ -117,6 +117,13 @@ class FakeRouter:
             home.chmod(0o700)
             (home / ".ssh" / "authorized_keys").write_text((base / "authorized_keys").read_text())
             (home / ".bashrc").write_text(f"export PATH={STANDINS}:$PATH\n")
+            # like a new or wiped OpenWrt, root has no password (dropbear -B lets it in)
+            shadow = [
+                ":".join([f[0], "", *f[2:]]) if f[0] == "root" else ":".join(f)
+                for f in (ln.split(":") for ln in Path("/etc/shadow").read_text().splitlines())
+            ]
+            (base / "shadow").write_text("\n".join(shadow) + "\n")
+            (base / "shadow").chmod(0o600)
         self._write_config()
         self.reset()
         self.watcher = threading.Thread(target=self._watch, daemon=True)
@@ -176,11 +183,12 @@ class FakeRouter:
                 str(self.base / "sshd.log"),
             ]
         dropbear = (
-            f"exec {DROPBEAR} -F -E -e -p 127.0.0.1:{self.port} -r {self.hostkey} "
+            f"exec {DROPBEAR} -F -E -e -B -p 127.0.0.1:{self.port} -r {self.hostkey} "
             f"-P {self.base / 'dropbear.pid'} 2>>{self.base / 'sshd.log'}"
         )
         # OpenWrt has no sftp-server: hide Debian's (the private mount namespace only)
         hide = "mount -t tmpfs none /usr/lib/openssh"
+        hide += f" && mount --bind {self.base / 'shadow'} /etc/shadow"
         return [
             "unshare",
             "-m",
@@ -275,8 +283,10 @@ class FakeRouter:
                 req.unlink()
                 self.events.append(f"request {what}")
                 self.kill_all()
-                if what.get("regen_hostkey"):
+                if what.get("regen_hostkey"):  # sysupgrade -n: /etc/dropbear is gone
                     self.new_hostkey()
+                    if self.server == "dropbear":
+                        (self.base / "home" / ".ssh" / "authorized_keys").unlink()
                 time.sleep(float(what.get("downtime", 1.5)))
                 if what.get("come_back", True) and not self.stopping.is_set():
                     self.start()
@@ -298,6 +308,9 @@ class FakeRouter:
             "DISTRIB_DESCRIPTION='OpenWrt 24.10.8 r28900-0b795ce79e'\nDISTRIB_TAINTS=''\n"
         )
         self.events.clear()
+        if self.server == "dropbear":
+            auth = (self.base / "authorized_keys").read_text()
+            (self.base / "home" / ".ssh" / "authorized_keys").write_text(auth)
         if not self.running():
             self.start()
 

@@ -108,6 +108,9 @@ def test_flash_wolfssl_wipes_settings(any_router: FakeRouter, tmp_path: Path) ->
     assert new_key != old_key and res.host_key_changed
     assert router.known_hosts.read_text() == f"[{router.host}]:{router.port} {kind} {b64}\n"
     assert "new host key after the settings were wiped" in out
+    if router.server == "dropbear":  # the wipe took authorized_keys too: blank root login
+        assert "key refused after the wipe" in out
+        assert "Auth succeeded with blank password" in (router.base / "sshd.log").read_text()
     assert any(e.startswith("request") for e in router.events) and "back" in router.events
     rec = store_result(FileStore(tmp_path / "results"), devices.resolve("tl-wr902ac"), res)
     stored = json.loads(rec.read_text())

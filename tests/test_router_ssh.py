@@ -197,6 +197,14 @@ def test_dropbear_target(router_dropbear: FakeRouter, tmp_path: Path) -> None:
     finally:
         t.close()
     assert (r.root / "tmp" / "img.bin").read_bytes() == src.read_bytes()
+    # a new or wiped OpenWrt: root without a password, no keys (dropbear logs how it let us in)
+    ssh.SSHTarget(login(r, key=None, password="")).close()
+    assert "Auth succeeded with blank password for 'root'" in (r.base / "sshd.log").read_text()
+
+
+def test_empty_password_refused_by_openssh(router: FakeRouter) -> None:
+    with pytest.raises(WolfError, match=r"authentication failed .* empty password"):
+        ssh.SSHTarget(login(router, key=None, password=""))
 
 
 def test_forget_host_handles_hashed_known_hosts(router: FakeRouter, tmp_path: Path) -> None:

@@ -16,12 +16,13 @@ import socket
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paramiko
+import paramiko.auth_strategy
 
 from ..errors import WolfError
 from ..store import write_atomic
@@ -142,6 +143,19 @@ class _Policy(paramiko.MissingHostKeyPolicy):
         log.info("added %s (%s) to %s", hostname, fingerprint(key), self.login.known_hosts_path())
 
 
+class _BlankRoot(paramiko.auth_strategy.AuthStrategy):
+    """A new or wiped OpenWrt: root has no password. dropbear then lets it in with the "none"
+    method (OpenWrt runs it with blank passwords allowed), some setups with an empty one."""
+
+    def __init__(self, user: str) -> None:
+        super().__init__(ssh_config=paramiko.SSHConfig())
+        self.user = user
+
+    def get_sources(self) -> Iterator[paramiko.auth_strategy.AuthSource]:
+        yield paramiko.auth_strategy.NoneAuth(self.user)
+        yield paramiko.auth_strategy.Password(self.user, lambda: "")
+
+
 def open_client(login: Login) -> paramiko.SSHClient:
     """Connect and authenticate, or raise one clear WolfError."""
     kh = login.known_hosts_path()
@@ -152,6 +166,7 @@ def open_client(login: Login) -> paramiko.SSHClient:
         for ktype, key in keys.items():
             client.get_host_keys().add(name, ktype, key)
     t = login.connect_timeout
+    blank = login.password == "" and login.key is None
     try:
         client.connect(
             login.host,
@@ -166,6 +181,7 @@ def open_client(login: Login) -> paramiko.SSHClient:
             # an explicit key or password means exactly that; otherwise behave like ssh
             allow_agent=login.key is None and login.password is None,
             look_for_keys=login.key is None and login.password is None,
+            auth_strategy=_BlankRoot(login.user) if blank else None,
         )
     except _Unknown as e:
         client.close()
@@ -185,17 +201,10 @@ def open_client(login: Login) -> paramiko.SSHClient:
         ) from None
     except paramiko.AuthenticationException:
         client.close()
-        how = (
-            f"key {login.key}"
-            if login.key
-            else "password"
-            if login.password is not None
-            else "ssh-agent and ~/.ssh keys"
-        )
         raise AuthFailed(
-            f"authentication failed for {login.where} with {how}",
-            hint="check --user, --key or --password (a fresh OpenWrt needs a root password "
-            "or a key in /etc/dropbear/authorized_keys)",
+            f"authentication failed for {login.where} with {_how(login)}",
+            hint="check --user, --key or --password (a fresh OpenWrt has no root password: "
+            "--password and an empty answer)",
         ) from None
     except paramiko.ssh_exception.NoValidConnectionsError as e:
         client.close()
@@ -211,11 +220,26 @@ def open_client(login: Login) -> paramiko.SSHClient:
         ) from None
     except paramiko.SSHException as e:
         client.close()
+        if "No authentication methods available" in str(e):
+            raise AuthFailed(
+                f"no key or password to log in to {login.where} with",
+                hint="give --key PATH or --password (an ssh-agent or ~/.ssh keys work too)",
+            ) from None
         raise WolfError(f"SSH handshake with {login.host}:{login.port} failed: {e}") from None
     except OSError as e:
         client.close()
         raise WolfError(f"cannot connect to {login.host}:{login.port}: {e.strerror or e}") from None
     return client
+
+
+def _how(login: Login) -> str:
+    if login.key:
+        return f"key {login.key}"
+    if login.password == "":
+        return "an empty password (a fresh OpenWrt's root)"
+    if login.password is not None:
+        return "password"
+    return "ssh-agent and ~/.ssh keys"
 
 
 def probe(host: str, port: int, timeout: float = 3.0) -> tuple[str | None, str]:
@@ -408,6 +432,19 @@ class SSHTarget:
             raise ConnectionLost(f"cannot open a channel to {self.name}: {e}") from None
 
     @staticmethod
+    def _close_fully(chan: paramiko.Channel, seconds: float = 5.0) -> None:
+        """Close a channel and wait until the server has closed it too (or the connection is
+        gone), so the next channel does not race its teardown."""
+        chan.close()
+        t = chan.get_transport()
+        end = time.monotonic() + seconds
+        while t is not None and t.is_active() and time.monotonic() < end:
+            # paramiko unlinks a channel once both sides sent CLOSE (no public accessor)
+            if getattr(t, "_channels").get(chan.get_id()) is None:  # noqa: B009
+                return
+            time.sleep(0.02)
+
+    @staticmethod
     def _wait_status(chan: paramiko.Channel, seconds: float) -> bool:
         """The exit status may trail the channel's EOF a little; a dead transport never sends it."""
         end = time.monotonic() + seconds
@@ -423,16 +460,20 @@ class SSHTarget:
     def _put_sftp(
         self, local: Path, remote: str, timeout: float, progress: ProgressFn | None
     ) -> None:
+        # our own channel, so a router without sftp-server (dropbear starts the subsystem,
+        # it exits 127) leaves nothing half-open: dropbear refuses the next channel otherwise
+        chan = self._session(timeout)
+        chan.settimeout(min(timeout, 30.0))
         try:
-            sftp = self.client.open_sftp()
+            chan.invoke_subsystem("sftp")
+            sftp = paramiko.SFTPClient(chan)
         except (paramiko.SSHException, EOFError, OSError) as e:
+            self._close_fully(chan)
             if not self.connected():
                 raise ConnectionLost(f"connection to {self.name} lost opening SFTP") from None
             raise CopyUnavailable(f"no SFTP server ({e or 'subsystem refused'})") from None
         try:
-            chan = sftp.get_channel()
-            if chan is not None:
-                chan.settimeout(timeout)
+            chan.settimeout(timeout)
             with local.open("rb") as fh:
                 sftp.putfo(fh, remote, file_size=local.stat().st_size, callback=progress)
         except TimeoutError:
