@@ -222,3 +222,9 @@ def test_forget_host_handles_hashed_known_hosts(router: FakeRouter, tmp_path: Pa
     assert out.returncode == 0 and len(kh.read_text().splitlines()) == 1
     with pytest.raises(WolfError, match="is not in"):
         ssh.SSHTarget(login(router))
+
+
+def test_wait_down_and_up_say_what_was_seen(router: FakeRouter) -> None:
+    with pytest.raises(WolfError, match=r"still answered SSH .*last seen: SSH answering \(SSH-2"):
+        ssh.wait_down(login(router), timeout=0.3, interval=0.1)
+    assert ssh.wait_up(login(router), timeout=5, interval=0.1).startswith("SSH-2.0-OpenSSH")

@@ -21,6 +21,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+import paramiko
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -210,6 +211,12 @@ class Flasher:
                     if not e.message.startswith(f"{state}: "):
                         e = WolfError(f"{state}: {e.message}", hint=e.hint)
                     raise e from None
+                except (paramiko.SSHException, OSError, EOFError) as e:
+                    # anything the SSH layer did not name itself: still one line
+                    raise WolfError(
+                        f"{state}: SSH error talking to {self.req.login.host_entry}: "
+                        f"{e or type(e).__name__}"
+                    ) from None
                 finally:
                     secs = round(time.monotonic() - t0, 2)
                     self.result.states.append(StateLog(str(state), started, secs, self.note))

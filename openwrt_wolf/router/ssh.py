@@ -352,9 +352,9 @@ class SSHTarget:
                     )
                 if eof:
                     time.sleep(0.05)
-        except paramiko.SSHException as e:
+        except (paramiko.SSHException, OSError, EOFError) as e:
             raise ConnectionLost(
-                f"connection to {self.name} failed running {command!r}: {e}"
+                f"connection to {self.name} failed running {command!r}: {e or type(e).__name__}"
             ) from None
         finally:
             chan.close()
