@@ -163,8 +163,10 @@ def test_reboot_waits_for_the_router(router: FakeRouter) -> None:
         # the stand-in `reboot` (first on the fake router's PATH) makes the fixture kill sshd
         # and its sessions, then start it again
         assert t.run("command -v reboot").output.strip() == str(STANDINS / "reboot")
+        connected = t.started_at
         t.reboot(timeout=30)
         assert t.run("echo back").output == "back\n"
+        assert t.started_at > connected
         assert any("request" in e for e in router.events) and "back" in router.events
     finally:
         t.close()

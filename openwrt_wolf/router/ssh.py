@@ -275,6 +275,8 @@ class SSHTarget:
         self._log: deque[str] = deque(maxlen=console_lines)
         self.copy_method = ""
         self.client = open_client(login)
+        # when the router became usable (connect, or back from reboot): the VM's started_at
+        self.started_at = time.monotonic()
 
     # -- Target --------------------------------------------------------------------------
 
@@ -409,6 +411,7 @@ class SSHTarget:
         self.client.close()
         wait_up(self.login, timeout=timeout)
         self.client = open_client(self.login)
+        self.started_at = time.monotonic()
 
     def console_log(self) -> list[str]:
         return list(self._log)
