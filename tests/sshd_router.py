@@ -117,13 +117,18 @@ class FakeRouter:
             home.chmod(0o700)
             (home / ".ssh" / "authorized_keys").write_text((base / "authorized_keys").read_text())
             (home / ".bashrc").write_text(f"export PATH={STANDINS}:$PATH\n")
-            # like a new or wiped OpenWrt, root has no password (dropbear -B lets it in)
+            # the router's /etc inside the namespace: the host's, plus /etc/openwrt_release
+            # (the fake firmware's), and like a new or wiped OpenWrt root has no password
+            # (dropbear -B lets it in)
+            etc = base / "etc"
+            shutil.copytree("/etc", etc, symlinks=True, ignore_dangling_symlinks=True)
             shadow = [
                 ":".join([f[0], "", *f[2:]]) if f[0] == "root" else ":".join(f)
-                for f in (ln.split(":") for ln in Path("/etc/shadow").read_text().splitlines())
+                for f in (ln.split(":") for ln in (etc / "shadow").read_text().splitlines())
             ]
-            (base / "shadow").write_text("\n".join(shadow) + "\n")
-            (base / "shadow").chmod(0o600)
+            (etc / "shadow").write_text("\n".join(shadow) + "\n")
+            (etc / "openwrt_release").unlink(missing_ok=True)
+            (etc / "openwrt_release").symlink_to(self.root / "etc" / "openwrt_release")
         self._write_config()
         self.reset()
         self.watcher = threading.Thread(target=self._watch, daemon=True)
@@ -188,7 +193,7 @@ class FakeRouter:
         )
         # OpenWrt has no sftp-server: hide Debian's (the private mount namespace only)
         hide = "mount -t tmpfs none /usr/lib/openssh"
-        hide += f" && mount --bind {self.base / 'shadow'} /etc/shadow"
+        hide += f" && mount --bind {self.base / 'etc'} /etc"
         return [
             "unshare",
             "-m",

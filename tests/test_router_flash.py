@@ -266,3 +266,33 @@ def test_cli_error_is_one_line(tmp_path: Path) -> None:
     assert len(errors) == 1 and p.stderr.splitlines()[-1] == errors[0]  # the last line
     assert errors[0].startswith(f"error: connect: connection refused by 127.0.0.1:{port}")
     assert "Traceback" not in p.stderr
+
+
+def test_cli_flash_from_build_record_on_dropbear(
+    router_dropbear: FakeRouter, tmp_path: Path
+) -> None:
+    """`invoke flash --flavour` end to end, with the router's real paths (/etc/openwrt_release
+    inside dropbear's namespace, the image in /tmp): newest build record → flashed → record."""
+    r = router_dropbear
+    r.reset()
+    r.trust_hostkey()
+    store = FileStore(tmp_path / "results")
+    img = make_image(tmp_path / f"wolf-{os.getpid()}-{tmp_path.name}-sysupgrade.bin",
+                     packages=WOLFSSL_PACKAGES)  # fmt: skip
+    _build_record(store, img, "wolfssl")
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "flash", "--device", "tl-wr902ac", "--host", r.host,
+         "--port", str(r.port), "--key", str(r.userkey), "--known-hosts", str(r.known_hosts),
+         "--flavour", "wolfssl", "--store", str(store.root), "--wait-up", "60"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    # what really ran on the router, and the image it took from its /tmp
+    assert r.state()["last_sysupgrade"] == ["-n", "-v", f"/tmp/{img.name}"]
+    assert not (Path("/tmp") / img.name).exists()
+    records = list((store.root / "flash").glob("*.json"))
+    assert len(records) == 1
+    data = json.loads(records[0].read_text())["data"]
+    assert data["ok"] and data["copy_method"] == "scp" and data["host_key_changed"]
+    assert data["after"]["DISTRIB_RELEASE"] == fakefw_release(r) == "25.12.5"
+    assert data["image_sha256"] == images.sha256_file(img)
