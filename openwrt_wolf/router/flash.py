@@ -23,6 +23,7 @@ from typing import Any
 
 import paramiko
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .. import devices, flavours, term
@@ -222,7 +223,7 @@ class Flasher:
                     self.result.states.append(StateLog(str(state), started, secs, self.note))
                 state = nxt
             self.result.ok = True
-            self.out.print(f"[bold green]done[/]: {self._summary()}")
+            self.out.print(f"[bold green]done[/]: {escape(self._summary())}")
             return self.result
         except WolfError as e:
             self.result.error = str(e)
@@ -275,7 +276,7 @@ class Flasher:
                 hint="check --host and --device, or pick the image built for this router",
             )
         self.note = f"{name}, runs {self.result.before.get('DISTRIB_RELEASE', '?')}"
-        self.out.print(f"  {self.note}")
+        self.out.print(f"  {self.note}", markup=False)
         return State.CHECK_SPACE
 
     def check_space(self) -> State:
@@ -315,7 +316,7 @@ class Flasher:
                 progress=lambda done, total: bar.update(task, completed=done),
             )
         method = self.result.copy_method = self.note = self.target.copy_method
-        self.out.print(f"  {size:,} bytes to {self.remote} via {method}")
+        self.out.print(f"  {size:,} bytes to {self.remote} via {method}", markup=False)
         return State.VERIFY_CHECKSUM
 
     def verify_checksum(self) -> State:
@@ -358,15 +359,15 @@ class Flasher:
 
         def show(line: str) -> None:
             seen.append(line)
-            self.out.print(f"  [dim]{_UPGRADE_PREFIX.sub('', line)}[/]")
+            self.out.print(f"  [dim]{escape(_UPGRADE_PREFIX.sub('', line))}[/]")
 
-        commenced = "connection dropped"
+        note = "connection dropped"
         try:
             res = self.target.run(cmd, timeout=self.req.timeouts.upgrade, on_line=show)
         except ConnectionLost:
             if not any("Commencing upgrade" in s for s in seen):
-                commenced += " before 'Commencing upgrade'"
-            self.note = commenced
+                note += " before 'Commencing upgrade'"
+            self.note = note
             return State.WAIT_DOWN
         except CommandTimeout:
             raise WolfError(
@@ -402,7 +403,8 @@ class Flasher:
                 bar.update(task, completed=min(elapsed, timeout), description=seen)
                 if not self.out.is_terminal and elapsed - said[0] >= 10:
                     said[0] = elapsed  # logs and pipes get a line every 10 s instead of a bar
-                    self.out.print(f"  {what}: {elapsed:.0f}/{timeout:.0f} s, {seen}")
+                    msg = f"  {what}: {elapsed:.0f}/{timeout:.0f} s, {seen}"
+                    self.out.print(msg, markup=False)
 
             return fn(
                 self.req.login, timeout=timeout, interval=self.req.timeouts.poll, on_poll=poll
@@ -412,12 +414,12 @@ class Flasher:
         if self.target is not None:
             self.target.close()
         self.note = self._waiting("router going down", self.req.timeouts.wait_down, ssh.wait_down)
-        self.out.print(f"  down ({self.note})")
+        self.out.print(f"  down ({self.note})", markup=False)
         return State.WAIT_UP
 
     def wait_up(self) -> State:
         self.note = self._waiting("router coming back", self.req.timeouts.wait_up, ssh.wait_up)
-        self.out.print(f"  up: {self.note}")
+        self.out.print(f"  up: {self.note}", markup=False)
         return State.RECONNECT
 
     def reconnect(self) -> State:
@@ -433,11 +435,11 @@ class Flasher:
                 # sysupgrade -n wiped /etc, so dropbear made new host keys on first boot:
                 # expected, said out loud, and the new key replaces the old one in known_hosts
                 kh = login.known_hosts_path()
-                self.out.print(
-                    f"  [yellow]warning[/]: {login.host_entry} has a new host key after the "
-                    f"settings were wiped (sysupgrade -n): {ssh.fingerprint(e.offered)}; "
-                    f"replacing the old one in {kh}"
+                msg = (
+                    f"{login.host_entry} has a new host key after the settings were wiped "
+                    f"(sysupgrade -n): {ssh.fingerprint(e.offered)}; replacing the old one in {kh}"
                 )
+                self.out.print(f"  [yellow]warning[/]: {escape(msg)}")
                 ssh.forget_host(kh, login.host_entry)
                 ssh.remember_host(kh, login.host_entry, e.offered)
                 self.result.host_key_changed = True
@@ -471,7 +473,7 @@ class Flasher:
             )
         if self.req.flavour is None:
             self.note = f"runs {got}; flavour unknown, TLS packages not checked"
-            self.out.print(f"  {self.note} (pass --flavour)")
+            self.out.print(f"  {self.note} (pass --flavour)", markup=False)
             return State.DONE
         manager, pkgs = packages.installed(self.target, timeout=self.req.timeouts.command)
         check = packages.check(manager, pkgs, self.req.flavour)
@@ -560,5 +562,5 @@ def main(
     finally:
         if any(s.state == State.UPGRADE for s in flasher.result.states):
             path = store_result(fstore, dev, flasher.result)
-            flasher.out.print(f"record: {path}")
+            flasher.out.print(f"record: {path}", markup=False)
     return result
