@@ -95,6 +95,11 @@ def test_flash_wolfssl_wipes_settings(any_router: FakeRouter, tmp_path: Path) ->
     want_copy = "sftp" if router.sftp else "scp"
     assert res.ok and res.copy_method == want_copy and res.board_name == "tplink,tl-wr902ac-v1"
     assert res.before["DISTRIB_RELEASE"] == "24.10.8"
+    assert "upgrade: Commencing upgrade. Closing all shell sessions." in res.sysupgrade_output
+    assert "$ ubus call system board" in res.session_log  # first session, kept across reboot
+    assert "$ apk list --installed" in res.session_log  # second session
+    table = out.split(f"flash tplink_tl-wr902ac-v1 at [{router.host}]:{router.port}")[1]
+    assert [ln.split()[1] for ln in table.splitlines() if ln.startswith("│ wait-up")]
     assert res.after["DISTRIB_RELEASE"] == "25.12.5"
     assert "libwolfssl5.9.1.e624513f" in res.tls_packages and res.package_manager == "apk"
     # sysupgrade -n loses dropbear's keys: the new one replaced the old, with a warning

@@ -25,6 +25,7 @@ import paramiko
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from .. import devices, flavours, term
 from ..errors import WolfError
@@ -98,10 +99,12 @@ class FlashResult:
     after: dict[str, str] = field(default_factory=dict)  # and after
     copy_method: str = ""
     sysupgrade_test_output: str = ""
+    sysupgrade_output: str = ""  # what `sysupgrade -v` printed before the connection dropped
     package_manager: str = ""
     tls_packages: list[str] = field(default_factory=list)
     host_key_changed: bool = False
     states: list[StateLog] = field(default_factory=list)
+    session_log: list[str] = field(default_factory=list)  # commands and output, both sessions
     ok: bool = False
     error: str = ""
 
@@ -229,8 +232,23 @@ class Flasher:
             self.result.error = str(e)
             raise
         finally:
+            self._keep_log()
             if self.target is not None:
                 self.target.close()
+            self._table()
+
+    def _keep_log(self) -> None:
+        if self.target is not None:
+            self.result.session_log += self.target.console_log()[-300:]
+
+    def _table(self) -> None:
+        title = f"flash {self.req.device.profile} at {self.req.login.host_entry}"
+        table = Table(title=escape(title))
+        for col in ("state", "seconds", "note"):
+            table.add_column(col, justify="right" if col == "seconds" else "left")
+        for s in self.result.states:
+            table.add_row(s.state, f"{s.seconds:.1f}", escape(s.note))
+        self.out.print(table)
 
     def _summary(self) -> str:
         a = self.result.after
@@ -365,6 +383,7 @@ class Flasher:
         try:
             res = self.target.run(cmd, timeout=self.req.timeouts.upgrade, on_line=show)
         except ConnectionLost:
+            self.result.sysupgrade_output = "\n".join(seen)
             if not any("Commencing upgrade" in s for s in seen):
                 note += " before 'Commencing upgrade'"
             self.note = note
@@ -376,6 +395,7 @@ class Flasher:
                 hint="the router may be writing flash: do not power it off; look at it with "
                 "`logread` over SSH",
             ) from None
+        self.result.sysupgrade_output = "\n".join(seen)
         if res.exit_status == -1:  # killed by a signal: procd ending every session
             self.note = "sysupgrade was killed (sessions closed)"
             return State.WAIT_DOWN
@@ -412,7 +432,9 @@ class Flasher:
 
     def wait_down(self) -> State:
         if self.target is not None:
+            self._keep_log()
             self.target.close()
+            self.target = None
         self.note = self._waiting("router going down", self.req.timeouts.wait_down, ssh.wait_down)
         self.out.print(f"  down ({self.note})", markup=False)
         return State.WAIT_UP
