@@ -325,6 +325,7 @@ class Flasher:
             TimeElapsedColumn(),
             console=self.out,
             transient=True,
+            disable=not self.out.is_terminal,  # off a terminal: plain lines instead
         ) as bar:
             task = bar.add_task("copy", total=size)
             self.target.put(
@@ -414,6 +415,7 @@ class Flasher:
             TextColumn("{task.completed:.0f}/{task.total:.0f} s  {task.description}"),
             console=self.out,
             transient=True,
+            disable=not self.out.is_terminal,  # off a terminal: plain lines instead
         ) as bar:
             task = bar.add_task("", total=timeout)
 
