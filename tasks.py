@@ -84,6 +84,63 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
 # --- router (issue 6) ------------------------------------------------------------------
 
 
+@task(
+    help={
+        "device": "device profile or alias, e.g. tl-wr902ac (see ./wolf devices)",
+        "host": "the router's address (LAN side, e.g. 192.168.1.1)",
+        "port": "SSH port (default 22)",
+        "user": "SSH user (default root)",
+        "key": "private key file to log in with",
+        "password": "ask for a password (or read $OPENWRT_WOLF_ROUTER_PASSWORD)",
+        "image": "sysupgrade image to flash",
+        "flavour": "TLS flavour: without --image, flash the newest build of it; always verified",
+        "keep_settings": "keep the router's configuration (sysupgrade without -n)",
+        "accept_new": "accept and remember the router's host key on first contact",
+        "release": "OpenWrt release of the device entry (default: the stable release)",
+        "known_hosts": "known_hosts file (default ~/.ssh/known_hosts)",
+        "wait_up": "seconds to wait for the router to come back after flashing (default 300)",
+        "store": "results store directory",
+    }
+)
+@guarded
+def flash(
+    c,
+    device,
+    host,
+    port=22,
+    user="root",
+    key=None,
+    password=False,
+    image=None,
+    flavour=None,
+    keep_settings=False,
+    accept_new=False,
+    release=None,
+    known_hosts=None,
+    wait_up=300,
+    store=None,
+):
+    """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
+    from openwrt_wolf.router import flash as fl
+
+    fl.main(
+        device=device,
+        host=host,
+        port=int(port),
+        user=user,
+        key=key,
+        password=password,
+        image=image,
+        flavour=flavour,
+        keep_settings=keep_settings,
+        accept_new=accept_new,
+        release=release,
+        known_hosts=known_hosts,
+        wait_up=float(wait_up),
+        store=store,
+    )
+
+
 # --- footprint lab (issue 7) -----------------------------------------------------------
 
 
