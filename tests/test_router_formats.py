@@ -1,6 +1,6 @@
 """Pure parsing of what routers and images carry: fwtool metadata, apk/opkg lists, df and
 /etc/openwrt_release. The images come from tests/fake_router/fakefw.py, which writes the trailer
-the way fwtool.c does; the reader under test is openwrt_wolf/router/fwtool.py."""
+the way fwtool.c does; the reader under test is openwrt_wolf/imageformats/fwtool.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.router import fwtool, packages
+from openwrt_wolf.imageformats import fwtool
+from openwrt_wolf.router import packages
 from openwrt_wolf.router.flash import parse_df_available, parse_release
 from tests.sshd_router import STANDINS, make_image
 

@@ -13,6 +13,7 @@ import json
 import struct
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..errors import WolfError
@@ -66,3 +67,19 @@ def find(data: bytes, *, where: str = "image") -> Trailer | None:
     if end == len(data):
         return None
     return Trailer(start=end, size=len(data) - end, metadata=metadata, signed=signed)
+
+
+def read_metadata(image: Path) -> dict[str, Any] | None:
+    """The metadata JSON of an image file, or None when it has no valid fwtool metadata (no
+    trailer, a CRC mismatch, not JSON) — as sysupgrade treats such an image."""
+    try:
+        data = image.read_bytes()
+    except OSError as e:
+        raise WolfError(f"cannot read image {image}: {e.strerror or e}") from None
+    try:
+        trailer = find(data, where=str(image))
+    except WolfError:
+        return None
+    if trailer is None or not isinstance(trailer.metadata, dict) or not trailer.metadata:
+        return None
+    return trailer.metadata

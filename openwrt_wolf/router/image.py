@@ -12,8 +12,8 @@ from typing import Any
 
 from ..devices import Device
 from ..errors import WolfError
+from ..imageformats import fwtool
 from ..store import Record, Store
-from . import fwtool
 
 
 @dataclass(frozen=True)
