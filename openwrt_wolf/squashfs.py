@@ -116,7 +116,9 @@ class SquashFS:
         except FileNotFoundError:
             raise WolfError(f"rootfs not found: {self.path}") from None
         except IsADirectoryError:
-            raise WolfError(f"rootfs {self.path} is a directory, expected a squashfs file") from None
+            raise WolfError(
+                f"rootfs {self.path} is a directory, expected a squashfs file"
+            ) from None
         self._file_size = self.path.stat().st_size
         self.superblock = self._read_superblock()
         self._decompress = _decompressor(self.superblock.compressor, self._where)
@@ -281,9 +283,7 @@ class SquashFS:
                 )
                 f["frag_offset"], _x = struct.unpack_from("<II", raw, 32)
             bs = self.superblock.block_size
-            nblocks = (
-                -(-f["size"] // bs) if f["fragment"] == _NO_FRAGMENT else f["size"] // bs
-            )
+            nblocks = -(-f["size"] // bs) if f["fragment"] == _NO_FRAGMENT else f["size"] // bs
             if nblocks > (self.superblock.bytes_used // 2) + 1:
                 raise self._corrupt(f"inode {number} claims {nblocks} data blocks")
             raw, block, offset = self._metaread(block, offset, 4 * nblocks)
