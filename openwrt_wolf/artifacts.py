@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import devices
+from . import devices, fit, imageformats
 from .devices import Device
 from .errors import WolfError
 from .rootfs import RootfsInfo, measure_rootfs
@@ -92,15 +92,14 @@ def find_device(profile: str, release: str | None) -> tuple[Device | None, str |
 def _evaluate(a: Artifacts, device: Device | None) -> dict[str, Any] | None:
     if device is None:
         return None
-    from . import fit  # the fit model (fit engineer's module)
-
     report = fit.evaluate(
         device,
         kernel_size=a.kernel_size,
         rootfs_size=a.rootfs.size if a.rootfs else None,
         metadata_size=a.metadata_size,
     )
-    return report.to_dict()
+    out: dict[str, Any] = report.to_dict()
+    return out
 
 
 # --- one image file --------------------------------------------------------------------
@@ -108,8 +107,6 @@ def _evaluate(a: Artifacts, device: Device | None) -> dict[str, Any] | None:
 
 def measure_image(image: Path, profile: str | None = None) -> Artifacts:
     """A sysupgrade image alone: split it into kernel and rootfs and measure both."""
-    from . import imageformats
-
     image = Path(image)
     if not image.is_file():
         raise WolfError(f"image not found: {image}", hint="give a sysupgrade .bin file")
@@ -292,17 +289,21 @@ def _assemble(
     rootfs = measure_rootfs(rootfs_file) if rootfs_file else None
     sysupgrade = next((i for i in images if i.type == "sysupgrade"), None)
     sys_path = outdir / sysupgrade.name if sysupgrade else None
-    if sys_path and sys_path.is_file() and (rootfs is None or kernel_size is None):
-        from . import imageformats
-
-        parts = imageformats.split(sys_path)
-        split = asdict(parts)
-        metadata_size = parts.metadata_size
-        if kernel_size is None:
-            kernel_size = parts.kernel_size
-            kernel_source = f"{sys_path.name} (split: {parts.format})"
-        if rootfs is None:
-            rootfs = measure_rootfs(sys_path, parts.rootfs_offset)
+    if sys_path and sys_path.is_file():
+        try:
+            parts = imageformats.split(sys_path)
+        except WolfError as e:
+            if kernel_size is None or rootfs is None:
+                raise  # the image is all there is: its error is the answer
+            notes.append(f"{sys_path.name} not split ({e}); pieces used")
+        else:
+            split = asdict(parts)
+            metadata_size = parts.metadata_size
+            if kernel_size is None:
+                kernel_size = parts.kernel_size
+                kernel_source = f"{sys_path.name} (split: {parts.format})"
+            if rootfs is None:
+                rootfs = measure_rootfs(sys_path, parts.rootfs_offset)
     elif sysupgrade and sysupgrade.size is None:
         notes.append(f"{sysupgrade.name} is listed but absent (OpenWrt deletes too-big images)")
     if rootfs is None:

@@ -139,3 +139,27 @@ def gzip_padded(src: Path, out: Path, pad_to: int) -> Path:
     data = src.read_bytes()
     out.write_bytes(gzip.compress(data + bytes(pad_to - len(data)), compresslevel=1))
     return out
+
+
+def uimage_kernel(out: Path, size: int, seed: int = 7) -> Path:
+    """A uImage (mkimage, lzma) around incompressible bytes: an lzma kernel's stand-in."""
+    import random
+
+    payload = out.with_suffix(".lzma")
+    payload.write_bytes(random.Random(seed).randbytes(size))
+    subprocess.run(
+        ["mkimage", "-A", "mips", "-O", "linux", "-T", "kernel", "-C", "lzma", "-a", "0x80060000",
+         "-e", "0x80060000", "-n", "MIPS OpenWrt Linux-6.12.94", "-d", str(payload), str(out)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return out
+
+
+def ath79_sysupgrade(kernel: Path, rootfs: Path, out: Path, block: int = 65536) -> Path:
+    """append-kernel | pad-to BLOCKSIZE | append-rootfs | pad-rootfs (padjffs2: 0xff to the
+    block, then de ad c0 de), as include/image-commands.mk documents them."""
+    k = kernel.read_bytes()
+    data = k + bytes(-len(k) % block) + rootfs.read_bytes()
+    data += b"\xff" * (-len(data) % block) + b"\xde\xad\xc0\xde"
+    out.write_bytes(data)
+    return out
