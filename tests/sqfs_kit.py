@@ -26,16 +26,16 @@ FLAVOUR_LIBS = {"mbedtls": TLS_MBEDTLS, "wolfssl": TLS_WOLFSSL, "openssl": TLS_O
 
 @functools.cache
 def _pool() -> bytes:
-    """Real machine code: the host's shared libraries (compress like TLS libraries do)."""
-    libs = sorted(Path("/usr/lib/x86_64-linux-gnu").glob("lib*.so.*"))
-    libs += sorted(Path("/usr/lib").glob("*-linux-gnu*/lib*.so.*"))
+    """Real machine code: the host's shared libraries of 50 KB - 2 MB each (they compress
+    like TLS libraries do; data-only libraries such as ICU's are left out)."""
     chunks, total = [], 0
-    for p in libs:
-        if p.is_file() and not p.is_symlink():
-            b = p.read_bytes()
-            chunks.append(b)
-            total += len(b)
-            if total > 16 << 20:
+    for p in sorted(Path("/usr/lib").glob("*-linux-gnu*/lib*.so.*")):
+        if p.is_symlink() or not p.is_file() or "icu" in p.name:
+            continue
+        if 50_000 <= p.stat().st_size <= 2_000_000:
+            chunks.append(p.read_bytes())
+            total += len(chunks[-1])
+            if total > 24 << 20:
                 break
     if total < 4 << 20:
         chunks.append(Path(sys.executable).resolve().read_bytes() * 8)
