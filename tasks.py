@@ -81,6 +81,26 @@ def bench_size(c, size_mb=6, repeat=1):
     )
 
 
+@task(
+    help={
+        "device": "device profile or alias, e.g. tl-wr902ac",
+        "image": "a sysupgrade image to split and check",
+        "kernel": "the kernel OpenWrt appended (with --rootfs; works for deleted images)",
+        "rootfs": "the squashfs root filesystem (with --kernel)",
+        "release": "OpenWrt release (default: the stable one)",
+        "check": "exit 1 when the image is too big",
+    }
+)
+@guarded
+def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False):
+    """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
+    from openwrt_wolf import fit_cmd
+
+    fit_cmd.main(
+        device=device, image=image, kernel=kernel, rootfs=rootfs, release=release, check=check
+    )
+
+
 # --- build (issue 3) -------------------------------------------------------------------
 
 
