@@ -135,12 +135,14 @@ def _with_fit(a: Artifacts, device: Device | None) -> Artifacts:
     return replace(a, fit=_evaluate(a, device))
 
 
-_PROFILE_IN_NAME = re.compile(r"-(?P<profile>[a-z0-9]+_[a-z0-9._-]+?)-(squashfs|initramfs)")
+_PROFILE_IN_NAME = re.compile(
+    r"(?:^|-)(?P<profile>[a-z0-9]+_[a-z0-9._-]+?)-(?:squashfs-|initramfs-|kernel\.bin$)"
+)
 
 
 def _profile_from_name(name: str) -> str | None:
-    """openwrt-25.12.5-ath79-generic-tplink_tl-wr902ac-v1-squashfs-sysupgrade.bin ->
-    tplink_tl-wr902ac-v1 (profile ids have a vendor_ prefix)."""
+    """openwrt-25.12.5-ath79-generic-tplink_tl-wr902ac-v1-squashfs-sysupgrade.bin and KDIR's
+    tplink_tl-wr902ac-v1-kernel.bin -> tplink_tl-wr902ac-v1 (profile ids have a vendor_)."""
     m = _PROFILE_IN_NAME.search(name)
     return m.group("profile") if m else None
 
@@ -209,11 +211,23 @@ def _from_profiles_json(outdir: Path, pj: Path, profiles: list[str] | None) -> l
 
 def _from_files(outdir: Path, profiles: list[str] | None) -> list[Artifacts]:
     """No profiles.json (legacy targets like malta, or a hand-made directory): group files
-    by the profile in their names; files without one belong to the target itself."""
+    by the profile in their names. Files without one (root.squashfs, malta's images) are
+    shared by every profile, or form the target's own group when there is no profile."""
     groups: dict[str, list[Path]] = {}
+    shared: list[Path] = []
     for f in sorted(outdir.iterdir()):
         if f.is_file() and _image_type(f.name):
-            groups.setdefault(_profile_from_name(f.name) or _target_name(f.name), []).append(f)
+            pid = _profile_from_name(f.name)
+            if pid:
+                groups.setdefault(pid, []).append(f)
+            else:
+                shared.append(f)
+    if not groups:
+        for f in shared:
+            groups.setdefault(_target_name(f.name), []).append(f)
+    else:
+        for files in groups.values():
+            files += shared
     out = []
     for pid, files in groups.items():
         if profiles and pid not in profiles:

@@ -82,7 +82,7 @@ def make_tree(root: Path, flavour: str, *, seed: int = 1, packages: str = "apk")
 
 def mksquashfs(root: Path, out: Path, comp: str = "xz", block: str = "256k") -> Path:
     subprocess.run(
-        ["mksquashfs", str(root), str(out), "-comp", comp, "-b", block, "-noappend",
+        ["mksquashfs", str(root), str(out), "-comp", comp, "-b", block, "-noappend", "-nopad",
          "-no-xattrs", "-all-root", "-quiet"],
         check=True, capture_output=True,
     )  # fmt: skip

@@ -187,3 +187,15 @@ def test_non_squashfs_rootfs_piece_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "root.squashfs").write_bytes(b"UBI#" + bytes(4096))
     with pytest.raises(WolfError, match=r"not a squashfs filesystem: .*root\.squashfs"):
         artifacts.measure_dir(tmp_path)
+
+
+def test_dir_with_only_kdir_pieces_and_no_json(
+    mbedtls_fs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    kernel = tmp_path / f"{WR902}-kernel.bin"
+    kernel.write_bytes(bytes(1_234_567))
+    shutil.copy(mbedtls_fs[1], tmp_path / "root.squashfs")
+    (a,) = artifacts.measure_dir(tmp_path)
+    assert (a.profile, a.layout) == (WR902, "files")
+    assert a.kernel_size == 1_234_567
+    assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(mbedtls_fs[1])
