@@ -161,6 +161,12 @@ def measure_dir(outdir: Path, profiles: list[str] | None = None) -> list[Artifac
     pj = outdir / "profiles.json"
     if pj.is_file():
         out = _from_profiles_json(outdir, pj, profiles)
+        # A profile all of whose images OpenWrt deleted (too big) is missing from
+        # profiles.json; its kernel piece still names it.
+        listed = {a.profile for a in out}
+        out += [
+            a for a in _from_files(outdir, profiles, kernel_only=True) if a.profile not in listed
+        ]
     else:
         out = _from_files(outdir, profiles)
     if not out:
@@ -209,7 +215,9 @@ def _from_profiles_json(outdir: Path, pj: Path, profiles: list[str] | None) -> l
     return out
 
 
-def _from_files(outdir: Path, profiles: list[str] | None) -> list[Artifacts]:
+def _from_files(
+    outdir: Path, profiles: list[str] | None, *, kernel_only: bool = False
+) -> list[Artifacts]:
     """No profiles.json (legacy targets like malta, or a hand-made directory): group files
     by the profile in their names. Files without one (root.squashfs, malta's images) are
     shared by every profile, or form the target's own group when there is no profile."""
@@ -222,7 +230,11 @@ def _from_files(outdir: Path, profiles: list[str] | None) -> list[Artifacts]:
                 groups.setdefault(pid, []).append(f)
             else:
                 shared.append(f)
-    if not groups:
+    if kernel_only:  # only profiles that have a kernel piece
+        groups = {
+            k: v for k, v in groups.items() if any(_image_type(f.name) == "kernel" for f in v)
+        }
+    elif not groups:
         for f in shared:
             groups.setdefault(_target_name(f.name), []).append(f)
     else:

@@ -57,6 +57,7 @@ class Cell:
     headroom_blocks: int | None = None
     verdict: str = "UNKNOWN"  # FITS / TOO_BIG / UNKNOWN
     libraries: list[dict[str, Any]] = field(default_factory=list)  # rootfs.Library dicts
+    packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
     mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
     notes: list[str] = field(default_factory=list)
 
@@ -138,6 +139,7 @@ def cell_from_artifacts(flavour: str, a: Artifacts, source: str) -> Cell:
         headroom_blocks=fit.get("headroom_blocks"),
         verdict=fit.get("verdict", "UNKNOWN"),
         libraries=[asdict(lib) for lib in rootfs.tls_libraries] if rootfs else [],
+        packages=[asdict(p) for p in rootfs.packages] if rootfs else [],
         notes=list(a.notes) + list(fit.get("notes", ())),
     )
 

@@ -61,10 +61,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             img = mksquashfs(tree, out / "root.squashfs")
             k = uimage_kernel(out / f"{WR902}-kernel.bin", KERNEL[flav], seed=i)
             name = f"openwrt-25.12.5-ath79-generic-{WR902}-squashfs-sysupgrade.bin"
-            images = []
-            if flav in LISTED:  # OpenWrt lists only images it kept
+            spec = {}  # OpenWrt lists only profiles with images it kept
+            if flav in LISTED:
                 images = [{"type": "sysupgrade", "size": LISTED[flav], "name": name}]
-            spec = {WR902: {"images": images, "file_size_limits": {"image": 7_536_640}}}
+                spec = {WR902: {"images": images, "file_size_limits": {"image": 7_536_640}}}
             profiles_json(out / "profiles.json", "25.12.5", "ath79/generic", spec)
             lab.dirs[flav] = out
             lab.rootfs[flav] = unsquashfs_size(img)
