@@ -3,6 +3,7 @@ unsquashfs -s, file bytes vs the files the image was made from."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -22,6 +23,12 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "sparse").write_bytes(bytes(600_000) + b"tail")
     (root / "empty").write_bytes(b"")
     (root / "emptydir").mkdir()
+    # a directory whose listing spans metadata blocks (extended inode with an index)
+    many = root / "usr/share/many"
+    many.mkdir(parents=True)
+    for i in range(400):
+        (many / f"a-rather-long-file-name-for-the-listing-{i:04d}.conf").write_text(f"{i}\n" * i)
+    os.link(root / "usr/lib/libssl.so.3", root / "usr/lib/libssl-hardlink.so.3")
     return root
 
 
