@@ -131,6 +131,20 @@ def measure_image(image: Path, profile: str | None = None) -> Artifacts:
     return _with_fit(a, device)
 
 
+def measure_rootfs_only(path: Path, profile: str | None = None) -> Artifacts:
+    """A bare squashfs (or malta's .img.gz): the rootfs rows only; no kernel, so no fit."""
+    rootfs = measure_rootfs(path)
+    return Artifacts(
+        profile=profile or path.name,
+        source=str(path),
+        layout="rootfs",
+        images=[ImageFile(path.name, "rootfs", path.stat().st_size)],
+        rootfs=rootfs,
+        flavour=rootfs.flavour_guess(),
+        notes=["a rootfs alone: no kernel, so no fit verdict"],
+    )
+
+
 def _with_fit(a: Artifacts, device: Device | None) -> Artifacts:
     return replace(a, fit=_evaluate(a, device))
 
@@ -362,7 +376,10 @@ def measure(path: Path, profiles: list[str] | None = None) -> list[Artifacts]:
     if path.is_dir():
         return measure_dir(path, profiles)
     if path.is_file():
-        return [measure_image(path, profiles[0] if profiles else None)]
+        profile = profiles[0] if profiles else None
+        with path.open("rb") as fh:
+            bare = fh.read(4) == b"hsqs" or path.name.endswith(".img.gz")
+        return [measure_rootfs_only(path, profile) if bare else measure_image(path, profile)]
     raise WolfError(
         f"output directory not found: {path}",
         hint="give bin/targets/<target>/<subtarget>/ or a sysupgrade image file",

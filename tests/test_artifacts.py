@@ -199,3 +199,10 @@ def test_dir_with_only_kdir_pieces_and_no_json(
     assert (a.profile, a.layout) == (WR902, "files")
     assert a.kernel_size == 1_234_567
     assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(mbedtls_fs[1])
+
+
+def test_a_bare_rootfs_gives_the_rootfs_rows_only(mbedtls_fs: tuple[Path, Path]) -> None:
+    (a,) = artifacts.measure(mbedtls_fs[1])
+    assert a.layout == "rootfs" and a.fit is None and a.kernel_size is None
+    assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(mbedtls_fs[1])
+    assert a.flavour == "mbedtls"

@@ -24,7 +24,8 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
     con = Console(file=buf, width=width or 200, force_terminal=width is None, highlight=False)
     for dev in report.devices:
         where = ", ".join(x for x in (dev.target, dev.release and f"OpenWrt {dev.release}") if x)
-        t = Table(title=f"{dev.title} ({dev.profile}{', ' + where if where else ''})")
+        con.print(f"{dev.title} ({dev.profile}{', ' + where if where else ''})", style="bold")
+        t = Table()
         t.add_column("bytes", style="bold")
         for f in dev.flavours:
             t.add_column(f, justify="right")
