@@ -21,13 +21,16 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openwrt_wolf import proc, rootfs, sizereport
+from openwrt_wolf import hosttools, proc, rootfs, sizereport
 from openwrt_wolf.render import render
 
+T = TypeVar("T")
 PROFILE = "tplink_tl-wr902ac-v1"
 # name in the rootfs -> approximate stripped size (openwrt-facts / testbed figures)
 NAMES = {
@@ -96,7 +99,7 @@ def tools_way(image: Path, work: Path) -> tuple[int, int]:
     return size, total
 
 
-def timed(fn, *a, **k):  # type: ignore[no-untyped-def]
+def timed(fn: Callable[..., T], *a: Any, **k: Any) -> tuple[float, T]:
     t = time.perf_counter()
     r = fn(*a, **k)
     return time.perf_counter() - t, r
@@ -107,6 +110,7 @@ def main() -> None:
     ap.add_argument("--size-mb", type=float, default=4.5, help="minimum squashfs size, MiB")
     ap.add_argument("--repeat", type=int, default=1, help="timed runs of each side (best of)")
     args = ap.parse_args()
+    hosttools.ensure(["mksquashfs", "unsquashfs", "xz"])
     work = Path(tempfile.mkdtemp(prefix="bench-size-"))
     try:
         os.environ["OPENWRT_WOLF_CACHE"] = str(work / "cache")
