@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import gzip
 import hashlib
+import io
 import json
 import lzma
 import os
@@ -23,13 +24,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
 from . import flavours, paths
 from .errors import WolfError
 from .squashfs import Entry, SquashFS
 from .store import write_atomic
 
 XZ_SETTINGS = "xz -9e: liblzma preset 9|PRESET_EXTREME, .xz container, CRC64, each file alone"
-CACHE_VERSION = "rootfs-1"
+CACHE_VERSION = "rootfs-2"
 
 # Where package managers keep the file list of each installed package inside the rootfs:
 # OpenWrt's apk packages ship /lib/apk/packages/<pkg>.list (25.12+), opkg keeps
@@ -45,6 +49,7 @@ class Library:
     xz_size: int  # the file alone through xz -9e (XZ_SETTINGS)
     stored_size: int  # bytes it occupies inside the squashfs (its blocks + fragment share)
     package: str | None = None  # the installed package that owns it, when the rootfs says
+    stripped: bool | None = None  # False: it still has a .symtab (sizes overstate); None: not ELF
 
 
 @dataclass(frozen=True)
@@ -107,6 +112,17 @@ def _group(name: str) -> str | None:
         if fnmatch.fnmatchcase(name, pattern):
             return group
     return None
+
+
+def is_stripped(data: bytes) -> bool | None:
+    """Whether an ELF file has lost its symbol table (.symtab), as OpenWrt's build strips
+    every library it installs; None when the bytes are not ELF."""
+    if data[:4] != b"\x7fELF":
+        return None
+    try:
+        return ELFFile(io.BytesIO(data)).get_section_by_name(".symtab") is None
+    except ELFError:
+        return None
 
 
 def _cache(*parts: str) -> Path:
@@ -197,8 +213,8 @@ def _measure(path: Path, offset: int, jobs: int | None) -> RootfsInfo:
         with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
             sizes = list(pool.map(lambda item: xz_size(item[2]), contents))
         tls = [
-            Library(e.path, g, e.size, xz, fs.stored_size(e), owners.get(e.path))
-            for (e, g, _d), xz in zip(contents, sizes, strict=True)
+            Library(e.path, g, e.size, xz, fs.stored_size(e), owners.get(e.path), is_stripped(d))
+            for (e, g, d), xz in zip(contents, sizes, strict=True)
         ]
         packages = _package_usage(fs, files, pkg_lists)
         return RootfsInfo(

@@ -17,7 +17,7 @@ from typing import Any
 from . import artifacts, devices, flavours, paths
 from .artifacts import Artifacts
 from .errors import WolfError
-from .rootfs import XZ_SETTINGS
+from .rootfs import XZ_SETTINGS, RootfsInfo
 from .store import FileStore, now_utc
 
 SCHEMA = "openwrt-wolf/size-report/1"
@@ -140,8 +140,17 @@ def cell_from_artifacts(flavour: str, a: Artifacts, source: str) -> Cell:
         verdict=fit.get("verdict", "UNKNOWN"),
         libraries=[asdict(lib) for lib in rootfs.tls_libraries] if rootfs else [],
         packages=[asdict(p) for p in rootfs.packages] if rootfs else [],
-        notes=list(a.notes) + list(fit.get("notes", ())),
+        notes=list(a.notes) + list(fit.get("notes", ())) + _unstripped(rootfs),
     )
+
+
+def _unstripped(rootfs: RootfsInfo | None) -> list[str]:
+    libs = rootfs.tls_libraries if rootfs else []
+    return [
+        f"{lib.path} still has its symbol table: its sizes overstate what OpenWrt ships"
+        for lib in libs
+        if lib.stripped is False
+    ]
 
 
 def _deltas(cells: dict[str, Cell]) -> dict[str, dict[str, int | None]]:

@@ -85,18 +85,35 @@ class Entry:
         return self.path.rsplit("/", 1)[-1]
 
 
-def _decompressor(kind: str, where: str) -> Callable[[bytes], bytes]:
-    if kind == "xz":
-        return lambda b: lzma.decompress(b, format=lzma.FORMAT_XZ)
-    if kind == "lzma":
-        return lambda b: lzma.decompress(b, format=lzma.FORMAT_ALONE)
+def _decompressor(kind: str, where: str) -> Callable[[bytes, int], bytes]:
+    """fn(compressed, limit): at most ``limit`` bytes out, so a corrupt block cannot
+    balloon (a squashfs block never holds more than the block size)."""
+    if kind in ("xz", "lzma"):
+        fmt = lzma.FORMAT_XZ if kind == "xz" else lzma.FORMAT_ALONE
+
+        def unxz(b: bytes, limit: int) -> bytes:
+            d = lzma.LZMADecompressor(format=fmt)
+            out = d.decompress(b, max_length=limit)
+            if not d.eof and d.needs_input:
+                raise ValueError("compressed block ends early")
+            return out
+
+        return unxz
     if kind == "gzip":
-        return zlib.decompress
+
+        def unzlib(b: bytes, limit: int) -> bytes:
+            d = zlib.decompressobj()
+            out = d.decompress(b, limit)
+            if not d.eof:
+                raise ValueError("compressed block ends early or is too big")
+            return out
+
+        return unzlib
     if kind == "zstd":
         import zstandard
 
         dctx = zstandard.ZstdDecompressor()
-        return lambda b: dctx.decompress(b, max_output_size=1 << 21)
+        return lambda b, limit: bytes(dctx.decompress(b, max_output_size=limit))
     raise WolfError(
         f"{where}: squashfs compressor {kind} is not supported",
         hint="OpenWrt uses xz; gzip, lzma and zstd are read too",
@@ -204,7 +221,7 @@ class SquashFS:
             data = raw
         else:
             try:
-                data = self._decompress(raw)
+                data = self._decompress(raw, _METADATA_SIZE)
             except Exception as e:  # lzma.LZMAError, zlib.error, zstd.ZstdError
                 raise self._corrupt(f"metadata block at {pos:#x} does not decompress ({e})") from e
         if len(data) > _METADATA_SIZE:
@@ -404,7 +421,7 @@ class SquashFS:
         if word & _UNCOMPRESSED_DATA:
             return raw[:want]
         try:
-            data = self._decompress(raw)
+            data = self._decompress(raw, self.superblock.block_size)
         except Exception as e:
             raise self._corrupt(f"data block at {pos:#x} does not decompress ({e})") from e
         return data[:want]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import lzma
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,20 @@ def test_a_bare_rootfs_gives_the_rootfs_rows_only(mbedtls_fs: tuple[Path, Path])
     assert a.layout == "rootfs" and a.fit is None and a.kernel_size is None
     assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(mbedtls_fs[1])
     assert a.flavour == "mbedtls"
+
+
+def test_an_unstripped_library_is_flagged(tmp_path: Path) -> None:
+    need_tools("gcc", "mksquashfs")
+    src = tmp_path / "tls.c"
+    src.write_text(
+        "int wolfSSL_Init(void) { return 1; }\nint wolfSSL_Cleanup(void) { return 0; }\n"
+    )
+    root = tmp_path / "root/usr/lib"
+    root.mkdir(parents=True)
+    for name, flags in (("libwolfssl.so.5", []), ("libmbedtls.so.21", ["-s"])):
+        subprocess.run(["gcc", "-shared", "-fPIC", *flags, "-o", str(root / name), str(src)],
+                       check=True)  # fmt: skip
+    info = rootfs.measure_rootfs(mksquashfs(tmp_path / "root", tmp_path / "r.squashfs"))
+    got = {lib.path: lib.stripped for lib in info.tls_libraries}
+    # gcc -s strips the symbol table; without it the library keeps .symtab
+    assert got == {"/usr/lib/libwolfssl.so.5": False, "/usr/lib/libmbedtls.so.21": True}
