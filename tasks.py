@@ -89,15 +89,22 @@ def bench_size(c, size_mb=6, repeat=1):
         "rootfs": "the squashfs root filesystem (with --kernel)",
         "release": "OpenWrt release (default: the stable one)",
         "check": "exit 1 when the image is too big",
+        "json": "print the fit report as JSON instead of a table",
     }
 )
 @guarded
-def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False):
+def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False, json=False):
     """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
     from openwrt_wolf import fit_cmd
 
     fit_cmd.main(
-        device=device, image=image, kernel=kernel, rootfs=rootfs, release=release, check=check
+        device=device,
+        image=image,
+        kernel=kernel,
+        rootfs=rootfs,
+        release=release,
+        check=check,
+        as_json=json,
     )
 
 

@@ -336,8 +336,8 @@ def evaluate_image(device: Device, image: Path) -> FitReport:
         )
     if sp.format != want:
         raise WolfError(
-            f"{image} is a {sp.format} image, but {device.profile} uses the {device.recipe} "
-            f"recipe ({want})",
+            f"{image} is a {sp.format} image, but {device.profile} ({device.recipe} recipe) "
+            f"takes {want} images",
             hint="check --device",
         )
     rep = evaluate(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from rich.table import Table
@@ -29,7 +30,11 @@ def report_table(rep: fit.FitReport, title: str) -> Table:
         ("root filesystem", _n(rep.rootfs_size), "squashfs"),
         ("padding", _n(rep.padding), "pad-to / pad-rootfs fill"),
         ("checked size", _n(rep.checked_size), "what check-size compares"),
-        ("erase blocks", _n(rep.erase_blocks, True), _n(rep.blocksize) + " each"),
+        (
+            "erase blocks",
+            _n(rep.erase_blocks, True),
+            f"{rep.blocksize:,} B each" if rep.blocksize else "",
+        ),
         ("limit", _n(rep.limit), rep.limit_name),
         ("headroom", _n(rep.headroom), _n(rep.headroom_blocks, True)),
         ("verdict", verdict, ""),
@@ -49,6 +54,7 @@ def main(
     rootfs: str | None,
     release: str | None,
     check: bool,
+    as_json: bool = False,
 ) -> None:
     if image and (kernel or rootfs):
         raise WolfError("give --image, or --kernel with --rootfs, not both")
@@ -56,7 +62,7 @@ def main(
         raise WolfError("fit needs --image PATH, or --kernel PATH and --rootfs PATH")
     dev = devices.resolve(device, release)
     out = console()
-    if dev.profile != device:
+    if dev.profile != device and not as_json:
         out.print(f"device {device!r}: using profile {dev.profile} ({dev.release})")
     if image:
         rep = fit.evaluate_image(dev, Path(image))
@@ -65,8 +71,11 @@ def main(
         assert kernel and rootfs
         rep = fit.evaluate_files(dev, Path(kernel), Path(rootfs))
         title = f"{dev.profile}: {Path(kernel).name} + {Path(rootfs).name}"
-    out.print(report_table(rep, title))
-    for note in rep.notes:
-        out.print(f"note: {note}")
+    if as_json:
+        print(json.dumps({"schema": 1, "fit": rep.to_dict()}, indent=2))
+    else:
+        out.print(report_table(rep, title))
+        for note in rep.notes:
+            out.print(f"note: {note}")
     if check and rep.verdict == "TOO_BIG":
         raise SystemExit(1)

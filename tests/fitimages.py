@@ -45,13 +45,14 @@ def unsquashfs_bytes(path: Path) -> int:
 
 
 def lzma_blob(tmp: Path, size: int) -> Path:
-    """An lzma stream of exactly ``size`` bytes (xz --format=lzma of random data, cut)."""
+    """``size`` bytes that start as a real lzma stream (xz --format=lzma), then random bytes:
+    nothing decompresses the kernel here, only its length matters."""
     raw = tmp / "vmlinux.raw"
-    raw.write_bytes(os.urandom(size))
-    blob = subprocess.run(
+    raw.write_bytes(os.urandom(min(size, 65536)))
+    head = subprocess.run(
         ["xz", "--format=lzma", "-0", "-c", str(raw)], check=True, capture_output=True, timeout=120
     ).stdout
-    blob = (blob + os.urandom(max(0, size - len(blob))))[:size]
+    blob = (head + os.urandom(max(0, size - len(head))))[:size]
     out = tmp / f"kernel-{size}.lzma"
     out.write_bytes(blob)
     return out
@@ -174,6 +175,19 @@ def safeloader_sysupgrade(
     return (None if fs_len > fs_max else out), fs_max
 
 
+def pad_jffs2_tplink(buf: bytearray, n: int, fw_max: int) -> int:
+    """mktplinkfw-lib.c pad_jffs2: while below fw_max, go to the next 4 KiB boundary and write
+    the marker, then to the next 64 KiB boundary and write it again; a boundary that is
+    already 64 KiB aligned satisfies both. The buffer beyond is 0xff."""
+    pending = [4096, 65536]
+    while n < fw_max and pending:
+        n = -(-n // pending[0]) * pending[0]
+        pending = [p for p in pending if n % p]
+        buf[n : n + 4] = EOF_MARK
+        n += 4
+    return n
+
+
 V2_SALT = bytes.fromhex("dcd73aa5c39598fbdcf9e7f40eae4737")
 
 
@@ -186,14 +200,7 @@ def tplink_v2_image(
     buf = bytearray(b"\xff" * (fw_max + 4))
     buf[512 : 512 + k] = kernel
     buf[rootfs_ofs : rootfs_ofs + r] = rootfs
-    n = rootfs_ofs + r
-    pending = [4096, 65536]
-    while n < fw_max and pending:
-        step = pending[0]
-        n = -(-n // step) * step
-        pending = [p for p in pending if n % p]
-        buf[n : n + 4] = EOF_MARK
-        n += 4
+    n = pad_jffs2_tplink(buf, rootfs_ofs + r, fw_max)
     hdr = bytearray(b"\xff" * 512)
     hdr[0:4] = bytes([3, 0, 0, 0])
     hdr[4:52] = b"ver. 2.0".ljust(48, b"\0")
@@ -239,5 +246,31 @@ def safeloader_factory(tmp: Path, kernel: bytes, rootfs: bytes) -> Path:
     md5 = hashlib.md5(SAFELOADER_SALT + rest).digest()
     image = struct.pack(">I", 0x14 + len(rest)) + md5 + rest
     out = tmp / "safeloader-factory.bin"
+    out.write_bytes(image)
+    return out
+
+
+V1_SALT = bytes.fromhex("dcd73aa5c39598fbddf9e7f40eae4738")
+
+
+def tplink_v1_image(tmp: Path, kernel: bytes, rootfs: bytes, fw_max: int = 0x7C0000) -> Path:
+    """mktplinkfw -F 8M ... -j -a 0x10000 -s: header + kernel, rootfs at the alignment,
+    0xff and markers (4 KiB then 64 KiB), MD5 with the v1 salt."""
+    k, r = len(kernel), len(rootfs)
+    rootfs_ofs = -(-(512 + k) // 0x10000) * 0x10000
+    buf = bytearray(b"\xff" * (fw_max + 4))
+    buf[512 : 512 + k] = kernel
+    buf[rootfs_ofs : rootfs_ofs + r] = rootfs
+    n = pad_jffs2_tplink(buf, rootfs_ofs + r, fw_max)
+    hdr = bytearray(512)
+    struct.pack_into(">I", hdr, 0, 0x01000000)
+    hdr[4:11] = b"OpenWrt"
+    struct.pack_into(">II", hdr, 64, 0x09020001, 1)
+    hdr[0x4C:0x5C] = V1_SALT
+    struct.pack_into(">7I", hdr, 0x74, 0x80060000, 0x80060000, fw_max, 512, k, rootfs_ofs, r)
+    buf[:512] = hdr
+    image = bytes(buf[:n])
+    image = image[:0x4C] + hashlib.md5(image).digest() + image[0x5C:]
+    out = tmp / "tplink-v1-sysupgrade.bin"
     out.write_bytes(image)
     return out

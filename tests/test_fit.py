@@ -155,6 +155,10 @@ def test_deleted_image_from_pieces_through_the_task(work: Path, rootfs: Path) ->
     assert f"more than {fs_max} bytes" in out.stdout
     strict = subprocess.run([*cmd, "--check"], cwd=ROOT, capture_output=True, timeout=60)
     assert strict.returncode == 1
+    as_json = subprocess.run([*cmd, "--json"], cwd=ROOT, capture_output=True, timeout=60)
+    data = json.loads(as_json.stdout)["fit"]
+    assert data["verdict"] == "TOO_BIG" and data["rootfs_size"] == r
+    assert data["kernel_size"] == kernel.stat().st_size
 
 
 def test_task_bad_input_is_one_line(work: Path) -> None:
@@ -171,7 +175,7 @@ def test_task_bad_input_is_one_line(work: Path) -> None:
 def test_image_of_another_recipe_is_refused(work: Path, rootfs: Path) -> None:
     kernel = fi.uimage(work, 500_000)
     image = fi.ath79_image(work, kernel, rootfs, "ath79-other")
-    with pytest.raises(WolfError, match="uses the tplink-safeloader recipe"):
+    with pytest.raises(WolfError, match="takes tplink-safeloader images"):
         fit.evaluate_image(devices.resolve("tl-wr902ac"), image)
 
 
@@ -209,3 +213,44 @@ def test_report_round_trips_through_json() -> None:
     assert back == rep
     with pytest.raises(WolfError, match="unknown fields"):
         fit.FitReport.from_dict({**rep.to_dict(), "bogus": 1})
+
+
+def test_safeloader_kernel_beyond_the_split_limit_wraps() -> None:
+    """A kernel past 0x710000 makes tplink-safeloader's uint32 file-system size wrap: the tool
+    then checks nothing, and only check-size (IMAGE_SIZE 0x730000) stands."""
+    dev = devices.resolve("tl-wr902ac")
+    k, r = 0x715000, 0x8000
+    fs_base = 0x20000 + k
+    assert (0x730000 - fs_base) & 0xFFFFFFFF > 2**31  # the C arithmetic wraps
+    rep = fit.evaluate(dev, kernel_size=k, rootfs_size=r)
+    assert rep.limit_name == "IMAGE_SIZE" and rep.limit == 0x730000
+    assert rep.checked_size == -(-(fs_base + r) // 0x10000) * 0x10000 + 4 - 0x20000
+    assert rep.verdict == "FITS" and any("wraps" in n for n in rep.notes)
+    over = fit.evaluate(dev, kernel_size=0x731000, rootfs_size=r)
+    assert over.verdict == "TOO_BIG"
+    assert any("kernel overflowed firmware partition" in n for n in over.notes)
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_ath79_at_the_real_image_size(work: Path, rootfs: Path, over: int) -> None:
+    """GL-AR300M16, IMAGE_SIZE 16000k = 250 blocks: kernel + rootfs may fill 249 blocks (the
+    marker needs 4 bytes of the 250th). The rootfs file is padded to a block multiple (+1
+    byte): append-rootfs appends the whole file, whatever squashfs says."""
+    dev = devices.resolve("glinet_gl-ar300m16")
+    padded = work / f"rootfs-padded{over}.squashfs"
+    padded.write_bytes(rootfs.read_bytes())
+    fi.pad_to(padded, BLOCK)
+    with padded.open("ab") as f:
+        f.write(b"\0" * over)
+    assert fi.unsquashfs_bytes(padded) == rootfs.stat().st_size  # still the same filesystem
+    kernel = fi.uimage(work, 249 * BLOCK - padded.stat().st_size + over - 1000)
+    image = fi.ath79_image(work, kernel, padded, f"ath79-real{over}")
+    fits = fi.check_size_passes(image, "16000 * 1024")
+    assert fits is (over == 0)
+    assert image.stat().st_size == (249 if fits else 250) * BLOCK + 4
+    rep = fit.evaluate_files(dev, kernel, padded)
+    assert rep.checked_size == image.stat().st_size
+    assert rep.verdict == ("FITS" if fits else "TOO_BIG")
+    assert rep.erase_blocks == (249 if fits else 250)
+    assert rep.headroom == 16000 * 1024 - image.stat().st_size
+    assert any("longer than its squashfs" in n for n in rep.notes)

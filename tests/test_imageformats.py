@@ -187,3 +187,19 @@ def test_non_squashfs_rootfs_in_image(work: Path) -> None:
     ext.write_bytes(os.urandom(70_000))
     image = fi.ath79_image(work, kernel, ext, "ext4")
     _one_line_error(image, "no squashfs rootfs after the uImage kernel")
+
+
+def test_tplink_v1_full_image(work: Path, rootfs: Path) -> None:
+    kernel = os.urandom(222_222)
+    image = fi.tplink_v1_image(work, kernel, rootfs.read_bytes())
+    sp = split(image)
+    assert sp.format == "tplink-v1"
+    assert (sp.kernel_offset, sp.kernel_size) == (512, len(kernel))
+    assert sp.rootfs_offset == 0x40000  # 512 + 222,222 aligned to 64 KiB
+    assert _piece(image, sp.rootfs_offset, sp.rootfs_size) == rootfs.read_bytes()
+    assert sp.fields["tplink"]["hw_id"] == "0x09020001"
+    broken = bytearray(image.read_bytes())
+    broken[600] ^= 0xFF
+    bad = work / "v1-bad.bin"
+    bad.write_bytes(bytes(broken))
+    _one_line_error(bad, "MD5 mismatch")

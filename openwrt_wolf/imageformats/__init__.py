@@ -135,7 +135,8 @@ def _tplink_v1(body: bytes, where: str, fields: dict[str, Any]) -> tuple[str, in
         if r_off != k_size:
             raise WolfError(f"{where}: TP-Link v1 rootfs offset {r_off:#x} != end of kernel")
         return "tplink-safeloader", 0, k_size, r_off
-    if not tplink.md5_ok(body[: h.fw_length] if h.fw_length <= len(body) else body, 1):
+    # get_md5 runs over the bytes written: all of them, or up to the end with -s.
+    if not tplink.md5_ok(body, 1):
         raise WolfError(f"{where}: TP-Link v1 header MD5 mismatch (corrupt image)")
     return "tplink-v1", h.kernel_ofs, h.kernel_len, h.rootfs_ofs
 
