@@ -81,10 +81,16 @@ def make_tree(root: Path, flavour: str, *, seed: int = 1, packages: str = "apk")
     return root
 
 
-def mksquashfs(root: Path, out: Path, comp: str = "xz", block: str = "256k") -> Path:
+# the pseudo files OpenWrt's image.mk adds to every squashfs
+OPENWRT_PSEUDO = ("-p", "/dev d 755 0 0", "-p", "/dev/console c 600 0 0 5 1")
+
+
+def mksquashfs(
+    root: Path, out: Path, comp: str = "xz", block: str = "256k", extra: tuple[str, ...] = ()
+) -> Path:
     subprocess.run(
         ["mksquashfs", str(root), str(out), "-comp", comp, "-b", block, "-noappend", "-nopad",
-         "-no-xattrs", "-all-root", "-quiet"],
+         "-no-xattrs", "-all-root", "-quiet", *extra],
         check=True, capture_output=True,
     )  # fmt: skip
     return out
@@ -108,10 +114,11 @@ def unsquashfs_lls(image: Path) -> dict[str, tuple[str, int, str | None]]:
     ).stdout
     entries = {}
     for line in out.splitlines():
-        m = re.match(r"^([-dlcbps])\S+\s+\S+\s+(\d+)\s+\S+\s+\S+\s+(.*)$", line)
+        m = re.match(r"^([-dlcbps])\S+\s+\S+\s+(\d+|\d+,\s*\d+)\s+\S+\s+\S+\s+(.*)$", line)
         if not m:
             continue
-        kind, size, rest = m.group(1), int(m.group(2)), m.group(3)
+        kind, rest = m.group(1), m.group(3)
+        size = int(m.group(2)) if m.group(2).isdigit() else 0  # devices: "major, minor"
         target = None
         if kind == "l":
             rest, target = rest.split(" -> ", 1)

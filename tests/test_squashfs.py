@@ -13,7 +13,7 @@ from openwrt_wolf.errors import WolfError
 from openwrt_wolf.squashfs import SquashFS, superblock
 
 from .conftest import need_tools
-from .sqfs_kit import make_tree, mksquashfs, unsquashfs_lls, unsquashfs_size
+from .sqfs_kit import OPENWRT_PSEUDO, make_tree, mksquashfs, unsquashfs_lls, unsquashfs_size
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_listing_sizes_and_bytes_match_squashfs_tools(
     tree: Path, tmp_path: Path, comp: str
 ) -> None:
     need_tools("mksquashfs", "unsquashfs")
-    image = mksquashfs(tree, tmp_path / f"root.{comp}", comp=comp)
+    image = mksquashfs(tree, tmp_path / f"root.{comp}", comp=comp, extra=OPENWRT_PSEUDO)
     oracle = unsquashfs_lls(image)
     with SquashFS(image) as fs:
         assert fs.superblock.bytes_used == unsquashfs_size(image)
@@ -53,6 +53,8 @@ def test_listing_sizes_and_bytes_match_squashfs_tools(
                 assert stat.S_ISLNK(e.mode) and e.link_target == target
             elif kind == "d":
                 assert e.is_dir
+            elif kind == "c":
+                assert stat.S_ISCHR(e.mode) and e.path == "/dev/console"
 
 
 def test_rootfs_inside_a_bigger_file_is_read_at_its_offset(tree: Path, tmp_path: Path) -> None:
