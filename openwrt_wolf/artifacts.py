@@ -34,6 +34,17 @@ class ImageFile:
 
 
 @dataclass(frozen=True)
+class PackageFile:
+    """An installed package as the image's .manifest lists it, and its archive's size when
+    the output (packages/ beside the images, or bin/packages/) has the archive."""
+
+    name: str
+    version: str
+    file: str | None = None  # path relative to the output directory
+    size: int | None = None  # bytes of the .apk/.ipk
+
+
+@dataclass(frozen=True)
 class Artifacts:
     profile: str  # OpenWrt profile id ("tplink_tl-wr902ac-v1"), or the image file's stem
     source: str  # the directory or file measured
@@ -49,6 +60,7 @@ class Artifacts:
     rootfs: RootfsInfo | None = None
     fit: dict[str, Any] | None = None  # fit.FitReport.to_dict()
     flavour: str | None = None  # the TLS flavour the rootfs shows (rootfs.flavour_guess)
+    manifest: list[PackageFile] = field(default_factory=list)  # from <image prefix>.manifest
     notes: list[str] = field(default_factory=list)
     schema: str = SCHEMA
 
@@ -69,6 +81,7 @@ class Artifacts:
         d = dict(d)
         d["images"] = [ImageFile(**i) for i in d.get("images", [])]
         d["rootfs"] = RootfsInfo.from_dict(d["rootfs"]) if d.get("rootfs") else None
+        d["manifest"] = [PackageFile(**p) for p in d.get("manifest", [])]
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
@@ -291,6 +304,41 @@ def _image_type(name: str) -> str | None:
     return next((t for pat, t in _TYPES if pat in name), None)
 
 
+def _manifest(outdir: Path, pid: str) -> list[PackageFile]:
+    """<IMG_PREFIX>-<profile>.manifest ("name - version" per line, apk and opkg alike)."""
+    found = sorted(outdir.glob("*.manifest"))
+    mine = [f for f in found if f.name.endswith(f"-{pid}.manifest")]
+    if not mine and len(found) == 1:
+        mine = found  # one target-wide manifest
+    if not mine:
+        return []
+    archives: dict[str, Path] = {}
+    bases = [outdir]
+    real = outdir.resolve()
+    if real.parent.parent.name == "targets":  # bin/targets/<t>/<s> -> bin/packages
+        bases.append(real.parent.parent.parent / "packages")
+    for base in bases:
+        if base.is_dir():
+            for f in base.rglob("*"):
+                if f.suffix in (".apk", ".ipk") and f.is_file():
+                    archives.setdefault(f.name, f)
+    out = []
+    for line in mine[0].read_text(errors="replace").splitlines():
+        name, sep, version = line.partition(" - ")
+        if not sep:
+            continue
+        name, version = name.strip(), version.strip()
+        arc = archives.get(f"{name}-{version}.apk") or next(
+            (p for n, p in archives.items() if n.startswith(f"{name}_{version}_")), None
+        )
+        if arc is None:
+            out.append(PackageFile(name, version))
+        else:
+            rel = arc.relative_to(outdir) if arc.is_relative_to(outdir) else arc
+            out.append(PackageFile(name, version, str(rel), arc.stat().st_size))
+    return out
+
+
 def _pieces(outdir: Path, pid: str) -> tuple[Path | None, Path | None]:
     """The kernel and rootfs as separate files, when the build left them: OpenWrt's KDIR
     names (<profile>-kernel.bin, root.squashfs[+pkg=...]) copied into the directory, or a
@@ -365,6 +413,7 @@ def _assemble(
         split=split,
         rootfs=rootfs,
         flavour=rootfs.flavour_guess() if rootfs else None,
+        manifest=_manifest(outdir, pid),
         notes=notes,
     )
     return _with_fit(a, device) if kernel_size is not None or rootfs is not None else a

@@ -224,3 +224,28 @@ def test_an_unstripped_library_is_flagged(tmp_path: Path) -> None:
     got = {lib.path: lib.stripped for lib in info.tls_libraries}
     # gcc -s strips the symbol table; without it the library keeps .symtab
     assert got == {"/usr/lib/libwolfssl.so.5": False, "/usr/lib/libmbedtls.so.21": True}
+
+
+def test_manifest_packages_with_their_archive_sizes(
+    mbedtls_fs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "bin"
+    out = bin_dir / "targets/ath79/generic"
+    (out / "packages").mkdir(parents=True)
+    shutil.copy(mbedtls_fs[1], out / "root.squashfs")
+    (out / f"{WR902}-kernel.bin").write_bytes(bytes(1000))
+    prefix = f"openwrt-25.12.5-ath79-generic-{WR902}"
+    (out / f"{prefix}.manifest").write_text(
+        "kmod-usb2 - 6.12.94-r1\nlibmbedtls21 - 3.6.6-r1\nlibustream-mbedtls - 2025.10.1-r1\n"
+    )
+    (out / "packages/kmod-usb2-6.12.94-r1.apk").write_bytes(bytes(4321))
+    feed = bin_dir / "packages/mips_24kc/base"
+    feed.mkdir(parents=True)
+    (feed / "libmbedtls21-3.6.6-r1.apk").write_bytes(bytes(98765))
+    (a,) = artifacts.measure_dir(out)
+    got = {p.name: (p.version, p.size) for p in a.manifest}
+    assert got == {
+        "kmod-usb2": ("6.12.94-r1", 4321),
+        "libmbedtls21": ("3.6.6-r1", 98765),
+        "libustream-mbedtls": ("2025.10.1-r1", None),
+    }
