@@ -25,12 +25,12 @@ def render_markdown(report: SizeReport) -> str:
             out.append("")
     if report.footprints:
         out.append("### TLS library footprint (cross-built)\n")
-        out.append("| library | config | version | stripped | xz |")
-        out.append("|---|---|---|---:|---:|")
+        out.append("| library | version | config | arch | installed | xz | squashfs cost |")
+        out.append("|---|---|---|---|---:|---:|---:|")
         for fp in report.footprints:
             out.append(
-                f"| {fp.flavour} | {fp.config} | {fp.version or ''} | "
-                f"{num(fp.stripped_size)} | {num(fp.xz_size)} |"
+                f"| {fp.flavour} | {fp.version or ''} | {fp.config} | {fp.arch or ''} | "
+                f"{num(fp.installed)} | {num(fp.xz)} | {num(fp.squashfs_cost)} |"
             )
         out.append("")
     out.append(f"Sizes in bytes. TLS libraries compressed with {report.xz_settings}.")

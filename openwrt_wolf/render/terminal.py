@@ -36,12 +36,14 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
             con.print(f"  note: {n}", markup=False)
     if report.footprints:
         t = Table(title="TLS library footprint (cross-built)")
-        for col in ("library", "config", "version", "stripped", "xz"):
-            t.add_column(col, justify="right" if col in ("stripped", "xz") else "left")
+        numeric = ("installed", "xz", "squashfs cost")
+        for col in ("library", "version", "config", "arch", *numeric):
+            t.add_column(col, justify="right" if col in numeric else "left")
         for fp in report.footprints:
             t.add_row(
-                fp.flavour, fp.config, fp.version or "", num(fp.stripped_size), num(fp.xz_size)
-            )
+                fp.flavour, fp.version or "", fp.config, fp.arch or "",
+                num(fp.installed), num(fp.xz), num(fp.squashfs_cost),
+            )  # fmt: skip
         con.print(t)
     con.print(f"TLS libraries compressed with {report.xz_settings}.", markup=False)
     for n in report.notes:
