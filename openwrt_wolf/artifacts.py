@@ -431,11 +431,12 @@ def from_build_files(
     release: str | None,
     flavour: str | None,
     manifest: dict[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> Artifacts:
     """Artifacts from a build record that lists its files ({name, path, sha256, size, type},
     the build job's shape) and carries its fit report: image sizes from the list, the rootfs
     piece measured now (cached) when it is still on disk."""
-    notes: list[str] = []
+    notes = list(notes or [])
     images = [
         ImageFile(f["name"], f["type"], f.get("size"), f.get("sha256"), "build record")
         for f in files

@@ -204,15 +204,16 @@ def _build_artifacts(rec: Record, where: Path) -> Artifacts | None:
         if isinstance(art, dict):
             return Artifacts.from_dict(art)
         fit = rec.data.get("fit")
+        manifest = rec.data.get("manifest")
+        warnings = [f"OpenWrt printed: {w.strip()}" for w in rec.data.get("openwrt_warnings") or []]
         return artifacts.from_build_files(
             list(art),
             fit if isinstance(fit, dict) else None,
             profile=rec.device,
             release=rec.release,
             flavour=rec.flavour,
-            manifest=rec.data.get("manifest")
-            if isinstance(rec.data.get("manifest"), dict)
-            else None,
+            manifest=manifest if isinstance(manifest, dict) else None,
+            notes=warnings + [str(n) for n in rec.data.get("notes") or []],
         )
     except (TypeError, KeyError, AttributeError) as e:
         raise WolfError(
