@@ -64,9 +64,9 @@ def size_report(
     )  # fmt: skip
 
 
-@task(help={"size_mb": "rootfs payload in MiB (default 6)", "repeat": "timed runs (best of)"})
+@task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})
 @guarded
-def bench_size(c, size_mb=6, repeat=1):
+def bench_size(c, size_mb=4.5, repeat=1):
     """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
     os.execv(
         sys.executable,
