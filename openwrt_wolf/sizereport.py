@@ -105,6 +105,7 @@ class SizeReport:
     xz_settings: str = XZ_SETTINGS
     created: str = field(default_factory=now_utc)
     notes: list[str] = field(default_factory=list)
+    top_packages: int = 0  # the tables show the N packages taking most squashfs bytes
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -310,6 +311,7 @@ def build(
     device: str | None = None,
     flavour: str | None = None,
     release: str | None = None,
+    top_packages: int = 0,
 ) -> SizeReport:
     """Collect, filter and assemble the report. --from alone does not read build records."""
     wanted_devices = devices.resolve_many(device, release) if device else None
@@ -361,4 +363,5 @@ def build(
         footprints=_footprints(fs, wanted_flavours),
         sources=got.sources,
         notes=got.notes,
+        top_packages=top_packages,
     )

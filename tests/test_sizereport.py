@@ -128,6 +128,19 @@ def test_csv_and_markdown_show_the_same_numbers(lab: Lab, monkeypatch: pytest.Mo
     assert f"{lab.tls_xz['wolfssl']:,}" in term and "does not fit" in term
 
 
+def test_largest_packages_table(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results", top_packages=1)
+    md = render(rep, "markdown")
+    table = md.split("| package (bytes in the squashfs) |", 1)[1].split("\n\n", 1)[0]
+    (row,) = table.splitlines()[2:]
+    # libopenssl3 (1.25 MB of libraries) is about twice any other package of the test
+    # rootfs, and only the openssl image has it
+    name, mbed, wolf, ossl = (c.strip() for c in row.strip("|").split("|"))
+    assert (name, mbed, wolf) == ("libopenssl3", "–", "–")
+    assert 0 < int(ossl.replace(",", "")) < lab.rootfs["openssl"]
+
+
 def test_from_dirs_and_flavour_filter(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
     monkeypatch.setenv("OPENWRT_WOLF_STORE", str(lab.base / "empty-store"))

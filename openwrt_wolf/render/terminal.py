@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..sizereport import SizeReport
-from .cells import notes, num, table_rows
+from .cells import notes, num, package_rows, table_rows
 
 
 def _style(text: str) -> str:
@@ -32,6 +32,15 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
         for label, vals in table_rows(dev):
             t.add_row(label, *(_style(v.replace("[", "\\[")) for v in vals))
         con.print(t)
+        pkgs = package_rows(dev, report.top_packages) if report.top_packages else []
+        if pkgs:
+            pt = Table(title="largest packages (bytes in the squashfs)")
+            pt.add_column("package")
+            for f in dev.flavours:
+                pt.add_column(f, justify="right")
+            for name, vals in pkgs:
+                pt.add_row(name, *vals)
+            con.print(pt)
         for n in notes(dev):
             con.print(f"  note: {n}", markup=False)
     if report.footprints:
