@@ -127,6 +127,10 @@ def measure_image(image: Path, profile: str | None = None) -> Artifacts:
     rootfs = measure_rootfs(image, parts.rootfs_offset)
     name = profile or _profile_from_name(image.name) or image.stem
     device, note = find_device(name, None)
+    notes = [note] if note else []
+    want = fit.RECIPE_FORMATS.get(device.recipe) if device else None
+    if device and want and want != parts.format:
+        notes.append(f"{image.name} is a {parts.format} image; {device.profile} makes {want}")
     a = Artifacts(
         profile=device.profile if device else name,
         source=str(image),
@@ -139,7 +143,7 @@ def measure_image(image: Path, profile: str | None = None) -> Artifacts:
         split=asdict(parts),
         rootfs=rootfs,
         flavour=rootfs.flavour_guess(),
-        notes=[note] if note else [],
+        notes=notes,
     )
     return _with_fit(a, device)
 
