@@ -260,3 +260,9 @@ def test_opkg_package_lists_of_2410(tmp_path: Path) -> None:
     lib = tree / "usr/lib/libwolfssl.so.5.9.1.ee39414e"
     assert sizes["libwolfssl5.9.1.ee39414e"] == lib.stat().st_size
     assert info.flavour_guess() == "wolfssl"
+
+
+def test_unreadable_profiles_json_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "profiles.json").write_text('{"target": "ath79/generic", "profiles": [')
+    with pytest.raises(WolfError, match=r"cannot read .*profiles\.json"):
+        artifacts.measure_dir(tmp_path)
