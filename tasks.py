@@ -46,6 +46,51 @@ def hosttools(c, group="test", install=False):
 
 
 @task(
+    iterable=["from_"],
+    help={
+        "store": "results store directory (default: $OPENWRT_WOLF_STORE or ./results)",
+        "from_": "OpenWrt bin/targets/<target>/<subtarget> dir or sysupgrade image; "
+        "FLAVOUR=DIR labels it; repeatable",
+        "device": "device profile or alias, comma-separated (e.g. tl-wr902ac)",
+        "flavour": "mbedtls, wolfssl, openssl (comma-separated) or all",
+        "release": "release the device names are resolved in (default 25.12.5)",
+        "format": "terminal, markdown, json or csv",
+        "output": "write to this file (atomically) instead of stdout",
+        "packages": "also show the N packages taking most bytes in the rootfs",
+    },
+)
+@guarded
+def size_report(
+    c, store=None, from_=None, device=None, flavour=None, release=None, format="terminal",
+    output=None, packages=0,
+):  # fmt: skip
+    """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
+    from openwrt_wolf import sizereport_cmd
+
+    sizereport_cmd.main(
+        store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
+        release=release, fmt=format, output=output, packages=int(packages),
+    )  # fmt: skip
+
+
+@task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})
+@guarded
+def bench_size(c, size_mb=4.5, repeat=1):
+    """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
+    os.execv(
+        sys.executable,
+        [
+            sys.executable,
+            "bench/size_report.py",
+            "--size-mb",
+            str(size_mb),
+            "--repeat",
+            str(repeat),
+        ],
+    )
+
+
+@task(
     help={
         "device": "device profile or alias, e.g. tl-wr902ac",
         "image": "a sysupgrade image to split and check",
