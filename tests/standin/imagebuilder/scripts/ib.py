@@ -269,30 +269,39 @@ def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
             f.write(rootfs.read_bytes())
         pad_rootfs(out, bs)
     elif recipe == "tplink-safeloader":
-        # append-rootfs | tplink-safeloader sysupgrade | check-size | append-metadata
-        room = prof["max_kernel_rootfs"] - kernel.stat().st_size
-        if rootfs.stat().st_size > room:
-            err(f"tplink-safeloader: file-system partition too big (more than {room} bytes)")
+        # append-rootfs | tplink-safeloader sysupgrade: the file-system partition starts right
+        # after the kernel inside the firmware partition, is 64 KiB aligned at its absolute
+        # address and ends with the JFFS2 marker; os-image then file-system, no header
+        k, r = kernel.read_bytes(), rootfs.read_bytes()
+        fw_ofs, fw_size = prof["firmware_partition"]
+        fs_base = fw_ofs + len(k)
+        fs_len = -(-(len(r) + fs_base) // 0x10000) * 0x10000 + 4 - fs_base
+        fs_max = fw_size - fs_base
+        if fs_len > fs_max:
+            err(f"tplink-safeloader: file-system partition too big (more than {fs_max} bytes)")
             out.unlink(missing_ok=True)
             return False
         with out.open("wb") as f:
-            f.write(kernel.read_bytes())
-            f.write(rootfs.read_bytes())
+            f.write(k + r + b"\xff" * (fs_len - 4 - len(r)) + b"\xde\xad\xc0\xde")
     elif recipe == "tplink-v2":
-        # tplink-v2-image -s -e: 512-byte header, kernel, rootfs at rootfs_ofs, no trailing pad
-        k = kernel.read_bytes()
-        r = rootfs.read_bytes()
-        ofs = max(prof["rootfs_ofs"], -(-(0x200 + len(k)) // bs) * bs)
-        total = ofs + len(r)
-        if total > prof["fw_max_len"]:
-            err(f"[mktplinkfw2] *** error: images are too big by {total - prof['fw_max_len']} bytes")
+        # tplink-v2-image -s -e (mktplinkfw2 -a 0x4 -j): 512-byte header, kernel, rootfs at
+        # a 4-byte boundary, JFFS2 markers at the 4 KiB then 64 KiB boundary while room is left
+        k, r = kernel.read_bytes(), rootfs.read_bytes()
+        fw_max = prof["fw_max_len"]
+        exceed = 0x200 + len(k) + len(r) - fw_max
+        if exceed > 0:
+            err(f"[mktplinkfw2] *** error: images are too big by {exceed} bytes")
             return False
-        header = bytearray(0x200)
-        header[0:4] = (2).to_bytes(4, "big")
-        with out.open("wb") as f:
-            f.write(bytes(header) + k)
-            f.write(b"\0" * (ofs - 0x200 - len(k)))
-            f.write(r)
+        ofs = -(-(0x200 + len(k)) // 4) * 4
+        body = bytearray(bytes(0x200) + k + bytes(ofs - 0x200 - len(k)) + r)
+        body[0:4] = (2).to_bytes(4, "big")
+        masks = [4096, 65536]
+        while len(body) < fw_max and masks:
+            m = min(masks)
+            body += b"\xff" * (-len(body) % m)
+            masks = [x for x in masks if len(body) % x]
+            body += b"\xde\xad\xc0\xde"
+        out.write_bytes(bytes(body))
     else:
         err(f"stand-in: no recipe {recipe}")
         raise SystemExit(2)
