@@ -40,6 +40,38 @@ def hosttools(c, group="test", install=False):
 # --- build (issue 3) -------------------------------------------------------------------
 
 
+@task(
+    help={
+        "flavour": "mbedtls, wolfssl, openssl or all (comma-separated list allowed)",
+        "device": "device name(s), comma-separated, or all",
+        "release": "OpenWrt release: 25.12.5 (default), 24.10.8, snapshot",
+        "backend": "imagebuilder (default); sdk and buildroot are not in this version",
+        "mirror": "URL or directory laid out like downloads.openwrt.org",
+        "imagebuilder": "an unpacked ImageBuilder to use instead of downloading one",
+        "j": "profiles built in parallel (working copies of the ImageBuilder)",
+        "force": "rebuild even when the store has this request",
+        "store": "results store directory",
+        "luci_https": "add the flavour's LuCI HTTPS collection",
+        "packages": "extra packages, comma-separated (-name removes)",
+        "files": "FILES= directory copied over the root filesystem",
+    }
+)
+@guarded
+def build(
+    c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
+    sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
+    files=None,
+):  # fmt: skip
+    """Build firmware in TLS flavours with OpenWrt's ImageBuilder; records in the store."""
+    from openwrt_wolf.build import cli as build_cli
+
+    build_cli.main_args(
+        flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
+        imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
+        luci_https=luci_https, packages=packages, files=files,
+    )  # fmt: skip
+
+
 # --- patch set (issue 4) ---------------------------------------------------------------
 
 
