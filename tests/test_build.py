@@ -62,9 +62,12 @@ def wolf_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]
 def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Any:
     return subprocess.run(
         [sys.executable, "-m", "invoke", "build", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
-    )  # fmt: skip
+    )
 
 
 def error_line(p: Any) -> str:
@@ -83,8 +86,11 @@ def sha256(path: Path) -> str:
 def unsquashfs_size(path: Path, offset: int = 0) -> int:
     out = subprocess.run(
         ["unsquashfs", "-s", "-o", str(offset), str(path)],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     m = re.search(r"Filesystem size (\d+) bytes", out)
     assert m, out
     return int(m.group(1))
@@ -93,8 +99,11 @@ def unsquashfs_size(path: Path, offset: int = 0) -> int:
 def unsquashfs_list(path: Path, offset: int = 0) -> list[str]:
     out = subprocess.run(
         ["unsquashfs", "-l", "-o", str(offset), str(path)],
-        capture_output=True, text=True, check=True, timeout=60,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return [ln.removeprefix("squashfs-root") for ln in out.splitlines()]
 
 
@@ -144,7 +153,8 @@ def test_kept_images_match_openwrts_files(matrix: Any, device: str, flavour: str
     pj = json.loads((img.parent / "profiles.json").read_text())
     entry = pj["profiles"][device]["images"][0]
     assert (entry["name"], entry["size"]) == (img.name, img.stat().st_size)
-    assert img.name == f"openwrt-25.12.5-{o.record.request.target.replace('/', '-')}-{device}-squashfs-sysupgrade.bin"
+    board = o.record.request.target.replace("/", "-")
+    assert img.name == f"openwrt-25.12.5-{board}-{device}-squashfs-sysupgrade.bin"
     # the fit's pieces are what the image holds: unsquashfs reads the rootfs inside the image
     data = img.read_bytes()
     fr = o.record.fit
@@ -152,7 +162,7 @@ def test_kept_images_match_openwrts_files(matrix: Any, device: str, flavour: str
     assert unsquashfs_size(img, off) == fr["rootfs_size"]
     kernel = next(Path(a["path"]) for a in o.record.artifacts if a["type"] == "kernel")
     assert kernel.stat().st_size == fr["kernel_size"]
-    assert data.startswith(kernel.read_bytes())  or data[512:].startswith(kernel.read_bytes())
+    assert data.startswith(kernel.read_bytes()) or data[512:].startswith(kernel.read_bytes())
     assert fr["verdict"] == "FITS" and not o.record.image_deleted
     assert fr["final_size"] == img.stat().st_size
 
@@ -213,7 +223,9 @@ def test_record_is_complete(matrix: Any) -> None:
     assert d["request"]["packages"] == sorted(d["request"]["packages"])
     assert d["release_commit"] == "f0a60eee2fe051741c643ea6118718aae1ef17fb"
     assert [c.split(" && ", 1)[1].split()[:2] for c in d["commands"]] == [
-        ["MAKEFLAGS=''", "make"], ["MAKEFLAGS=''", "make"], ["MAKEFLAGS=''", "make"]
+        ["MAKEFLAGS=''", "make"],
+        ["MAKEFLAGS=''", "make"],
+        ["MAKEFLAGS=''", "make"],
     ]
     assert {"imagebuilder", "info", "manifest", "image", "measure"} <= set(d["phases"])
     log = Path(d["log"]).read_text()
@@ -224,9 +236,7 @@ def test_record_is_complete(matrix: Any) -> None:
     assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["artifacts"])
 
 
-def test_second_run_is_served_from_the_store_without_make(
-    matrix: Any, tmp_path: Path
-) -> None:
+def test_second_run_is_served_from_the_store_without_make(matrix: Any, tmp_path: Path) -> None:
     _, base, _ = matrix
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -238,8 +248,15 @@ def test_second_run_is_served_from_the_store_without_make(
         "OPENWRT_WOLF_STORE": str(base / "store"),
         "PATH": f"{fake}:{os.environ['PATH']}",
     }
-    p = cli("--flavour", "all", "--device", f"{V1},{AR300},{V3}", "--mirror", "http://127.0.0.1:9",
-            env=env)  # fmt: skip
+    p = cli(
+        "--flavour",
+        "all",
+        "--device",
+        f"{V1},{AR300},{V3}",
+        "--mirror",
+        "http://127.0.0.1:9",
+        env=env,
+    )
     assert p.returncode == 0, p.stderr
     assert p.stderr.count("cached ") == 9
     assert not marker.exists()
@@ -252,8 +269,11 @@ def test_flavour_changes_follow_openwrt_package_names() -> None:
     defaults = ["libustream-mbedtls", "apk-mbedtls", "wpad-basic-mbedtls", "dropbear"]
     w = packages.changes(packages.rules("wolfssl", "25.12.5"), defaults)
     assert packages.packages_value(w).split() == [
-        "-libustream-mbedtls", "-wpad-basic-mbedtls", "libustream-wolfssl", "wpad-basic-wolfssl",
-    ]  # fmt: skip
+        "-libustream-mbedtls",
+        "-wpad-basic-mbedtls",
+        "libustream-wolfssl",
+        "wpad-basic-wolfssl",
+    ]
     o = packages.changes(packages.rules("openssl", "25.12.5"), defaults)
     assert "-apk-mbedtls" in packages.packages_value(o).split()
     # a device without Wi-Fi keeps no wpad replacement
@@ -299,17 +319,34 @@ def test_resolver_messages_become_one_line() -> None:
 
 
 def test_unknown_package_is_one_line(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
-    p = cli("--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
-            "--packages", "no-such-pkg")  # fmt: skip
+    p = cli(
+        "--flavour",
+        "mbedtls",
+        "--device",
+        V1,
+        "--imagebuilder",
+        str(tree(mirror_dir)),
+        "--packages",
+        "no-such-pkg",
+    )
     line = error_line(p)
-    assert "impossible package selection for tplink_tl-wr902ac-v1: unknown packages: no-such-pkg" in line  # noqa: E501
+    assert (
+        "impossible package selection for tplink_tl-wr902ac-v1: unknown packages: no-such-pkg"
+        in line
+    )
     assert not list((wolf_env["store"]).rglob("*.json"))
 
 
 def test_conflicting_packages_are_named(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
     with pytest.raises(WolfError) as e:
-        build(Options(flavour="mbedtls", device=V1, imagebuilder=tree(mirror_dir),
-                      packages=("libustream-openssl",)))  # fmt: skip
+        build(
+            Options(
+                flavour="mbedtls",
+                device=V1,
+                imagebuilder=tree(mirror_dir),
+                packages=("libustream-openssl",),
+            )
+        )
     assert "conflicting packages: libustream-mbedtls, libustream-openssl" in str(e.value)
 
 
@@ -344,9 +381,11 @@ def test_broken_download_resumes_with_range(mirror_dir: Path, wolf_env: dict[str
         kept = part.stat().st_size
         assert 0 < kept <= 300_000
         outs = build(Options(flavour="mbedtls", device=V1, mirror=url))
-        assert ("/releases/25.12.5/targets/ath79/generic/"
-                "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst",
-                f"bytes={kept}-") in srv.requests  # fmt: skip
+        assert (
+            "/releases/25.12.5/targets/ath79/generic/"
+            "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst",
+            f"bytes={kept}-",
+        ) in srv.requests
     archive = next(wolf_env["cache"].rglob("*ath79-generic.Linux-x86_64.tar.zst"))
     served = mirror_dir / "releases/25.12.5/targets/ath79/generic" / archive.name
     assert sha256(archive) == sha256(served)
@@ -368,11 +407,24 @@ def test_missing_host_tools_are_listed_with_packages(
 ) -> None:
     only = _tool_dir(tmp_path, ["python3", "sh"])
     p = subprocess.run(
-        [sys.executable, "-m", "invoke", "build", "--flavour", "mbedtls", "--device", V1,
-         "--imagebuilder", str(tree(mirror_dir))],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "build",
+            "--flavour",
+            "mbedtls",
+            "--device",
+            V1,
+            "--imagebuilder",
+            str(tree(mirror_dir)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PATH": str(only)},
-    )  # fmt: skip
+    )
     line = error_line(p)
     assert "missing host tools: make" in line and "apt-get install" in line and " make" in line
 
@@ -381,17 +433,45 @@ def test_imagebuilder_prerequisite_failure_names_debian_packages(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
     # everything our check wants, but not the stand-in ImageBuilder's mksquashfs
-    names = ["make", "perl", "python3", "gawk", "unzip", "bzip2", "wget", "file", "patch",
-             "zstd", "sh", "dd", "mkimage", "rm", "cat"]  # fmt: skip
+    names = [
+        "make",
+        "perl",
+        "python3",
+        "gawk",
+        "unzip",
+        "bzip2",
+        "wget",
+        "file",
+        "patch",
+        "zstd",
+        "sh",
+        "dd",
+        "mkimage",
+        "rm",
+        "cat",
+    ]
     only = _tool_dir(tmp_path, names)
     (only / "python3").unlink(missing_ok=True)  # a real interpreter, not a version-manager shim
     (only / "python3").symlink_to(os.path.realpath(sys.executable))
     p = subprocess.run(
-        [sys.executable, "-m", "invoke", "build", "--flavour", "mbedtls", "--device", V1,
-         "--imagebuilder", str(tree(mirror_dir))],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "build",
+            "--flavour",
+            "mbedtls",
+            "--device",
+            V1,
+            "--imagebuilder",
+            str(tree(mirror_dir)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "PATH": str(only)},
-    )  # fmt: skip
+    )
     line = error_line(p)
     assert "prerequisite check failed: missing mksquashfs (squashfs-tools)" in line
 
@@ -402,11 +482,13 @@ def test_make_failure_shows_last_20_lines_and_log(
     broken = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), broken, symlinks=True)
     script = broken / "scripts" / "ib.py"
-    script.write_text(script.read_text().replace(
-        "def cmd_image(a: dict[str, str]) -> None:\n",
-        "def cmd_image(a: dict[str, str]) -> None:\n"
-        "    for i in range(30):\n        print(f'line {i}')\n    raise SystemExit(2)\n",
-    ))  # fmt: skip
+    script.write_text(
+        script.read_text().replace(
+            "def cmd_image(a: dict[str, str]) -> None:\n",
+            "def cmd_image(a: dict[str, str]) -> None:\n"
+            "    for i in range(30):\n        print(f'line {i}')\n    raise SystemExit(2)\n",
+        )
+    )
     with pytest.raises(CommandError) as e:
         build(Options(flavour="mbedtls", device=V1, imagebuilder=broken))
     details = e.value.details().splitlines()
@@ -425,7 +507,7 @@ def test_device_not_in_release_and_not_in_imagebuilder(
     p = cli("--flavour", "mbedtls", "--device", V1, "--release", "24.10.8")
     assert "release 24.10.8" in error_line(p)
     with pytest.raises(WolfError, match=r"is for ramips/mt76x8, the device needs ath79/generic"):
-        build(Options(flavour="mbedtls", device=V1, imagebuilder=tree(mirror_dir, "ramips/mt76x8")))  # noqa: E501
+        build(Options(flavour="mbedtls", device=V1, imagebuilder=tree(mirror_dir, "ramips/mt76x8")))
     lacking = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), lacking, symlinks=True)
     info = json.loads((lacking / ".standin.json").read_text())
@@ -439,13 +521,23 @@ def test_disk_full_is_one_line(mirror_dir: Path, tmp_path: Path) -> None:
     # a 1 MiB tmpfs as the cache: unpacking the ImageBuilder runs out of space
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
-                             capture_output=True, text=True)  # fmt: skip
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+        capture_output=True,
+        text=True,
+    )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
-        p = cli("--flavour", "mbedtls", "--device", V1, "--mirror", str(mirror_dir),
-                env={"OPENWRT_WOLF_CACHE": str(small), "OPENWRT_WOLF_STORE": str(tmp_path / "s")})  # fmt: skip # noqa: E501
+        p = cli(
+            "--flavour",
+            "mbedtls",
+            "--device",
+            V1,
+            "--mirror",
+            str(mirror_dir),
+            env={"OPENWRT_WOLF_CACHE": str(small), "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
+        )
         line = error_line(p)
         assert "disk full while writing" in line and "OPENWRT_WOLF_CACHE" in line
     finally:
@@ -461,8 +553,9 @@ def test_check_size_warning_and_deletion(
     files = tmp_path / "files"
     (files / "root").mkdir(parents=True)
     (files / "root" / "blob").write_bytes(os.urandom(27 * 512 * 1024))
-    outs = build(Options(flavour="mbedtls", device=AR300, imagebuilder=tree(mirror_dir),
-                         files=files))  # fmt: skip
+    outs = build(
+        Options(flavour="mbedtls", device=AR300, imagebuilder=tree(mirror_dir), files=files)
+    )
     rec = outs[0].record
     assert rec.image_deleted and rec.fit["verdict"] == "TOO_BIG"
     (warning,) = rec.openwrt_warnings
@@ -482,8 +575,18 @@ def test_killed_build_leaves_no_record_and_restarts(
 ) -> None:
     ib = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), ib, symlinks=True)
-    args = [sys.executable, "-m", "invoke", "build", "--flavour", "wolfssl", "--device", V1,
-            "--imagebuilder", str(ib)]  # fmt: skip
+    args = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "build",
+        "--flavour",
+        "wolfssl",
+        "--device",
+        V1,
+        "--imagebuilder",
+        str(ib),
+    ]
     env = {**os.environ, "STANDIN_IMAGE_DELAY": "60"}
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None

@@ -92,11 +92,30 @@ def _kernel(kind: str, raw: bytes, out: Path) -> None:
         blob = out.with_suffix(".lzma")
         blob.write_bytes(comp)
         subprocess.run(
-            ["mkimage", "-A", "mips", "-O", "linux", "-T", "kernel", "-C", "lzma",
-             "-a", "0x80060000", "-e", "0x80060000", "-n", "MIPS OpenWrt Linux-6.12.94",
-             "-d", str(blob), str(out)],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+            [
+                "mkimage",
+                "-A",
+                "mips",
+                "-O",
+                "linux",
+                "-T",
+                "kernel",
+                "-C",
+                "lzma",
+                "-a",
+                "0x80060000",
+                "-e",
+                "0x80060000",
+                "-n",
+                "MIPS OpenWrt Linux-6.12.94",
+                "-d",
+                str(blob),
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         blob.unlink()
     elif kind == "lzma-tplink-v1":
         out.write_bytes(_tplink_v1_header(comp) + comp)
@@ -127,16 +146,25 @@ def make_tree(dest: Path, target: str, release: str = RELEASE) -> Path:
         fname = f"{pname}-{version}.apk"
         _apk(pkgdir / fname, files)
         index.append(
-            {"name": pname, "version": version, "depends": depends, "conflicts": conflicts,
-             "provides": [], "file": fname}
-        )  # fmt: skip
+            {
+                "name": pname,
+                "version": version,
+                "depends": depends,
+                "conflicts": conflicts,
+                "provides": [],
+                "file": fname,
+            }
+        )
     (pkgdir / "index.json").write_text(json.dumps(index, indent=1))
     kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
     kdir.mkdir(parents=True)
     profiles = {}
     for pid, p in tgt["profile"].items():
-        _kernel(p["kernel"], _slice(pool, f"kernel-{pid}", p["kernel_input"]),
-                kdir / f"{pid}-kernel.bin")  # fmt: skip
+        _kernel(
+            p["kernel"],
+            _slice(pool, f"kernel-{pid}", p["kernel_input"]),
+            kdir / f"{pid}-kernel.bin",
+        )
         profiles[pid] = {k: v for k, v in p.items() if k not in ("kernel", "kernel_input")}
     info = {
         "version": release,
@@ -163,8 +191,9 @@ def pack(tree: Path, out: Path) -> Path:
     return out
 
 
-def make_server(root: Path, targets: tuple[str, ...] = ("ath79/generic",),
-                release: str = RELEASE) -> Path:  # fmt: skip
+def make_server(
+    root: Path, targets: tuple[str, ...] = ("ath79/generic",), release: str = RELEASE
+) -> Path:
     """A download-server directory: releases/<rel>/targets/<t>/<s>/{archive,sha256sums}."""
     work = root / ".trees"
     work.mkdir(parents=True, exist_ok=True)

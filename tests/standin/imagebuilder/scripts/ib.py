@@ -210,11 +210,29 @@ def run(argv: list[str]) -> None:
 def mksquashfs(root: Path, out: Path, block: int) -> None:
     # OpenWrt's own mksquashfs4 adds -Xpreset 9 -Xe -Xlc 0 -Xlp 2 -Xpb 2; Debian's 4.5 does
     # not know those xz options, so the stand-in uses plain xz.
-    run([
-        "mksquashfs", str(root), str(out), "-nopad", "-noappend", "-root-owned",
-        "-comp", "xz", "-b", f"{block // 1024}k", "-p", "/dev d 755 0 0", "-p", "/dev/console c 600 0 0 5 1",
-        "-no-xattrs", "-processors", "1", "-quiet", "-no-progress",
-    ])  # fmt: skip
+    run(
+        [
+            "mksquashfs",
+            str(root),
+            str(out),
+            "-nopad",
+            "-noappend",
+            "-root-owned",
+            "-comp",
+            "xz",
+            "-b",
+            f"{block // 1024}k",
+            "-p",
+            "/dev d 755 0 0",
+            "-p",
+            "/dev/console c 600 0 0 5 1",
+            "-no-xattrs",
+            "-processors",
+            "1",
+            "-quiet",
+            "-no-progress",
+        ]
+    )
 
 
 def pad_to(path: Path, n: int) -> None:
@@ -240,8 +258,14 @@ def append_metadata(path: Path, profile: str) -> None:
         "metadata_version": "1.1",
         "compat_version": "1.0",
         "supported_devices": INFO["profiles"][profile]["supported_devices"],
-        "version": {"dist": "OpenWrt", "version": INFO["version"], "revision": INFO["version_code"], "target": f"{INFO['target']}/{INFO['subtarget']}", "board": profile},
-    }  # fmt: skip
+        "version": {
+            "dist": "OpenWrt",
+            "version": INFO["version"],
+            "revision": INFO["version_code"],
+            "target": f"{INFO['target']}/{INFO['subtarget']}",
+            "board": profile,
+        },
+    }
     blob = json.dumps(meta).encode()
     trailer = blob + len(blob).to_bytes(4, "big") + b"FWx0"
     with path.open("ab") as f:
@@ -262,7 +286,8 @@ def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
     recipe = prof["recipe"]
     bs = prof["blocksize"]
     if recipe == "ath79-default":
-        # append-kernel | pad-to $(BLOCKSIZE) | append-rootfs | pad-rootfs | check-size | append-metadata
+        # append-kernel | pad-to $(BLOCKSIZE) | append-rootfs | pad-rootfs | check-size
+        # | append-metadata
         shutil.copyfile(kernel, out)
         pad_to(out, bs)
         with out.open("ab") as f:
@@ -319,12 +344,21 @@ def json_info(profile: str, name: str, path: Path, prefix: str) -> dict[str, obj
         limits["kernel"] = prof["kernel_size"]
     return {
         "image_prefix": prefix,
-        "images": [{"type": "sysupgrade", "name": name, "sha256": digest, "sha256_unsigned": digest, "size": path.stat().st_size, "filesystem": "squashfs"}],
+        "images": [
+            {
+                "type": "sysupgrade",
+                "name": name,
+                "sha256": digest,
+                "sha256_unsigned": digest,
+                "size": path.stat().st_size,
+                "filesystem": "squashfs",
+            }
+        ],
         "device_packages": prof["device_packages"],
         "supported_devices": prof["supported_devices"],
         "titles": [{"vendor": prof["vendor"], "model": prof["model"], "variant": prof["variant"]}],
         "file_size_limits": limits,
-    }  # fmt: skip
+    }
 
 
 def sha256sums(bin_dir: Path) -> None:
@@ -392,7 +426,11 @@ def cmd_image(a: dict[str, str]) -> None:
         overview["linux_kernel"] = INFO["linux_kernel"]
         profiles_json.write_text(json.dumps(overview, sort_keys=True, separators=(",", ":")))
     manifest = bin_dir / f"{prefix}.manifest"
-    manifest.write_text("".join(f"{p['name']} - {p['version']}\n" for p in sorted(pkgs, key=lambda p: str(p["name"]))))
+    manifest.write_text(
+        "".join(
+            f"{p['name']} - {p['version']}\n" for p in sorted(pkgs, key=lambda p: str(p["name"]))
+        )
+    )
     print()
     print("Calculating checksums...")
     sha256sums(bin_dir)
