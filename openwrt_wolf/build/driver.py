@@ -150,7 +150,7 @@ def build(opts: Options) -> list[Outcome]:
                 shown.add((job.flavour, note))
                 con.print(f"note ({job.flavour}, {job.request.release}): {note}")
     if todo:
-        hosttools.ensure("imagebuilder", install=False)
+        hosttools.ensure("imagebuilder")
         groups: dict[str, list[Job]] = {}
         for job in todo:
             groups.setdefault(job.request.target, []).append(job)
@@ -236,7 +236,9 @@ def _stamp(top: Path) -> str:
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """Another openwrt-wolf run must not build in the same tree at the same time."""
-    lock = path.parent / f".{path.name}.openwrt-wolf.lock"
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(path))[-120:]
+    lock = paths.cache_dir() / "locks" / f"{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
     with lock.open("w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
