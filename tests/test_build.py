@@ -203,6 +203,7 @@ def test_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     assert rec.image_deleted and rec.image() is None
     assert rec.fit["verdict"] == "TOO_BIG"
     assert any("file-system partition too big" in w for w in rec.openwrt_warnings)
+    assert rec.notes[0].startswith("make image exited with status 2")  # the tool failed make
     bin_dir = Path(rec.log).parent / "bin"
     assert not list(bin_dir.glob("*sysupgrade*"))  # OpenWrt deleted it
     # measured from the pieces left in KDIR: stat and unsquashfs, against the facts' limit

@@ -372,13 +372,15 @@ def _build_one(
         phases["manifest"] = time.monotonic() - t
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()
-        done, warnings = ib.image(dev.profile, value, partial, log, files=opts.files,
-                                  on_line=on_line)  # fmt: skip
+        status, warnings = ib.image(dev.profile, value, partial, log, files=opts.files,
+                                    on_line=on_line)  # fmt: skip
         phases["image"] = time.monotonic() - t
-        make_seconds = phases["manifest"] + done.seconds
+        make_seconds = phases["manifest"] + phases["image"]
         t = time.monotonic()
         report, artifacts, deleted, notes = _measure(ib, dev, partial, pieces)
         phases["measure"] = time.monotonic() - t
+    if status != 0:
+        notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
     if partial.exists():
         shutil.rmtree(final, ignore_errors=True)
         os.replace(partial, final)

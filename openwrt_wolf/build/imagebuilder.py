@@ -156,17 +156,23 @@ class ImageBuilder:
         *,
         files: Path | None = None,
         on_line: Callable[[str], None] | None = None,
-    ) -> tuple[proc.Completed, list[str]]:
-        """`make image`; returns the run and OpenWrt's own size warnings."""
+    ) -> tuple[int, list[str]]:
+        """`make image`; returns make's exit status and OpenWrt's own size lines.
+
+        check-size only warns and deletes, so make succeeds; tplink-safeloader and mktplinkfw2
+        exit 1 inside the recipe and make fails. A failure whose output holds such a size line
+        is a too-big image (status non-zero, lines returned), anything else a make failure."""
         args = [f"PROFILE={profile}", f"PACKAGES={packages}", f"BIN_DIR={bin_dir}"]
         if files:
             args.append(f"FILES={files}")
         try:
             done = self.make("image", *args, log=log, on_line=on_line)
         except CommandError as e:
+            lines = _size_lines(_log_text(e))
+            if lines and "timed out" not in e.message:
+                return 2, lines
             raise _make_error(e, "make image") from None
-        lines = [ln.strip() for ln in done.output.splitlines() if SIZE_LINES.search(ln)]
-        return done, lines
+        return done.returncode, _size_lines(done.output)
 
     def kdir(self, target: str) -> Path:
         """$(KDIR) = build_dir/target-<arch>_<libc>/linux-<target>_<subtarget>, where the
@@ -184,6 +190,10 @@ class ImageBuilder:
         for p in k.glob("root.*"):
             p.unlink()
         shutil.rmtree(k / "tmp", ignore_errors=True)
+
+
+def _size_lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if SIZE_LINES.search(ln)]
 
 
 def _log_text(e: CommandError) -> str:

@@ -281,6 +281,15 @@ def check_size(path: Path, limit: int) -> bool:
     return False
 
 
+def tool_failed(out: Path) -> None:
+    """A firmware tool exited 1 inside the image recipe: make removes the half-made target,
+    stops, and `make image` fails (the ImageBuilder runs the image Makefile without -k)."""
+    out.unlink(missing_ok=True)
+    err(f"make[3]: *** [Makefile: {out}] Error 1")
+    err("make[2]: *** [Makefile: build_image] Error 2")
+    raise SystemExit(2)
+
+
 def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
     prof = INFO["profiles"][profile]
     recipe = prof["recipe"]
@@ -304,8 +313,7 @@ def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
         fs_max = fw_size - fs_base
         if fs_len > fs_max:
             err(f"tplink-safeloader: file-system partition too big (more than {fs_max} bytes)")
-            out.unlink(missing_ok=True)
-            return False
+            tool_failed(out)
         with out.open("wb") as f:
             f.write(k + r + b"\xff" * (fs_len - 4 - len(r)) + b"\xde\xad\xc0\xde")
     elif recipe == "tplink-v2":
@@ -316,7 +324,7 @@ def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
         exceed = 0x200 + len(k) + len(r) - fw_max
         if exceed > 0:
             err(f"[mktplinkfw2] *** error: images are too big by {exceed} bytes")
-            return False
+            tool_failed(out)
         ofs = -(-(0x200 + len(k)) // 4) * 4
         body = bytearray(bytes(0x200) + k + bytes(ofs - 0x200 - len(k)) + r)
         body[0:4] = (2).to_bytes(4, "big")
