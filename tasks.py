@@ -37,6 +37,77 @@ def hosttools(c, group="test", install=False):
 # --- size report (issue 2) -------------------------------------------------------------
 
 
+@task(
+    iterable=["from_"],
+    help={
+        "store": "results store directory (default: $OPENWRT_WOLF_STORE or ./results)",
+        "from_": "OpenWrt bin/targets/<target>/<subtarget> dir or sysupgrade image; "
+        "FLAVOUR=DIR labels it; repeatable",
+        "device": "device profile or alias, comma-separated (e.g. tl-wr902ac)",
+        "flavour": "mbedtls, wolfssl, openssl (comma-separated) or all",
+        "release": "release the device names are resolved in (default 25.12.5)",
+        "format": "terminal, markdown, json or csv",
+        "output": "write to this file (atomically) instead of stdout",
+    },
+)
+@guarded
+def size_report(
+    c, store=None, from_=None, device=None, flavour=None, release=None, format="terminal",
+    output=None,
+):  # fmt: skip
+    """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
+    from openwrt_wolf import sizereport_cmd
+
+    sizereport_cmd.main(
+        store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
+        release=release, fmt=format, output=output,
+    )  # fmt: skip
+
+
+@task(help={"size_mb": "rootfs payload in MiB (default 6)", "repeat": "timed runs (best of)"})
+@guarded
+def bench_size(c, size_mb=6, repeat=1):
+    """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
+    os.execv(
+        sys.executable,
+        [
+            sys.executable,
+            "bench/size_report.py",
+            "--size-mb",
+            str(size_mb),
+            "--repeat",
+            str(repeat),
+        ],
+    )
+
+
+@task(
+    help={
+        "device": "device profile or alias, e.g. tl-wr902ac",
+        "image": "a sysupgrade image to split and check",
+        "kernel": "the kernel OpenWrt appended (with --rootfs; works for deleted images)",
+        "rootfs": "the squashfs root filesystem (with --kernel)",
+        "release": "OpenWrt release (default: the stable one)",
+        "check": "exit 1 when the image is too big",
+        "json": "print the fit report as JSON instead of a table",
+    }
+)
+@guarded
+def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False, json=False):
+    """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
+    from openwrt_wolf import fit_cmd
+
+    fit_cmd.main(
+        device=device,
+        image=image,
+        kernel=kernel,
+        rootfs=rootfs,
+        release=release,
+        check=check,
+        as_json=json,
+    )
+
+
 # --- build (issue 3) -------------------------------------------------------------------
 
 

@@ -336,8 +336,8 @@ def evaluate_image(device: Device, image: Path) -> FitReport:
         )
     if sp.format != want:
         raise WolfError(
-            f"{image} is a {sp.format} image, but {device.profile} uses the {device.recipe} "
-            f"recipe ({want})",
+            f"{image} is a {sp.format} image, but {device.profile} ({device.recipe} recipe) "
+            f"takes {want} images",
             hint="check --device",
         )
     rep = evaluate(
@@ -357,3 +357,62 @@ def evaluate_image(device: Device, image: Path) -> FitReport:
             f"gives {rep.checked_size}: it was not assembled the way this recipe does"
         )
     return dataclasses.replace(rep, final_size=size, notes=tuple(notes))
+
+
+# The props byte OpenWrt's `lzma e -lc1 -lp2 -pb2` writes: (pb * 5 + lp) * 9 + lc.
+_OPENWRT_LZMA_PROPS = 0x6D
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise WolfError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise WolfError(f"{what} {path} is a directory, not a file") from None
+    except OSError as e:
+        raise WolfError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def _check_kernel(device: Device, kernel: bytes, path: Path) -> list[str]:
+    """The kernel piece must be what the recipe appends; say so clearly when it is not."""
+    from .imageformats import tplink, uimage
+
+    if device.recipe == "ath79-default":
+        if not uimage.looks_like(kernel):
+            raise WolfError(
+                f"kernel {path} is not a uImage, but {device.profile} appends a uImage kernel",
+                hint="use the *-kernel.bin OpenWrt wrote for this device",
+            )
+        uimage.parse(kernel, where=f"kernel {path}")
+    elif device.recipe == "tplink-safeloader":
+        if not tplink.looks_like_v1(kernel):
+            raise WolfError(
+                f"kernel {path} has no TP-Link v1 header, but {device.profile}'s kernel has one",
+                hint="use the *-kernel.bin OpenWrt wrote for this device",
+            )
+    elif device.recipe == "tplink-v2":
+        headers = (uimage.looks_like, tplink.looks_like_v1, tplink.looks_like_v2)
+        if any(h(kernel) for h in headers):
+            raise WolfError(
+                f"kernel {path} has a header, but {device.profile} appends the bare lzma kernel",
+                hint="use the lzma kernel (KERNEL := kernel-bin | append-dtb | lzma)",
+            )
+        if kernel[:1] != bytes([_OPENWRT_LZMA_PROPS]):
+            return [f"kernel {path} does not start like OpenWrt's lzma (-lc1 -lp2 -pb2)"]
+    return []
+
+
+def evaluate_files(device: Device, kernel: Path, rootfs: Path) -> FitReport:
+    """The fit from the kernel and rootfs files (what is left when OpenWrt deleted the image)."""
+    from .imageformats import squashfs_sb
+
+    kdata = _read(kernel, "kernel")
+    rdata = _read(rootfs, "rootfs")
+    notes = _check_kernel(device, kdata, kernel)
+    sb = squashfs_sb.parse(rdata, where=f"rootfs {rootfs}")
+    if sb.bytes_used != len(rdata):
+        # append-rootfs (dd) appends the whole file, padding included.
+        notes.append(f"rootfs file is {len(rdata) - sb.bytes_used} bytes longer than its squashfs")
+    rep = evaluate(device, kernel_size=len(kdata), rootfs_size=len(rdata))
+    return dataclasses.replace(rep, notes=(*rep.notes, *notes))

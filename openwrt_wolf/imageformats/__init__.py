@@ -15,6 +15,8 @@ from . import fwtool, safeloader, squashfs_sb, tplink, uimage
 
 JFFS2_EOF = b"\xde\xad\xc0\xde"
 # pad-to BLOCKSIZE between kernel and rootfs: the erase block sizes OpenWrt uses.
+# Sysupgrade formats whose recipe always pads the rootfs and writes the end marker.
+_MARKED = ("uimage+squashfs", "tplink-safeloader", "tplink-v2")
 _PAD_TO = tuple(1 << n for n in range(12, 19))  # 4k .. 256k
 
 
@@ -81,6 +83,11 @@ def split_bytes(data: bytes, *, where: str = "image") -> SplitImage:
         "inodes": sb.inodes,
     }
     _markers(body, r_off + sb.bytes_used, fields)
+    if not fields["jffs2_markers"] and fmt in _MARKED:
+        raise WolfError(
+            f"{where}: no JFFS2 end marker after the rootfs: the image is truncated",
+            hint=f"every {fmt} sysupgrade image ends its rootfs padding with de ad c0 de",
+        )
     return SplitImage(
         format=fmt,
         kernel_offset=k_off,
@@ -107,7 +114,9 @@ def _uimage(body: bytes, where: str, fields: dict[str, Any]) -> tuple[str, int, 
     for step in _PAD_TO:
         at = -(-end // step) * step
         if squashfs_sb.looks_like(body, at) and not body[end:at].strip(b"\0"):
-            fields["pad_to"] = step
+            # The zero fill is certain; the BLOCKSIZE behind it is at least this alignment.
+            fields["pad_to_fill"] = at - end
+            fields["rootfs_alignment"] = min(at & -at, _PAD_TO[-1])
             return "uimage+squashfs", 0, end, at
     raise WolfError(
         f"{where}: no squashfs rootfs after the uImage kernel ({end} bytes)",
@@ -126,7 +135,8 @@ def _tplink_v1(body: bytes, where: str, fields: dict[str, Any]) -> tuple[str, in
         if r_off != k_size:
             raise WolfError(f"{where}: TP-Link v1 rootfs offset {r_off:#x} != end of kernel")
         return "tplink-safeloader", 0, k_size, r_off
-    if not tplink.md5_ok(body[: h.fw_length] if h.fw_length <= len(body) else body, 1):
+    # get_md5 runs over the bytes written: all of them, or up to the end with -s.
+    if not tplink.md5_ok(body, 1):
         raise WolfError(f"{where}: TP-Link v1 header MD5 mismatch (corrupt image)")
     return "tplink-v1", h.kernel_ofs, h.kernel_len, h.rootfs_ofs
 

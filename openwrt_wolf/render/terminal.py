@@ -1,0 +1,49 @@
+"""Terminal: a rich table per device; 'does not fit' cells in red."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.table import Table
+
+from ..sizereport import SizeReport
+from .cells import notes, num, table_rows
+
+
+def _style(text: str) -> str:
+    if text.startswith("does not fit"):
+        return f"[bold red]{text}[/]"
+    if text == "yes":
+        return f"[green]{text}[/]"
+    return text
+
+
+def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
+    buf = io.StringIO()
+    con = Console(file=buf, width=width or 200, force_terminal=width is None, highlight=False)
+    for dev in report.devices:
+        where = ", ".join(x for x in (dev.target, dev.release and f"OpenWrt {dev.release}") if x)
+        con.print(f"{dev.title} ({dev.profile}{', ' + where if where else ''})", style="bold")
+        t = Table()
+        t.add_column("bytes", style="bold")
+        for f in dev.flavours:
+            t.add_column(f, justify="right")
+        for label, vals in table_rows(dev):
+            t.add_row(label, *(_style(v.replace("[", "\\[")) for v in vals))
+        con.print(t)
+        for n in notes(dev):
+            con.print(f"  note: {n}", markup=False)
+    if report.footprints:
+        t = Table(title="TLS library footprint (cross-built)")
+        for col in ("library", "config", "version", "stripped", "xz"):
+            t.add_column(col, justify="right" if col in ("stripped", "xz") else "left")
+        for fp in report.footprints:
+            t.add_row(
+                fp.flavour, fp.config, fp.version or "", num(fp.stripped_size), num(fp.xz_size)
+            )
+        con.print(t)
+    con.print(f"TLS libraries compressed with {report.xz_settings}.", markup=False)
+    for n in report.notes:
+        con.print(f"note: {n}", markup=False)
+    return buf.getvalue()

@@ -1,0 +1,180 @@
+"""The size report end to end: build records and --from directories made of real squashfs
+images; the rendered JSON and CSV are parsed and checked against unsquashfs -s, xz -9e and
+the sizes the tests wrote; "does not fit" from the 0x710000 safeloader limit (openwrt-facts)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf import artifacts, sizereport
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.render import render
+from openwrt_wolf.store import FileStore, Record
+
+from .conftest import need_tools
+from .sqfs_kit import (
+    FLAVOUR_LIBS,
+    GLUE,
+    make_tree,
+    mksquashfs,
+    profiles_json,
+    uimage_kernel,
+    unsquashfs_size,
+    xz9e_size,
+)
+
+WR902 = "tplink_tl-wr902ac-v1"
+SAFELOADER_MAX = 0x710000  # kernel + rootfs tplink-safeloader allows on the TL-WR902AC v1
+KERNEL = {"mbedtls": 1_900_000, "wolfssl": 1_900_000, "openssl": 7_200_000}  # openssl: too big
+LISTED = {"mbedtls": 4_915_490, "wolfssl": 5_177_634}  # sysupgrade sizes in profiles.json
+
+
+class Lab:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.dirs: dict[str, Path] = {}
+        self.tls_xz: dict[str, int] = {}  # oracle: xz -9e of each TLS file, summed
+        self.rootfs: dict[str, int] = {}  # oracle: unsquashfs -s
+        self.kernel: dict[str, int] = {}  # oracle: stat
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    need_tools("mksquashfs", "unsquashfs", "xz", "mkimage")
+    base = tmp_path_factory.mktemp("lab")
+    lab = Lab(base)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
+        for i, flav in enumerate(("mbedtls", "wolfssl", "openssl")):
+            out = base / flav / "bin/targets/ath79/generic"
+            out.mkdir(parents=True)
+            tree = make_tree(base / flav / "root", flav, seed=10 + i)
+            img = mksquashfs(tree, out / "root.squashfs")
+            k = uimage_kernel(out / f"{WR902}-kernel.bin", KERNEL[flav], seed=i)
+            name = f"openwrt-25.12.5-ath79-generic-{WR902}-squashfs-sysupgrade.bin"
+            spec = {}  # OpenWrt lists only profiles with images it kept
+            if flav in LISTED:
+                images = [{"type": "sysupgrade", "size": LISTED[flav], "name": name}]
+                spec = {WR902: {"images": images, "file_size_limits": {"image": 7_536_640}}}
+            profiles_json(out / "profiles.json", "25.12.5", "ath79/generic", spec)
+            lab.dirs[flav] = out
+            lab.rootfs[flav] = unsquashfs_size(img)
+            lab.kernel[flav] = k.stat().st_size
+            libs = {**FLAVOUR_LIBS[flav], **GLUE}
+            lab.tls_xz[flav] = sum(xz9e_size((tree / p.lstrip("/")).read_bytes()) for p in libs)
+        store = FileStore(base / "results")
+        for flav, d in lab.dirs.items():
+            (a,) = artifacts.measure_dir(d)
+            store.put(
+                Record("build", f"b-{flav}", "25.12.5", WR902, flav, {"artifacts": asdict(a)})
+            )
+        yield lab
+
+
+def test_json_rows_match_the_oracles(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results", device="tl-wr902ac")
+    doc = json.loads(render(rep, "json"))
+    assert doc["schema"] == "openwrt-wolf/size-report/1"
+    (dev,) = doc["devices"]
+    assert dev["profile"] == WR902 and dev["flavours"] == ["mbedtls", "wolfssl", "openssl"]
+    cells = dev["cells"]
+    for flav in lab.dirs:
+        assert cells[flav]["tls_xz"] == lab.tls_xz[flav]
+        assert cells[flav]["rootfs"] == lab.rootfs[flav]
+    assert cells["mbedtls"]["image"] == LISTED["mbedtls"]
+    assert cells["mbedtls"]["verdict"] == cells["wolfssl"]["verdict"] == "FITS"
+    # the openssl build: kernel + rootfs exceeds what tplink-safeloader allows
+    assert lab.kernel["openssl"] + lab.rootfs["openssl"] > SAFELOADER_MAX
+    assert cells["openssl"]["verdict"] == "TOO_BIG"
+    assert cells["openssl"]["image_computed"] is True
+    assert cells["openssl"]["headroom"] < 0
+    d = dev["deltas"]["wolfssl"]
+    assert d["tls_xz"] == lab.tls_xz["wolfssl"] - lab.tls_xz["mbedtls"]
+    assert d["rootfs"] == lab.rootfs["wolfssl"] - lab.rootfs["mbedtls"]
+    assert d["image"] == LISTED["wolfssl"] - LISTED["mbedtls"]
+
+
+def test_csv_and_markdown_show_the_same_numbers(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results")
+    rows = list(csv.DictReader(io.StringIO(render(rep, "csv"))))
+    got = {(r["flavour"], r["row"]): r for r in rows if r["profile"] == WR902}
+    for flav in lab.dirs:
+        assert int(got[(flav, "rootfs")]["value"]) == lab.rootfs[flav]
+        assert int(got[(flav, "tls_xz")]["value"]) == lab.tls_xz[flav]
+    assert int(got[("openssl", "tls_xz")]["delta_vs_mbedtls"]) == (
+        lab.tls_xz["openssl"] - lab.tls_xz["mbedtls"]
+    )
+    assert got[("openssl", "fits")]["value"] == "does not fit"
+    md = render(rep, "markdown")
+    assert f"| Root filesystem | {lab.rootfs['mbedtls']:,} |" in md
+    assert "does not fit: " in md
+    term = render(rep, "terminal", width=240)
+    assert f"{lab.tls_xz['wolfssl']:,}" in term and "does not fit" in term
+
+
+def test_from_dirs_and_flavour_filter(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    monkeypatch.setenv("OPENWRT_WOLF_STORE", str(lab.base / "empty-store"))
+    rep = sizereport.build(
+        from_dirs=[str(lab.dirs["mbedtls"]), f"wolfssl={lab.dirs['wolfssl']}"],
+        flavour="wolfssl,mbedtls",
+    )
+    (dev,) = rep.devices
+    assert dev.flavours == ["mbedtls", "wolfssl"]
+    assert dev.cells["wolfssl"].rootfs == lab.rootfs["wolfssl"]
+    assert dev.cells["mbedtls"].tls_xz == lab.tls_xz["mbedtls"]
+
+
+def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "results")
+    for p in (lab.base / "results/build").glob("*.json"):
+        rec = Record.from_dict(json.loads(p.read_text()))
+        store.put(rec)
+    store.put(Record("memory", "m1", "25.12.5", WR902, "wolfssl",
+                     {"median_kb": {"MemTotal": 57_344, "MemFree": 23_456}}))  # fmt: skip
+    store.put(Record("footprint", "f1", "25.12.5", None, "wolfssl",
+                     {"config": "openwrt", "version": "5.9.1", "stripped_size": 1_399_304,
+                      "xz_size": 431_484}))  # fmt: skip
+    rep = sizereport.build(store=tmp_path / "results")
+    md = render(rep, "markdown")
+    assert "| MemFree (median, kB) | – | 23,456 | – |" in md
+    assert "| wolfssl | openwrt | 5.9.1 | 1,399,304 | 431,484 |" in md
+
+
+def test_unknown_device_is_one_clear_error(lab: Lab) -> None:
+    with pytest.raises(WolfError, match="unknown device 'tl-wr9999'"):
+        sizereport.build(store=lab.base / "results", device="tl-wr9999")
+
+
+def test_cli_missing_output_directory_is_one_line(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "size-report", "--from", str(tmp_path / "nope")],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent.parent,
+    )  # fmt: skip
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: output directory not found: ")
+
+
+def test_cli_writes_json_atomically_to_output(lab: Lab, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "size-report", "--store", str(lab.base / "results"),
+         "--device", "tl-wr902ac", "--format", "json", "--output", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent,
+        env={**__import__("os").environ, "OPENWRT_WOLF_CACHE": str(lab.base / "cache")},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["devices"][0]["cells"]["wolfssl"]["rootfs"] == lab.rootfs["wolfssl"]
