@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from openwrt_wolf import download
+from openwrt_wolf import download, fit, imageformats
 from openwrt_wolf.build import imagebuilder, packages
 from openwrt_wolf.build.driver import Options, Outcome, build
 from openwrt_wolf.errors import CommandError, WolfError
@@ -160,11 +160,16 @@ def test_kept_images_match_openwrts_files(matrix: Any, device: str, flavour: str
     fr = o.record.fit
     off = data.index(b"hsqs", fr["kernel_size"])
     assert unsquashfs_size(img, off) == fr["rootfs_size"]
-    kernel = next(Path(a["path"]) for a in o.record.artifacts if a["type"] == "kernel")
+    kernel = next(Path(a["path"]) for a in o.record.files if a["type"] == "kernel")
     assert kernel.stat().st_size == fr["kernel_size"]
     assert data.startswith(kernel.read_bytes()) or data[512:].startswith(kernel.read_bytes())
     assert fr["verdict"] == "FITS" and not o.record.image_deleted
     assert fr["final_size"] == img.stat().st_size
+    # the fit helper's image parser splits the finished file the same way
+    sp = imageformats.split(img)
+    assert sp.format == fit.RECIPE_FORMATS[fr["recipe"]]
+    assert (sp.kernel_size, sp.rootfs_size) == (fr["kernel_size"], fr["rootfs_size"])
+    assert sp.metadata_size == fr["metadata_size"] and 200 < sp.metadata_size < 400
 
 
 def test_uimage_kernel_checked_with_mkimage(matrix: Any, tmp_path: Path) -> None:
@@ -207,8 +212,8 @@ def test_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     bin_dir = Path(rec.log).parent / "bin"
     assert not list(bin_dir.glob("*sysupgrade*"))  # OpenWrt deleted it
     # measured from the pieces left in KDIR: stat and unsquashfs, against the facts' limit
-    kernel = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "kernel")
-    rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
+    kernel = next(Path(a["path"]) for a in rec.files if a["type"] == "kernel")
+    rootfs = next(Path(a["path"]) for a in rec.files if a["type"] == "rootfs")
     assert rec.fit["kernel_size"] == kernel.stat().st_size
     assert rec.fit["rootfs_size"] == unsquashfs_size(rootfs)
     assert kernel.stat().st_size + unsquashfs_size(rootfs) > SAFELOADER_MAX
@@ -234,7 +239,25 @@ def test_record_is_complete(matrix: Any) -> None:
     assert d["builder_sha256"] == sha256(
         next((base / "cache" / "downloads").rglob("*ramips-mt76x8*.tar.zst"))
     )
-    assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["artifacts"])
+    assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["files"])
+    # the report's model of the same output (docs/results.md), measured from the kept pieces
+    art = d["artifacts"]
+    assert art["schema"] == "openwrt-wolf/artifacts/1" and art["profile"] == V3
+    rootfs = next(Path(f["path"]) for f in d["files"] if f["type"] == "rootfs")
+    assert art["rootfs"]["size"] == unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
+
+
+def test_size_report_reads_the_build_records(matrix: Any) -> None:
+    _, base, _ = matrix
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "size-report", "--store", str(base / "store"),
+         "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    text = p.stdout
+    for device in (V1, AR300, V3):
+        assert device in text
 
 
 def test_second_run_is_served_from_the_store_without_make(matrix: Any, tmp_path: Path) -> None:

@@ -26,7 +26,19 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .. import devices, download, fit, flavours, hosttools, paths, proc, releases, store, term
+from .. import (
+    artifacts,
+    devices,
+    download,
+    fit,
+    flavours,
+    hosttools,
+    paths,
+    proc,
+    releases,
+    store,
+    term,
+)
 from ..devices import Device
 from ..errors import WolfError
 from ..imageformats import squashfs_sb
@@ -345,7 +357,6 @@ def _build_one(
     out_dir = paths.cache_dir() / "builds" / job.key
     partial = out_dir / "bin.partial"
     final = out_dir / "bin"
-    pieces = out_dir / "pieces"
     log = out_dir / "build.log"
     try:
         shutil.rmtree(partial, ignore_errors=True)
@@ -377,17 +388,14 @@ def _build_one(
         phases["image"] = time.monotonic() - t
         make_seconds = phases["manifest"] + phases["image"]
         t = time.monotonic()
-        report, artifacts, deleted, notes = _measure(ib, dev, partial, pieces)
+        report, files, deleted, notes = _measure(ib, dev, partial)
         phases["measure"] = time.monotonic() - t
     if status != 0:
         notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
-    if partial.exists():
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(partial, final)
-        artifacts = [
-            {**a, "path": str(final / a["name"])} if Path(a["path"]).parent == partial else a
-            for a in artifacts
-        ]
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(partial, final)
+    files = [{**a, "path": str(final / a["name"])} for a in files]
+    measured = _artifacts(final, dev, notes)
     rel = releases.get(job.request.release)
     record = BuildRecord(
         request=job.request,
@@ -410,7 +418,8 @@ def _build_one(
         phases={k: round(v, 3) for k, v in phases.items()},
         make_seconds=round(make_seconds, 3),
         log=str(log),
-        artifacts=artifacts,
+        files=files,
+        artifacts=measured,
         fit=report.to_dict(),
         openwrt_warnings=warnings,
         image_deleted=deleted,
@@ -429,28 +438,40 @@ def _build_one(
     return Outcome(job, record, False, path)
 
 
+def _artifacts(bin_dir: Path, dev: Device, notes: list[str]) -> dict[str, Any] | None:
+    """The report's model of the output (artifacts.Artifacts), as size-report reads it."""
+    try:
+        (a,) = artifacts.measure_dir(bin_dir, [dev.profile])
+    except (WolfError, ValueError) as e:
+        notes.append(f"artifacts not measured: {e}")
+        return None
+    return asdict(a)
+
+
 def _measure(
-    ib: ImageBuilder, dev: Device, bin_dir: Path, pieces: Path
+    ib: ImageBuilder, dev: Device, bin_dir: Path
 ) -> tuple[fit.FitReport, list[dict[str, Any]], bool, list[str]]:
     """Fit from the kernel and rootfs pieces in KDIR (present even when OpenWrt deleted the
-    image), the artifacts with their sha256, and where the model and OpenWrt disagree."""
+    image), the files with their sha256, and where the model and OpenWrt disagree.
+
+    The pieces are copied into BIN_DIR as <profile>-kernel.bin and root.squashfs, so the
+    output directory can be measured again later (docs/results.md asks for exactly that)."""
     kdir = ib.kdir(dev.target_path)
     kernel = kdir / f"{dev.profile}-kernel.bin"
     roots = sorted(kdir.glob("root.squashfs*"), key=lambda p: p.stat().st_mtime)
     notes: list[str] = []
-    shutil.rmtree(pieces, ignore_errors=True)
-    pieces.mkdir(parents=True)
+    bin_dir.mkdir(parents=True, exist_ok=True)
     arts: list[Artifact] = []
     kernel_size = rootfs_size = None
     if kernel.is_file():
-        shutil.copyfile(kernel, pieces / kernel.name)
-        arts.append(Artifact.of(pieces / kernel.name, "kernel"))
+        shutil.copyfile(kernel, bin_dir / kernel.name)
+        arts.append(Artifact.of(bin_dir / kernel.name, "kernel"))
         kernel_size = kernel.stat().st_size
     else:
         notes.append(f"no kernel piece {kernel}")
     if roots:
-        shutil.copyfile(roots[-1], pieces / roots[-1].name)
-        arts.append(Artifact.of(pieces / roots[-1].name, "rootfs"))
+        shutil.copyfile(roots[-1], bin_dir / "root.squashfs")
+        arts.append(Artifact.of(bin_dir / "root.squashfs", "rootfs"))
         data = roots[-1].read_bytes()
         rootfs_size = squashfs_sb.parse(data, where=str(roots[-1])).bytes_used
     else:
@@ -463,8 +484,8 @@ def _measure(
     sums = {}
     if (bin_dir / "sha256sums").is_file():
         sums = download.parse_sha256sums((bin_dir / "sha256sums").read_text())
-    for f in sorted(bin_dir.iterdir()) if bin_dir.is_dir() else []:
-        if not f.is_file():
+    for f in sorted(bin_dir.iterdir()):
+        if not f.is_file() or f.name in (kernel.name, "root.squashfs"):
             continue
         kind = images.get(f.name) or (
             "manifest" if f.name.endswith(".manifest") else

@@ -18,6 +18,7 @@ import json
 import lzma
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -69,16 +70,15 @@ def _apk(path: Path, files: dict[str, bytes]) -> None:
 
 
 def _tplink_v1_header(kernel: bytes) -> bytes:
-    # 512-byte header in front of the LZMA kernel (tplink-v1-header -O): version 1, vendor,
-    # kernel load/entry, kernel offset and length, as mktplinkfw's layout places them
+    # mktplinkfw's 512-byte header as `tplink-v1-header -O` writes it in front of the LZMA
+    # kernel (combined mode): version 0x01000000, vendor, fw version, hw id/rev, then
+    # kernel_la, kernel_ep, fw_length (0), kernel_ofs, kernel_len, rootfs_ofs, rootfs_len
     h = bytearray(0x200)
-    h[0:4] = (1).to_bytes(4, "big")
+    struct.pack_into(">I", h, 0, 0x01000000)
     h[4:11] = b"OpenWrt"
-    h[0x74:0x78] = (0x80060000).to_bytes(4, "big")
-    h[0x78:0x7C] = (0x80060000).to_bytes(4, "big")
-    h[0x7C:0x80] = (0x200 + len(kernel)).to_bytes(4, "big")
-    h[0x80:0x84] = (0x200).to_bytes(4, "big")
-    h[0x84:0x88] = len(kernel).to_bytes(4, "big")
+    h[28:38] = b"ver. 1.0.0"
+    struct.pack_into(">II", h, 64, 0x09020001, 1)
+    struct.pack_into(">7I", h, 0x74, 0x80060000, 0x80060000, 0, 0x200, len(kernel), 0, 0)
     return bytes(h)
 
 

@@ -21,10 +21,12 @@ import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
 import time
+import zlib
 from pathlib import Path
 
 TOP = Path(os.environ.get("TOPDIR") or Path(__file__).resolve().parent.parent)
@@ -253,7 +255,9 @@ def pad_rootfs(path: Path, block: int) -> None:
 
 
 def append_metadata(path: Path, profile: str) -> None:
-    # Build/append-metadata: fwtool's JSON trailer (unsigned here)
+    # Build/append-metadata: fwtool's metadata chunk: an 8-byte header and the JSON, then the
+    # 16-byte trailer "FWx0" | crc32 of the file so far (seeded 0xffffffff, not inverted) |
+    # type 1 | 3 pad | chunk size
     meta = {
         "metadata_version": "1.1",
         "compat_version": "1.0",
@@ -266,10 +270,12 @@ def append_metadata(path: Path, profile: str) -> None:
             "board": profile,
         },
     }
-    blob = json.dumps(meta).encode()
-    trailer = blob + len(blob).to_bytes(4, "big") + b"FWx0"
+    chunk = bytes(8) + json.dumps(meta, separators=(",", ":")).encode()
     with path.open("ab") as f:
-        f.write(trailer)
+        f.write(chunk)
+    crc = zlib.crc32(path.read_bytes()) ^ 0xFFFFFFFF
+    with path.open("ab") as f:
+        f.write(struct.pack(">4sIB3xI", b"FWx0", crc, 1, len(chunk) + 16))
 
 
 def check_size(path: Path, limit: int) -> bool:
@@ -327,13 +333,27 @@ def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
             tool_failed(out)
         ofs = -(-(0x200 + len(k)) // 4) * 4
         body = bytearray(bytes(0x200) + k + bytes(ofs - 0x200 - len(k)) + r)
-        body[0:4] = (2).to_bytes(4, "big")
         masks = [4096, 65536]
         while len(body) < fw_max and masks:
             m = min(masks)
             body += b"\xff" * (-len(body) % m)
             masks = [x for x in masks if len(body) % x]
             body += b"\xde\xad\xc0\xde"
+        # mktplinkfw2's header: -T version, fw version, hw id/rev/add, 0x55aa and 0xa5 marks,
+        # kernel_la, kernel_ep, fw_length, kernel_ofs/len, rootfs_ofs/len; MD5 at 0x40 over
+        # the whole image with the salt in its place
+        body[0] = prof["tplink_hversion"]
+        body[4:14] = b"ver. 2.0.0"
+        struct.pack_into(
+            ">III", body, 0x34, prof["tplink_hwid"], prof["tplink_hwrev"], prof["tplink_hwrevadd"]
+        )
+        body[0x8C:0x8E] = b"\x55\xaa"
+        body[0x90] = 0xA5
+        struct.pack_into(
+            ">7I", body, 0x68, 0x80000000, 0x80000000, len(body), 0x200, len(k), ofs, len(r)
+        )
+        salt = bytes.fromhex("dcd73aa5c39598fbdcf9e7f40eae4737")
+        body[0x40:0x50] = hashlib.md5(bytes(body[:0x40]) + salt + bytes(body[0x50:])).digest()
         out.write_bytes(bytes(body))
     else:
         err(f"stand-in: no recipe {recipe}")
