@@ -150,9 +150,14 @@ def build(opts: Options) -> list[Outcome]:
         rec = None if opts.force else st.get(KIND, job.key)
         if rec is not None:
             path = st.root / KIND / f"{job.key}.json"
-            outcomes[job.key] = Outcome(job, BuildRecord.from_dict(rec.data), True, path)
-            con.print(f"cached  {job.label}: {path}")
-        elif job.key not in {j.key for j in todo}:
+            stored = BuildRecord.from_dict(rec.data)
+            gone = [f["path"] for f in stored.files if not Path(f["path"]).exists()]
+            if not gone:
+                outcomes[job.key] = Outcome(job, stored, True, path)
+                con.print(f"cached  {job.label}: {path}")
+                continue
+            con.print(f"rebuild {job.label}: the record's files are gone ({gone[0]} ...)")
+        if job.key not in {j.key for j in todo}:
             todo.append(job)
     shown: set[tuple[str, str]] = set()
     for job in todo:
