@@ -110,9 +110,8 @@ def unsquashfs_list(path: Path, offset: int = 0) -> list[str]:
 # --- the matrix: 3 flavours x 3 devices, downloaded over HTTP ----------------------------
 
 
-@pytest.fixture(scope="module")
-def matrix(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    base = tmp_path_factory.mktemp("matrix")
+@contextlib.contextmanager
+def _matrix(mirror_dir: Path, base: Path) -> Iterator[Any]:
     with pytest.MonkeyPatch.context() as mp, serve(mirror_dir) as (url, srv):
         mp.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
         mp.setenv("OPENWRT_WOLF_STORE", str(base / "store"))
@@ -120,7 +119,7 @@ def matrix(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield {o.record.device + "/" + o.record.flavour: o for o in outs}, base, srv
 
 
-def test_matrix_builds_every_flavour_and_device(matrix: Any) -> None:
+def check_every_flavour_and_device(matrix: Any) -> None:
     outs, _, srv = matrix
     assert sorted(outs) == sorted(
         f"{d}/{f}" for d in (V1, AR300, V3) for f in ("mbedtls", "wolfssl", "openssl")
@@ -139,9 +138,7 @@ def _image(o: Outcome) -> Path:
     return Path(img["path"])
 
 
-@pytest.mark.parametrize("device", [V1, AR300, V3])
-@pytest.mark.parametrize("flavour", ["mbedtls", "wolfssl"])
-def test_kept_images_match_openwrts_files(matrix: Any, device: str, flavour: str) -> None:
+def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     o = matrix[0][f"{device}/{flavour}"]
     img = _image(o)
     art = o.record.image()
@@ -172,7 +169,7 @@ def test_kept_images_match_openwrts_files(matrix: Any, device: str, flavour: str
     assert sp.metadata_size == fr["metadata_size"] and 200 < sp.metadata_size < 400
 
 
-def test_uimage_kernel_checked_with_mkimage(matrix: Any, tmp_path: Path) -> None:
+def check_uimage_kernel_checked_with_mkimage(matrix: Any, tmp_path: Path) -> None:
     o = matrix[0][f"{AR300}/mbedtls"]
     head = tmp_path / "kernel"
     head.write_bytes(_image(o).read_bytes()[: o.record.fit["kernel_size"]])
@@ -183,7 +180,7 @@ def test_uimage_kernel_checked_with_mkimage(matrix: Any, tmp_path: Path) -> None
     assert size + 64 == o.record.fit["kernel_size"]
 
 
-def test_flavours_install_their_tls_library(matrix: Any) -> None:
+def check_flavours_install_their_tls_library(matrix: Any) -> None:
     outs = matrix[0]
     for device in (V1, AR300, V3):
         libs = {}
@@ -202,7 +199,7 @@ def test_flavours_install_their_tls_library(matrix: Any) -> None:
         assert outs[f"{device}/wolfssl"].record.library_versions.keys() == {"mbedtls", "wolfssl"}
 
 
-def test_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
+def check_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     o = matrix[0][f"{V1}/openssl"]
     rec = o.record
     assert rec.image_deleted and rec.image() is None
@@ -220,7 +217,7 @@ def test_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     assert rec.fit["limit"] == SAFELOADER_MAX
 
 
-def test_record_is_complete(matrix: Any) -> None:
+def check_record_is_complete(matrix: Any) -> None:
     outs, base, _ = matrix
     o = outs[f"{V3}/wolfssl"]
     raw = json.loads(o.path.read_text())
@@ -247,7 +244,7 @@ def test_record_is_complete(matrix: Any) -> None:
     assert art["rootfs"]["size"] == unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
 
 
-def test_size_report_reads_the_build_records(matrix: Any) -> None:
+def check_size_report_reads_the_build_records(matrix: Any) -> None:
     _, base, _ = matrix
     p = subprocess.run(
         [sys.executable, "-m", "invoke", "size-report", "--store", str(base / "store"),
@@ -260,7 +257,7 @@ def test_size_report_reads_the_build_records(matrix: Any) -> None:
         assert device in text
 
 
-def test_second_run_is_served_from_the_store_without_make(matrix: Any, tmp_path: Path) -> None:
+def check_second_run_is_served_from_the_store_without_make(matrix: Any, tmp_path: Path) -> None:
     _, base, _ = matrix
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -640,13 +637,31 @@ def test_killed_build_leaves_no_record_and_restarts(
     assert [p.name for p in _store_files(wolf_env["store"])] == [f"{outs[0].job.key}.json"]
 
 
-def test_force_rebuilds(matrix: Any, mirror_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    outs, base, _ = matrix
-    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
-    monkeypatch.setenv("OPENWRT_WOLF_STORE", str(base / "store"))
+def check_force_rebuilds(matrix: Any, mirror_dir: Path) -> None:
+    outs = matrix[0]
     first = outs[f"{V3}/mbedtls"]
     opts = Options(flavour="mbedtls", device=V3, imagebuilder=tree(mirror_dir, "ramips/mt76x8"))
     assert build(opts)[0].cached
     again = build(Options(**{**opts.__dict__, "force": True}))[0]
     assert not again.cached and again.record.key == first.record.key
     assert again.record.image()["sha256"] == sha256(_image(again))  # type: ignore[index]
+    # a record whose files were deleted is not served from the store: it is built again
+    _image(again).unlink()
+    third = build(opts)[0]
+    assert not third.cached and _image(third).is_file()
+
+
+def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None:
+    """One test (one xdist worker) for the whole matrix: 9 builds over HTTP, -j 2."""
+    with _matrix(mirror_dir, tmp_path) as m:
+        check_every_flavour_and_device(m)
+        for device in (V1, AR300, V3):
+            for flavour in ("mbedtls", "wolfssl"):
+                check_kept_image(m, device, flavour)
+        check_uimage_kernel_checked_with_mkimage(m, tmp_path)
+        check_flavours_install_their_tls_library(m)
+        check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)
+        check_record_is_complete(m)
+        check_size_report_reads_the_build_records(m)
+        check_second_run_is_served_from_the_store_without_make(m, tmp_path)
+        check_force_rebuilds(m, mirror_dir)
