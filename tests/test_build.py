@@ -665,3 +665,41 @@ def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None
         check_size_report_reads_the_build_records(m)
         check_second_run_is_served_from_the_store_without_make(m, tmp_path)
         check_force_rebuilds(m, mirror_dir)
+
+
+# --- archive names and the pinned hash (no network) --------------------------------------
+
+
+def test_archive_names_follow_openwrts_download_tree() -> None:
+    ib = download.name_pattern("imagebuilder", "25.12.5", "ath79/generic")
+    assert ib.match("openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst")
+    assert not ib.match("openwrt-imagebuilder-25.12.5-ath79-nand.Linux-x86_64.tar.zst")
+    old = download.name_pattern("imagebuilder", "24.10.8", "ramips/mt76x8")
+    assert old.match("openwrt-imagebuilder-24.10.8-ramips-mt76x8.Linux-x86_64.tar.zst")
+    snap = download.name_pattern("imagebuilder", "snapshot", "malta/be")
+    assert snap.match("openwrt-imagebuilder-malta-be.Linux-x86_64.tar.zst")
+    sdk = download.name_pattern("sdk", "25.12.5", "ath79/generic")
+    assert sdk.match("openwrt-sdk-25.12.5-ath79-generic_gcc-14.3.0_musl.Linux-x86_64.tar.zst")
+    src = download.Source(None)
+    assert src.target_dir("25.12.5", "ath79/generic") == (
+        "https://downloads.openwrt.org/releases/25.12.5/targets/ath79/generic"
+    )
+
+
+def test_official_server_must_serve_the_published_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst"
+    published = "9d0e459880c42e90ff461b8c5e243454f1ed6ccd047de1f3ef5fefa3323c57a3"  # facts
+
+    def sums(digest: str) -> Any:
+        return lambda self, where: f"{digest} *{name}\n{'1' * 64} *profiles.json\n"
+
+    monkeypatch.setattr(download.Source, "read_text", sums(published))
+    a = download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source(None))
+    assert (a.name, a.sha256, a.pinned) == (name, published, True)
+    assert a.url.endswith(f"/releases/25.12.5/targets/ath79/generic/{name}")
+    monkeypatch.setattr(download.Source, "read_text", sums("2" * 64))
+    with pytest.raises(WolfError, match="OpenWrt published 9d0e4598"):
+        download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source(None))
+    # a mirror's own sha256sums is what its files are checked against
+    m = download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source("/srv/m"))
+    assert m.sha256 == "2" * 64 and m.url.startswith("/srv/m/releases/25.12.5/")
