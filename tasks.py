@@ -143,6 +143,33 @@ def build(
     )  # fmt: skip
 
 
+@task(
+    help={
+        "flavour": "mbedtls, wolfssl or openssl",
+        "device": "device name",
+        "release": "OpenWrt release (default 25.12.5)",
+        "what": "packages (PACKAGES= value), diffconfig (.config fragment) or feeds (feeds.conf)",
+        "luci_https": "add the flavour's LuCI HTTPS collection",
+        "packages": "extra packages, comma-separated (-name removes)",
+        "feed": "a local feed directory to add to feeds.conf as src-link",
+        "imagebuilder": "read the profile's default packages from this ImageBuilder",
+    }
+)
+@guarded
+def build_config(
+    c, flavour, device, release=None, what="packages", luci_https=False, packages=None,
+    feed=None, imagebuilder=None,
+):  # fmt: skip
+    """Print a flavour's package changes for a device: PACKAGES=, .config fragment, feeds.conf."""
+    from openwrt_wolf.build import cli as build_cli
+
+    text = build_cli.render(
+        flavour=flavour, device=device, release=release, what=what, luci_https=luci_https,
+        packages=packages, feed=feed, imagebuilder=imagebuilder,
+    )  # fmt: skip
+    print(text, end="")
+
+
 # --- patch set (issue 4) ---------------------------------------------------------------
 
 

@@ -243,12 +243,14 @@ def _open_tar(path: Path) -> tarfile.TarFile:
     return tarfile.open(path, mode="r|*")
 
 
-def extract(archive: Path, into: Path) -> Path:
+def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
     """Unpack once into ``into``; returns the tree's top directory (the archive's only one).
 
-    Unpacks into a temporary sibling and renames it, so a killed run leaves no half tree."""
+    ``digest`` (the archive's sha256) says which archive the tree came from: a snapshot keeps
+    its name from day to day. Unpacks into a temporary sibling and renames it, so a killed run
+    leaves no half tree."""
     mark = into / EXTRACTED_MARK
-    digest = archive.name
+    digest = f"{archive.name} {digest or ''}".strip()
     if mark.exists() and mark.read_text().strip() == digest:
         tops = [p for p in into.iterdir() if p.is_dir()]
         if len(tops) == 1:
@@ -286,4 +288,4 @@ def imagebuilder(release: str, target: str, mirror: str | None = None) -> Path:
     a = resolve("imagebuilder", release, target, Source(mirror))
     path = fetch(a)
     t, s = target.split("/")
-    return extract(path, paths.cache_dir() / "imagebuilder" / release / f"{t}-{s}")
+    return extract(path, paths.cache_dir() / "imagebuilder" / release / f"{t}-{s}", a.sha256)

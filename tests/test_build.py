@@ -703,3 +703,24 @@ def test_official_server_must_serve_the_published_hash(monkeypatch: pytest.Monke
     # a mirror's own sha256sums is what its files are checked against
     m = download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source("/srv/m"))
     assert m.sha256 == "2" * 64 and m.url.startswith("/srv/m/releases/25.12.5/")
+
+
+def test_build_config_prints_the_renderings(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
+    def run(*args: str) -> str:
+        p = subprocess.run(
+            [sys.executable, "-m", "invoke", "build-config", "--flavour", "wolfssl", *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    # the TL-WR902AC v1 recipe removes nothing TLS-related; its defaults come from `make info`
+    ib = run("--device", V1, "--imagebuilder", str(tree(mirror_dir)))
+    assert ib.split() == [
+        "-libustream-mbedtls", "-wpad-basic-mbedtls", "libustream-wolfssl", "wpad-basic-wolfssl",
+    ]  # fmt: skip
+    cfg = run("--device", V3, "--what", "diffconfig")
+    assert "CONFIG_TARGET_ramips_mt76x8_DEVICE_tplink_tl-wr902ac-v3=y" in cfg
+    assert run("--device", V3, "--what", "feeds", "--feed", "/srv/feed").endswith(
+        "src-link wolf /srv/feed\n"
+    )

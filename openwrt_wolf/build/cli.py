@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .. import term
+from .. import flavours, releases, term
 from ..errors import WolfError
 from .driver import Options, Outcome, build
 
@@ -90,3 +90,45 @@ def main(opts: Options) -> list[Outcome]:
         if img:
             con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}")
     return outcomes
+
+
+def render(
+    *,
+    flavour: str,
+    device: str,
+    release: str | None,
+    what: str,
+    luci_https: bool,
+    packages: str | None,
+    feed: str | None,
+    imagebuilder: str | None,
+) -> str:
+    """A flavour's changes for one device as PACKAGES=, a diffconfig or feeds.conf.
+
+    With --imagebuilder the profile's default packages come from its `make info`; without,
+    every replacement of the flavour applies."""
+    from .. import devices as devs
+    from .. import paths as pth
+    from . import packages as pk
+    from .imagebuilder import ImageBuilder
+
+    rel = releases.get(release).name
+    dev = devs.resolve(device, rel)
+    rules = pk.rules(flavours.get(flavour).name, rel)
+    defaults = None
+    if imagebuilder:
+        log = pth.cache_dir() / "make-info.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        defaults = ImageBuilder(Path(imagebuilder).expanduser()).info(log).defaults(dev.profile)
+    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    c = pk.changes(rules, defaults, luci_https=luci_https, extra=extra)
+    if what == "packages":
+        return pk.packages_value(c) + "\n"
+    if what == "diffconfig":
+        return pk.diffconfig(
+            c, flavour=rules.flavour, release=rel, target=dev.target, subtarget=dev.subtarget,
+            profile=dev.profile,
+        )  # fmt: skip
+    if what == "feeds":
+        return pk.feeds_conf(rel, rules.flavour, Path(feed).resolve() if feed else None)
+    raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, feeds")

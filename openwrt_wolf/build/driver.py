@@ -212,7 +212,8 @@ def _obtain(target: str, opts: Options, con: Any) -> tuple[ImageBuilder, str, st
     con.print(f"imagebuilder {archive.name} from {src.base}")
     path = download.fetch(archive)
     t, s = target.split("/")
-    top = download.extract(path, paths.cache_dir() / "imagebuilder" / rel / f"{t}-{s}")
+    into = paths.cache_dir() / "imagebuilder" / rel / f"{t}-{s}"
+    top = download.extract(path, into, archive.sha256)
     return ImageBuilder(top), archive.name, archive.sha256
 
 
