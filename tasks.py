@@ -116,7 +116,8 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
         "flavour": "mbedtls, wolfssl, openssl or all (comma-separated list allowed)",
         "device": "device name(s), comma-separated, or all",
         "release": "OpenWrt release: 25.12.5 (default), 24.10.8, snapshot",
-        "backend": "imagebuilder (default); sdk and buildroot are not in this version",
+        "backend": "imagebuilder (default), sdk (default when the flavour needs our feed); "
+        "buildroot is not in this version",
         "mirror": "URL or directory laid out like downloads.openwrt.org",
         "imagebuilder": "an unpacked ImageBuilder to use instead of downloading one",
         "j": "profiles built in parallel (working copies of the ImageBuilder)",
@@ -125,13 +126,15 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
         "luci_https": "add the flavour's LuCI HTTPS collection",
         "packages": "extra packages, comma-separated (-name removes)",
         "files": "FILES= directory copied over the root filesystem",
+        "sdk": "an unpacked SDK (selects the sdk backend)",
+        "feed": "local feed the sdk backend builds from (default: feeds/wolf)",
     }
 )
 @guarded
 def build(
     c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
-    files=None,
+    files=None, feed=None,
 ):  # fmt: skip
     """Build firmware in TLS flavours with OpenWrt's ImageBuilder; records in the store."""
     from openwrt_wolf.build import cli as build_cli
@@ -139,7 +142,7 @@ def build(
     build_cli.main_args(
         flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
         imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
-        luci_https=luci_https, packages=packages, files=files,
+        luci_https=luci_https, packages=packages, files=files, feed=feed,
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from openwrt_wolf import download, fit, imageformats
 from openwrt_wolf.build import imagebuilder, packages
-from openwrt_wolf.build.driver import Options, Outcome, build
+from openwrt_wolf.build.driver import Options, Outcome, build, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from tests.conftest import need_tools
 from tests.standin import make_standin
@@ -724,3 +724,71 @@ def test_build_config_prints_the_renderings(mirror_dir: Path, wolf_env: dict[str
     assert run("--device", V3, "--what", "feeds", "--feed", "/srv/feed").endswith(
         "src-link wolf /srv/feed\n"
     )
+
+
+# --- the sdk backend: our local feed's packages into the ImageBuilder ---------------------
+
+FEED = Path(__file__).resolve().parent / "standin" / "feed"
+
+
+def test_sdk_backend_builds_the_local_feed_package(
+    mirror_dir: Path, wolf_env: dict[str, Path]
+) -> None:
+    with serve(mirror_dir) as (url, srv):
+        (o,) = build(Options(flavour="wolfssl", device=AR300, mirror=url, luci_https=True,
+                             feed=FEED))  # fmt: skip
+    rec = o.record
+    # wolfSSL's LuCI HTTPS collection is not in OpenWrt: the SDK is the default backend
+    assert rec.backend == "sdk" and rec.request.patch_set != "none"
+    assert any(p.endswith("openwrt-sdk-25.12.5-ath79-generic_gcc-14.3.0_musl.Linux-x86_64.tar.zst")
+               for p, _ in srv.requests)  # fmt: skip
+    steps = [c.split(" && ", 1)[1].removeprefix("MAKEFLAGS='' ") for c in rec.commands]
+    assert steps[1:] == [
+        "./scripts/feeds update -a",
+        "./scripts/feeds install -p wolf luci-ssl-wolfssl",
+        "make defconfig",
+        "make package/luci-ssl-wolfssl/compile -j1 V=s",
+        f"make manifest PROFILE={AR300} 'PACKAGES=-libustream-mbedtls -wpad-basic-mbedtls "
+        "libustream-wolfssl wpad-basic-wolfssl luci-ssl-wolfssl' STRIP_ABI=1",
+        steps[-1],
+    ] and steps[-1].startswith("make image")
+    # the ImageBuilder resolved the feed package's own dependencies (LUCI_DEPENDS)
+    assert {"luci-ssl-wolfssl", "luci-light", "px5g-wolfssl", "uhttpd"} <= set(rec.manifest)
+    rootfs = next(Path(f["path"]) for f in rec.files if f["type"] == "rootfs")
+    listing = unsquashfs_list(rootfs)
+    assert "/usr/share/doc/luci-ssl-wolfssl" in listing  # from the feed's files/
+    assert "/www/luci-static/resources/luci.js" in listing  # luci-light, a dependency
+    pkg = next(f for f in rec.files if f["type"] == "package")
+    sdk_out = next(wolf_env["cache"].glob("sdk/*/*/*/bin/packages/mips_24kc/wolf/*.apk"))
+    assert pkg["sha256"] == sha256(sdk_out) == sha256(Path(pkg["path"]))
+    # the cached ImageBuilder itself did not collect the local package
+    assert not list(wolf_env["cache"].glob("imagebuilder/*/*/*/packages/luci-ssl-wolfssl*"))
+
+
+def test_sdk_request_follows_the_feed_and_imagebuilder_fallback(tmp_path: Path) -> None:
+    feed = tmp_path / "feed"
+    shutil.copytree(FEED, feed)
+    a = plan(Options(flavour="wolfssl", device=V1, luci_https=True, feed=feed))[0]
+    (feed / "luci-ssl-wolfssl" / "Makefile").write_text(
+        (feed / "luci-ssl-wolfssl" / "Makefile").read_text() + "# changed\n"
+    )
+    b = plan(Options(flavour="wolfssl", device=V1, luci_https=True, feed=feed))[0]
+    assert a.request.backend == "sdk" and a.key != b.key
+    ib = plan(Options(flavour="wolfssl", device=V1, luci_https=True, backend="imagebuilder"))[0]
+    assert ib.request.patch_set == "none"
+    assert {"luci-light", "uhttpd", "px5g-wolfssl"} <= set(ib.request.packages)
+    assert plan(Options(flavour="mbedtls", device=V1, luci_https=True))[0].request.backend == (
+        "imagebuilder"
+    )
+    with pytest.raises(WolfError, match=r"local feed .* does not exist"):
+        plan(Options(flavour="wolfssl", device=V1, luci_https=True, feed=tmp_path / "none"))
+
+
+def test_sdk_package_missing_from_the_feed(mirror_dir: Path, wolf_env: dict[str, Path],
+                                           tmp_path: Path) -> None:  # fmt: skip
+    empty = tmp_path / "feed"
+    (empty / "other").mkdir(parents=True)
+    (empty / "other" / "Makefile").write_text("PKG_NAME:=other\n")
+    with pytest.raises(WolfError, match="package luci-ssl-wolfssl is not in the local feed"):
+        build(Options(flavour="wolfssl", device=AR300, mirror=str(mirror_dir), luci_https=True,
+                      feed=empty))  # fmt: skip

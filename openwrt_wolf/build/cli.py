@@ -31,6 +31,7 @@ def main_args(
     luci_https: bool,
     packages: str | None,
     files: str | None,
+    feed: str | None = None,
 ) -> list[Outcome]:
     """tasks.py's arguments as typed Options."""
 
@@ -57,6 +58,7 @@ def main_args(
             luci_https=luci_https,
             packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
             files=path(files),
+            feed=path(feed),
         )
     )
 

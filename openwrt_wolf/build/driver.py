@@ -43,6 +43,7 @@ from ..devices import Device
 from ..errors import WolfError
 from ..imageformats import squashfs_sb
 from . import packages
+from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .record import BACKENDS, KIND, Artifact, BuildRecord, BuildRequest
 
@@ -65,6 +66,10 @@ class Options:
     luci_https: bool = False
     packages: tuple[str, ...] = ()
     files: Path | None = None
+    feed: Path | None = None  # the local feed the sdk backend builds from
+
+    def local_feed(self) -> Path:
+        return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
 
 
 @dataclass(frozen=True)
@@ -99,18 +104,32 @@ class _Group:
     ib_sha256: str | None
     info: Info
     seconds: dict[str, float] = field(default_factory=dict)
+    local: list[Path] = field(default_factory=list)  # packages the SDK built
+
+
+def _backend(opts: Options, r: packages.Rules) -> str:
+    """--backend, else what the paths given imply, else the SDK only when the request needs
+    packages of our local feed (the issue: imagebuilder for stock flavours)."""
+    if opts.backend:
+        backend = opts.backend
+    elif opts.tree:
+        backend = "buildroot"
+    elif opts.sdk or r.needs_sdk(opts.luci_https):
+        backend = "sdk"
+    else:
+        backend = "imagebuilder"
+    if backend not in BACKENDS:
+        raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
+    if backend == "buildroot":
+        raise WolfError(
+            "the buildroot backend is not part of this version (docs/build.md says why)",
+            hint="use --backend imagebuilder or sdk",
+        )
+    return backend
 
 
 def plan(opts: Options) -> list[Job]:
     rel = releases.get(opts.release)
-    backend = opts.backend or ("sdk" if opts.sdk else "buildroot" if opts.tree else "imagebuilder")
-    if backend not in BACKENDS:
-        raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
-    if backend != "imagebuilder":
-        raise WolfError(
-            f"the {backend} backend is not part of this version (docs/build.md says why)",
-            hint="use --backend imagebuilder; every flavour builds from OpenWrt's stock packages",
-        )
     if opts.jobs < 1:
         raise WolfError(f"-j {opts.jobs}: need at least 1 job")
     devs = devices.resolve_many(opts.device, rel.name)
@@ -125,14 +144,17 @@ def plan(opts: Options) -> list[Job]:
             )
         for fl in flavours.resolve_many(opts.flavour):
             r = packages.rules(fl.name, rel.name)
-            spec = packages.changes(r, None, luci_https=opts.luci_https, extra=opts.packages)
+            backend = _backend(opts, r)
+            spec = packages.changes(
+                r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
+            )
             req = BuildRequest(
                 release=rel.name,
                 target=dev.target_path,
                 profile=dev.profile,
                 flavour=fl.name,
                 packages=tuple(spec.spec()),
-                patch_set="none",
+                patch_set=sdk_mod.feed_hash(opts.local_feed()) if spec.local else "none",
                 backend=backend,
             )
             jobs.append(Job(dev, fl.name, r, req))
@@ -161,24 +183,28 @@ def build(opts: Options) -> list[Outcome]:
             todo.append(job)
     shown: set[tuple[str, str]] = set()
     for job in todo:
-        c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages)
+        c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages,
+                             sdk=job.request.backend == "sdk")  # fmt: skip
         for note in c.notes:
             if (job.flavour, note) not in shown:
                 shown.add((job.flavour, note))
                 con.print(f"note ({job.flavour}, {job.request.release}): {note}")
     if todo:
         hosttools.ensure("imagebuilder")
-        groups: dict[str, list[Job]] = {}
+        if any(j.request.backend == "sdk" for j in todo):
+            hosttools.ensure("sdk")
+        groups: dict[tuple[str, str], list[Job]] = {}
         for job in todo:
-            groups.setdefault(job.request.target, []).append(job)
-        if opts.imagebuilder and len(groups) > 1:
+            groups.setdefault((job.request.target, job.request.backend), []).append(job)
+        targets = sorted({t for t, _ in groups})
+        if (opts.imagebuilder or opts.sdk) and len(targets) > 1:
             raise WolfError(
-                f"--imagebuilder serves one target, the devices need {', '.join(groups)}",
-                hint="build one target at a time with --imagebuilder",
+                f"--imagebuilder/--sdk serve one target, the devices need {', '.join(targets)}",
+                hint="build one target at a time with --imagebuilder or --sdk",
             )
         with _terminate_as_interrupt():
-            for target, group in groups.items():
-                for out in _run_group(target, group, opts, st, con):
+            for (target, backend), group in groups.items():
+                for out in _run_group(target, backend, group, opts, st, con):
                     outcomes[out.job.key] = out
     return [outcomes[j.key] for j in jobs]
 
@@ -217,13 +243,31 @@ def _obtain(target: str, opts: Options, con: Any) -> tuple[ImageBuilder, str, st
     return ImageBuilder(top), archive.name, archive.sha256
 
 
-def _slot_dirs(ib: ImageBuilder, n: int) -> list[Path]:
+def _obtain_sdk(target: str, opts: Options, con: Any) -> tuple[sdk_mod.SDK, str, str | None]:
+    if opts.sdk:
+        top = Path(opts.sdk).expanduser().resolve()
+        if not top.is_dir():
+            raise WolfError(f"--sdk {top} is not a directory")
+        return sdk_mod.SDK(top), str(top), None
+    rel = releases.get(opts.release).name
+    src = download.Source(opts.mirror)
+    archive = download.resolve("sdk", rel, target, src)
+    con.print(f"sdk {archive.name} from {src.base}")
+    path = download.fetch(archive)
+    t, s = target.split("/")
+    into = paths.cache_dir() / "sdk" / rel / f"{t}-{s}"
+    return sdk_mod.SDK(download.extract(path, into, archive.sha256)), archive.name, archive.sha256
+
+
+def _slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Path]:
     """Working copies for parallel profiles: the tree itself plus n-1 copies (kept in the
-    cache and refreshed when the source tree changes)."""
-    slots = [ib.top]
+    cache and refreshed when the source tree changes). ``copies_only``: n copies and not the
+    tree, which must not collect the SDK's local packages."""
+    slots = [] if copies_only else [ib.top]
     stamp_src = _stamp(ib.top)
-    root = paths.cache_dir() / "slots" / re.sub(r"[^A-Za-z0-9._-]", "_", str(ib.top))[-100:]
-    for i in range(1, n):
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(ib.top))[-100:]
+    root = paths.cache_dir() / "slots" / (f"sdk-{name}" if copies_only else name)
+    for i in range(0 if copies_only else 1, n):
         d = root / f"slot-{i}"
         stamp = d / ".openwrt-wolf-slot"
         if not (stamp.exists() and stamp.read_text() == stamp_src):
@@ -277,7 +321,7 @@ def _kill_our_make_groups() -> None:
 
 
 def _run_group(
-    target: str, jobs: list[Job], opts: Options, st: store.FileStore, con: Any
+    target: str, backend: str, jobs: list[Job], opts: Options, st: store.FileStore, con: Any
 ) -> list[Outcome]:
     t0 = time.monotonic()
     ib, ib_name, ib_sha = _obtain(target, opts, con)
@@ -289,6 +333,10 @@ def _run_group(
     with proc.recording() as info_cmds:
         info = ib.info(info_log)
     t2 = time.monotonic()
+    local: list[Path] = []
+    if backend == "sdk":
+        local = _sdk_packages(target, jobs, opts, con, info_cmds)
+    t3 = time.monotonic()
     if info.target != target:
         raise WolfError(
             f"the ImageBuilder {ib.top} is for {info.target}, the device needs {target}",
@@ -301,10 +349,16 @@ def _run_group(
                 f"{job.request.release} {target} ({ib_name})",
                 hint="`make info` there lists its profiles; check the release",
             )
-    group = _Group(ib_name, ib_sha, info, {"imagebuilder": t1 - t0, "info": t2 - t1})
+    seconds = {"imagebuilder": t1 - t0, "info": t2 - t1}
+    if backend == "sdk":
+        seconds["sdk"] = t3 - t2
+    group = _Group(ib_name, ib_sha, info, seconds, local)
     n = min(opts.jobs, len(jobs))
     slots: queue.Queue[Path] = queue.Queue()
-    for d in _slot_dirs(ib, n):
+    for d in _slot_dirs(ib, n, copies_only=backend == "sdk"):
+        if backend == "sdk":
+            with _locked(d):
+                sdk_mod.put_local_packages(d, local)
         slots.put(d)
     total = len(jobs)
     done_count = [0]
@@ -350,6 +404,35 @@ def _run_group(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _sdk_packages(
+    target: str, jobs: list[Job], opts: Options, con: Any, cmds: list[str]
+) -> list[Path]:
+    """Compile, once for the group, the local-feed packages its jobs need."""
+    names: list[str] = []
+    for job in jobs:
+        c = packages.changes(job.rules, None, luci_https=opts.luci_https, sdk=True)
+        names += [n for n in c.local if n not in names]
+    if not names:
+        return []
+    sdk, sdk_name, _ = _obtain_sdk(target, opts, con)
+    log = paths.cache_dir() / "builds" / f"sdk-{target.replace('/', '-')}.log"
+    log.write_text(f"# openwrt-wolf SDK {sdk_name}: {' '.join(names)}\n")
+    con.print(f"sdk: building {', '.join(names)} from {opts.local_feed()}")
+    with _locked(sdk.top), proc.recording() as sdk_cmds:
+        built = sdk.build(
+            tuple(names), release=jobs[0].request.release, flavour=jobs[0].flavour,
+            feed=opts.local_feed(), log=log, jobs=opts.jobs,
+        )  # fmt: skip
+    cmds += sdk_cmds
+    keep = paths.cache_dir() / "sdk-packages" / target.replace("/", "-")
+    keep.mkdir(parents=True, exist_ok=True)
+    out = []
+    for f in built:
+        shutil.copyfile(f, keep / f.name)
+        out.append(keep / f.name)
+    return out
+
+
 def _build_one(
     job: Job,
     ib: ImageBuilder,
@@ -374,7 +457,7 @@ def _build_one(
         raise
     changes = packages.changes(
         job.rules, group.info.defaults(dev.profile), luci_https=opts.luci_https,
-        extra=opts.packages,
+        extra=opts.packages, sdk=job.request.backend == "sdk",
     )  # fmt: skip
     value = packages.packages_value(changes)
     phases = dict(group.seconds)
@@ -398,6 +481,11 @@ def _build_one(
         phases["measure"] = time.monotonic() - t
     if status != 0:
         notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
+    for f in group.local:  # the SDK's packages beside the images, as OpenWrt's bin/ has them
+        (partial / "packages").mkdir(exist_ok=True)
+        shutil.copyfile(f, partial / "packages" / f.name)
+        files.append({**asdict(Artifact.of(partial / "packages" / f.name, "package")),
+                      "name": f"packages/{f.name}"})  # fmt: skip
     shutil.rmtree(final, ignore_errors=True)
     os.replace(partial, final)
     files = [{**a, "path": str(final / a["name"])} for a in files]

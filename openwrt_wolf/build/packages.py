@@ -31,6 +31,11 @@ class Rules:
     remove: tuple[str, ...]
     luci_https: tuple[str, ...]
     notes: tuple[str, ...]
+    sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
+
+    def needs_sdk(self, luci_https: bool) -> bool:
+        """Whether the request is only complete with packages the SDK builds."""
+        return luci_https and bool(self.sdk_luci_https)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,7 @@ class Changes:
     remove: tuple[str, ...]
     add: tuple[str, ...]
     notes: tuple[str, ...]
+    local: tuple[str, ...] = ()  # of `add`: packages the SDK compiles from the local feed
 
     def spec(self) -> list[str]:
         """The change set as ImageBuilder words, sorted: what the request hash covers."""
@@ -63,6 +69,7 @@ def rules(flavour: str, release: str) -> Rules:
         remove=tuple(spec.get("remove", ())),
         luci_https=tuple(spec.get("luci_https", ())),
         notes=tuple(spec.get("notes", ())),
+        sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
     )
 
 
@@ -72,6 +79,7 @@ def changes(
     *,
     luci_https: bool = False,
     extra: Iterable[str] = (),
+    sdk: bool = False,
 ) -> Changes:
     """Apply the rules to a device's default package set.
 
@@ -87,7 +95,9 @@ def changes(
             remove.append(old)
             add.append(new)
     remove += [p for p in r.remove if p not in remove]
-    wanted = list(r.add) + (list(r.luci_https) if luci_https else []) + list(extra)
+    local = r.sdk_luci_https if (sdk and luci_https) else ()
+    luci = (local or r.luci_https) if luci_https else ()
+    wanted = list(r.add) + list(luci) + list(extra)
     for p in wanted:
         if p.startswith("-"):
             if p[1:] not in remove:
@@ -101,7 +111,7 @@ def changes(
             hint="fix data/flavours.toml or --packages",
         )
     notes = r.notes if (luci_https or not _luci_note(r.notes)) else _no_luci(r.notes)
-    return Changes(tuple(remove), tuple(add), notes)
+    return Changes(tuple(remove), tuple(add), notes, tuple(local))
 
 
 def _luci_note(notes: tuple[str, ...]) -> bool:

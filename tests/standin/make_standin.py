@@ -182,6 +182,24 @@ def make_tree(dest: Path, target: str, release: str = RELEASE) -> Path:
     return top
 
 
+def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
+    """A stand-in SDK tree for the target (tests/standin/sdk/), named as OpenWrt names it."""
+    spec = tomllib.loads((HERE / "targets.toml").read_text())
+    tgt = spec["target"][target]
+    t, s = target.split("/")
+    top = dest / f"openwrt-sdk-{release}-{t}-{s}_gcc-14.3.0_musl.Linux-x86_64"
+    if top.exists():
+        shutil.rmtree(top)
+    shutil.copytree(HERE / "sdk", top)
+    info = {"version": release, "target": t, "subtarget": s, "arch_packages": tgt["arch_packages"]}
+    (top / ".standin.json").write_text(json.dumps(info, indent=1))
+    (top / "feeds.conf.default").write_text(
+        "src-git packages https://git.openwrt.org/feed/packages.git\n"
+        "src-git luci https://git.openwrt.org/project/luci.git\n"
+    )
+    return top
+
+
 def pack(tree: Path, out: Path) -> Path:
     """tar.zst of the tree with its top directory, like OpenWrt's ImageBuilder archives."""
     raw = io.BytesIO()
@@ -198,12 +216,13 @@ def make_server(
     work = root / ".trees"
     work.mkdir(parents=True, exist_ok=True)
     for target in targets:
-        tree = make_tree(work, target, release)
         d = root / "releases" / release / "targets" / target
         d.mkdir(parents=True, exist_ok=True)
-        archive = pack(tree, d / f"{tree.name}.tar.zst")
-        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-        (d / "sha256sums").write_text(f"{digest} *{archive.name}\n")
+        lines = []
+        for tree in (make_tree(work, target, release), make_sdk(work, target, release)):
+            archive = pack(tree, d / f"{tree.name}.tar.zst")
+            lines.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()} *{archive.name}\n")
+        (d / "sha256sums").write_text("".join(sorted(lines, key=lambda x: x.split("*")[1])))
     return root
 
 

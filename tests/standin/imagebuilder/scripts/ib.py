@@ -74,7 +74,20 @@ def img_prefix(extra: str) -> str:
 
 
 def packages_index() -> dict[str, dict[str, object]]:
+    """The shipped index, plus packages dropped into packages/ (an SDK's output): like
+    package_reload, which regenerates the index when packages/ has newer files."""
     idx = json.loads((TOP / "packages" / "index.json").read_text())
+    known = {p["file"] for p in idx}
+    local = [f for f in sorted((TOP / "packages").glob("*.apk")) if f.name not in known]
+    if local:
+        print("Package list missing or not up-to-date, generating it.", file=sys.stderr)
+    for f in local:
+        with tarfile.open(f) as tar:
+            member = tar.extractfile(".PKGINFO")
+            if member is None:
+                continue
+            meta = json.loads(member.read())
+        idx.append({**meta, "file": f.name})
     return {p["name"]: p for p in idx}
 
 
@@ -182,7 +195,8 @@ def install(pkgs: list[dict[str, object]], root: Path) -> None:
     for i, p in enumerate(pkgs, 1):
         print(f"({i}/{n}) Installing {p['name']} ({p['version']})", flush=True)
         with tarfile.open(TOP / "packages" / str(p["file"])) as tar:
-            for m in tar.getmembers():
+            members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
+            for m in members:
                 if m.isfile() and m.name in owners:
                     err(
                         f"ERROR: {p['name']}-{p['version']}: trying to overwrite "
@@ -191,9 +205,9 @@ def install(pkgs: list[dict[str, object]], root: Path) -> None:
                     raise SystemExit(1)
                 owners[m.name] = f"{p['name']}-{p['version']}"
             try:
-                tar.extractall(root, filter="tar")
+                tar.extractall(root, members, filter="tar")
             except TypeError:  # Python without extraction filters
-                tar.extractall(root)
+                tar.extractall(root, members)
 
 
 def cmd_manifest(a: dict[str, str]) -> None:
