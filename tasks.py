@@ -48,25 +48,26 @@ def hosttools(c, group="test", install=False):
         "release": "release the device names are resolved in (default 25.12.5)",
         "format": "terminal, markdown, json or csv",
         "output": "write to this file (atomically) instead of stdout",
+        "packages": "also show the N packages taking most bytes in the rootfs",
     },
 )
 @guarded
 def size_report(
     c, store=None, from_=None, device=None, flavour=None, release=None, format="terminal",
-    output=None,
+    output=None, packages=0,
 ):  # fmt: skip
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
     from openwrt_wolf import sizereport_cmd
 
     sizereport_cmd.main(
         store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
-        release=release, fmt=format, output=output,
+        release=release, fmt=format, output=output, packages=int(packages),
     )  # fmt: skip
 
 
-@task(help={"size_mb": "rootfs payload in MiB (default 6)", "repeat": "timed runs (best of)"})
+@task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})
 @guarded
-def bench_size(c, size_mb=6, repeat=1):
+def bench_size(c, size_mb=4.5, repeat=1):
     """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
     os.execv(
         sys.executable,

@@ -127,6 +127,10 @@ def measure_image(image: Path, profile: str | None = None) -> Artifacts:
     rootfs = measure_rootfs(image, parts.rootfs_offset)
     name = profile or _profile_from_name(image.name) or image.stem
     device, note = find_device(name, None)
+    notes = [note] if note else []
+    want = fit.RECIPE_FORMATS.get(device.recipe) if device else None
+    if device and want and want != parts.format:
+        notes.append(f"{image.name} is a {parts.format} image; {device.profile} makes {want}")
     a = Artifacts(
         profile=device.profile if device else name,
         source=str(image),
@@ -139,7 +143,7 @@ def measure_image(image: Path, profile: str | None = None) -> Artifacts:
         split=asdict(parts),
         rootfs=rootfs,
         flavour=rootfs.flavour_guess(),
-        notes=[note] if note else [],
+        notes=notes,
     )
     return _with_fit(a, device)
 
@@ -417,6 +421,55 @@ def _assemble(
         notes=notes,
     )
     return _with_fit(a, device) if kernel_size is not None or rootfs is not None else a
+
+
+# file types of a build record's file list that are not images
+_NOT_IMAGES = ("kernel", "rootfs", "manifest", "profiles.json", "sha256sums", "other")
+
+
+def from_build_files(
+    files: list[dict[str, Any]],
+    fit_report: dict[str, Any] | None,
+    *,
+    profile: str,
+    release: str | None,
+    flavour: str | None,
+    manifest: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> Artifacts:
+    """Artifacts from a build record that lists its files ({name, path, sha256, size, type},
+    the build job's shape) and carries its fit report: image sizes from the list, the rootfs
+    piece measured now (cached) when it is still on disk."""
+    notes = list(notes or [])
+    images = [
+        ImageFile(f["name"], f["type"], f.get("size"), f.get("sha256"), "build record")
+        for f in files
+        if f.get("type") not in _NOT_IMAGES
+    ]
+    kernel = next((f for f in files if f.get("type") == "kernel"), None)
+    piece = next((f for f in files if f.get("type") == "rootfs"), None)
+    rootfs = None
+    if piece and Path(piece["path"]).is_file():
+        rootfs = measure_rootfs(Path(piece["path"]))
+    elif piece:
+        notes.append(f"rootfs piece {piece['path']} is gone: no TLS library sizes")
+    else:
+        notes.append("the build record lists no rootfs piece: no TLS library sizes")
+    return Artifacts(
+        profile=profile,
+        source="build record",
+        layout="build record",
+        release=release,
+        images=images,
+        kernel_size=kernel.get("size") if kernel else None,
+        kernel_source=kernel.get("name") if kernel else None,
+        metadata_size=(fit_report or {}).get("metadata_size"),
+        rootfs=rootfs,
+        fit=fit_report,
+        flavour=flavour or (rootfs.flavour_guess() if rootfs else None),
+        manifest=[PackageFile(n, v) for n, v in sorted((manifest or {}).items())],
+        notes=notes,
+    )
 
 
 def measure(path: Path, profiles: list[str] | None = None) -> list[Artifacts]:

@@ -209,12 +209,15 @@ def _measure(path: Path, offset: int, jobs: int | None) -> RootfsInfo:
         owners, pkg_source, pkg_lists = _package_owners(fs, entries)
         libs = [(e, g) for e in files if (g := _group(e.name))]
         # Read in this thread (one file handle), compress in parallel: liblzma drops the GIL.
-        contents = [(e, g, fs.read(e)) for e, g in libs]
+        # biggest first, so the longest compression starts at once (shortest wall time)
+        contents = sorted(((e, g, fs.read(e)) for e, g in libs), key=lambda c: -c[0].size)
         with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
             sizes = list(pool.map(lambda item: xz_size(item[2]), contents))
         tls = [
             Library(e.path, g, e.size, xz, fs.stored_size(e), owners.get(e.path), is_stripped(d))
-            for (e, g, d), xz in zip(contents, sizes, strict=True)
+            for (e, g, d), xz in sorted(
+                zip(contents, sizes, strict=True), key=lambda c: c[0][0].path
+            )
         ]
         packages = _package_usage(fs, files, pkg_lists)
         return RootfsInfo(

@@ -18,7 +18,7 @@ from . import artifacts, devices, flavours, paths
 from .artifacts import Artifacts
 from .errors import WolfError
 from .rootfs import XZ_SETTINGS, RootfsInfo
-from .store import FileStore, now_utc
+from .store import FileStore, Record, now_utc
 
 SCHEMA = "openwrt-wolf/size-report/1"
 BASELINE = "mbedtls"
@@ -84,13 +84,16 @@ class DeviceReport:
 
 @dataclass(frozen=True)
 class Footprint:
-    """A cross-built library's size (kind "footprint"), shown per flavour and config."""
+    """A cross-built library (kind "footprint", footprint.model.Footprint): its installed
+    bytes (stripped as OpenWrt strips), xz -9e bytes and squashfs cost, per config and arch."""
 
     flavour: str
     config: str
+    arch: str | None
     version: str | None
-    stripped_size: int | None
-    xz_size: int | None
+    installed: int | None
+    xz: int | None
+    squashfs_cost: int | None
     source: str
 
 
@@ -102,6 +105,7 @@ class SizeReport:
     xz_settings: str = XZ_SETTINGS
     created: str = field(default_factory=now_utc)
     notes: list[str] = field(default_factory=list)
+    top_packages: int = 0  # the tables show the N packages taking most squashfs bytes
     schema: str = SCHEMA
 
     def to_dict(self) -> dict[str, Any]:
@@ -190,25 +194,43 @@ class _Collected:
         self.meta[profile] = (release or old[0], target or old[1])
 
 
+def _build_artifacts(rec: Record, where: Path) -> Artifacts | None:
+    """A build record's artifacts: our Artifacts dict (schema openwrt-wolf/artifacts/1), or
+    the build job's file list (data["artifacts"] = [{name, path, sha256, size, type}] with
+    data["fit"] and data["manifest"])."""
+    art = rec.data.get("artifacts")
+    if not art or not rec.device:
+        return None
+    try:
+        if isinstance(art, dict):
+            return Artifacts.from_dict(art)
+        fit = rec.data.get("fit")
+        manifest = rec.data.get("manifest")
+        warnings = [f"OpenWrt printed: {w.strip()}" for w in rec.data.get("openwrt_warnings") or []]
+        return artifacts.from_build_files(
+            list(art),
+            fit if isinstance(fit, dict) else None,
+            profile=rec.device,
+            release=rec.release,
+            flavour=rec.flavour,
+            manifest=manifest if isinstance(manifest, dict) else None,
+            notes=warnings + [str(n) for n in rec.data.get("notes") or []],
+        )
+    except (TypeError, KeyError, AttributeError) as e:
+        raise WolfError(
+            f"build record {rec.key} in {where}: artifacts unreadable ({e})",
+            hint="re-run that build, or delete the record",
+        ) from None
+
+
 def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
     for rec in store.query("build", release=release):  # oldest first: latest wins
-        art = rec.data.get("artifacts")
-        if not art or not rec.device:
+        a = _build_artifacts(rec, store.root)
+        if a is None or rec.device is None:
             continue
-        try:
-            a = Artifacts.from_dict(art)
-        except (TypeError, KeyError) as e:
-            raise WolfError(
-                f"build record {rec.key} in {store.root}: artifacts unreadable ({e})",
-                hint="re-run that build, or delete the record",
-            ) from None
         flav = rec.flavour or a.flavour or "unknown"
-        got.add(
-            rec.device,
-            cell_from_artifacts(flav, a, f"store:build/{rec.key}"),
-            rec.release,
-            a.target,
-        )
+        cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}")
+        got.add(rec.device, cell, rec.release, a.target)
     got.sources.append(f"store {store.root}")
 
 
@@ -231,13 +253,26 @@ def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) ->
         got.sources.append(str(path))
 
 
+def _median_kb(data: dict[str, Any]) -> dict[str, int]:
+    """Median /proc/meminfo fields of a memory record (vm.memory.MemoryResult):
+    data["summary"][field]["median"], else the flat memfree_kb/memavailable_kb/memtotal_kb."""
+    out: dict[str, int] = {}
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    flat = {"MemTotal": "memtotal_kb", "MemFree": "memfree_kb", "MemAvailable": "memavailable_kb"}
+    for key in MEMORY_FIELDS:
+        spread = summary.get(key) if summary else None
+        v = spread.get("median") if isinstance(spread, dict) else data.get(flat[key])
+        if isinstance(v, int | float):
+            out[key] = round(v)
+    return out
+
+
 def _memory(store: FileStore, got: _Collected) -> None:
-    """Median /proc/meminfo of memory records: data["median_kb"] = {"MemFree": kB, ...}."""
+    """Memory records (kind "memory") of devices and flavours with a column, newest wins."""
     for rec in store.query("memory"):
-        med = rec.data.get("median_kb")
-        if not rec.device or not rec.flavour or not isinstance(med, dict):
+        mem = _median_kb(rec.data)
+        if not rec.device or not rec.flavour or not mem:
             continue
-        mem = {k: int(med[k]) for k in MEMORY_FIELDS if isinstance(med.get(k), int | float)}
         cells = got.cells.setdefault(rec.device, {})
         old = cells.get(rec.flavour) or Cell(flavour=rec.flavour, source=f"store:memory/{rec.key}")
         cells[rec.flavour] = Cell(**{**asdict(old), "mem_kb": mem})
@@ -245,8 +280,8 @@ def _memory(store: FileStore, got: _Collected) -> None:
 
 
 def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
-    """Latest footprint record per (flavour, config): data["stripped_size"], data["xz_size"]."""
-    latest: dict[tuple[str, str], Footprint] = {}
+    """Newest footprint record per (flavour, config, arch)."""
+    latest: dict[tuple[str, str, str], Footprint] = {}
     for rec in store.query("footprint"):
         d = rec.data
         flav = rec.flavour or d.get("library")
@@ -254,13 +289,15 @@ def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
             continue
         fp = Footprint(
             flavour=flav,
-            config=str(d.get("config", "openwrt")),
+            config=str(d.get("config", "?")),
+            arch=d.get("arch"),
             version=d.get("version"),
-            stripped_size=d.get("stripped_size"),
-            xz_size=d.get("xz_size"),
+            installed=d.get("installed"),
+            xz=d.get("xz"),
+            squashfs_cost=d.get("squashfs_cost"),
             source=f"store:footprint/{rec.key}",
         )
-        latest[(fp.flavour, fp.config)] = fp
+        latest[(fp.flavour, fp.config, fp.arch or "")] = fp
     return [latest[k] for k in sorted(latest)]
 
 
@@ -274,6 +311,7 @@ def build(
     device: str | None = None,
     flavour: str | None = None,
     release: str | None = None,
+    top_packages: int = 0,
 ) -> SizeReport:
     """Collect, filter and assemble the report. --from alone does not read build records."""
     wanted_devices = devices.resolve_many(device, release) if device else None
@@ -325,4 +363,5 @@ def build(
         footprints=_footprints(fs, wanted_flavours),
         sources=got.sources,
         notes=got.notes,
+        top_packages=top_packages,
     )

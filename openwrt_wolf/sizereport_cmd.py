@@ -19,6 +19,7 @@ def main(
     release: str | None,
     fmt: str,
     output: str | None,
+    packages: int = 0,
 ) -> None:
     if fmt not in FORMATS:
         from .errors import WolfError
@@ -27,7 +28,12 @@ def main(
     con = term.console(stderr=True)
     with con.status("measuring artifacts (xz -9e of the TLS libraries; cached after)"):
         report = sizereport.build(
-            store=store, from_dirs=from_dirs, device=device, flavour=flavour, release=release
+            store=store,
+            from_dirs=from_dirs,
+            device=device,
+            flavour=flavour,
+            release=release,
+            top_packages=packages,
         )
     for dev in report.devices:
         con.print(f"device: {dev.profile} ({dev.title})", markup=False, highlight=False)

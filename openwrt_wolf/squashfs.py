@@ -163,7 +163,7 @@ class SquashFS:
 
     def _pread(self, pos: int, size: int) -> bytes:
         """Bytes at a filesystem position; short reads mean the file is truncated."""
-        if pos < 0 or size < 0 or pos + size > self.superblock_limit():
+        if pos < 0 or size < 0 or pos + size > self._limit():
             raise self._corrupt(f"read of {size} bytes at {pos:#x} is outside the filesystem")
         self._fh.seek(self.offset + pos)
         data = self._fh.read(size)
@@ -171,7 +171,7 @@ class SquashFS:
             raise self._corrupt(f"file ends before byte {pos + size:#x}")
         return data
 
-    def superblock_limit(self) -> int:
+    def _limit(self) -> int:
         sb = getattr(self, "superblock", None)
         return sb.bytes_used if sb else self._file_size - self.offset
 

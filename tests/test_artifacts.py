@@ -249,3 +249,20 @@ def test_manifest_packages_with_their_archive_sizes(
         "libmbedtls21": ("3.6.6-r1", 98765),
         "libustream-mbedtls": ("2025.10.1-r1", None),
     }
+
+
+def test_opkg_package_lists_of_2410(tmp_path: Path) -> None:
+    need_tools("mksquashfs")
+    tree = make_tree(tmp_path / "root", "wolfssl", seed=9, packages="opkg")
+    info = rootfs.measure_rootfs(mksquashfs(tree, tmp_path / "r.squashfs"))
+    assert info.package_source == "/usr/lib/opkg/info/*.list"
+    sizes = {p.name: p.size for p in info.packages}
+    lib = tree / "usr/lib/libwolfssl.so.5.9.1.ee39414e"
+    assert sizes["libwolfssl5.9.1.ee39414e"] == lib.stat().st_size
+    assert info.flavour_guess() == "wolfssl"
+
+
+def test_unreadable_profiles_json_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "profiles.json").write_text('{"target": "ath79/generic", "profiles": [')
+    with pytest.raises(WolfError, match=r"cannot read .*profiles\.json"):
+        artifacts.measure_dir(tmp_path)

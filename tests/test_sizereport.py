@@ -38,6 +38,11 @@ KERNEL = {"mbedtls": 1_900_000, "wolfssl": 1_900_000, "openssl": 7_200_000}  # o
 LISTED = {"mbedtls": 4_915_490, "wolfssl": 5_177_634}  # sysupgrade sizes in profiles.json
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+
+
 class Lab:
     def __init__(self, base: Path) -> None:
         self.base = base
@@ -123,6 +128,19 @@ def test_csv_and_markdown_show_the_same_numbers(lab: Lab, monkeypatch: pytest.Mo
     assert f"{lab.tls_xz['wolfssl']:,}" in term and "does not fit" in term
 
 
+def test_largest_packages_table(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results", top_packages=1)
+    md = render(rep, "markdown")
+    table = md.split("| package (bytes in the squashfs) |", 1)[1].split("\n\n", 1)[0]
+    (row,) = table.splitlines()[2:]
+    # libopenssl3 (1.25 MB of libraries) is about twice any other package of the test
+    # rootfs, and only the openssl image has it
+    name, mbed, wolf, ossl = (c.strip() for c in row.strip("|").split("|"))
+    assert (name, mbed, wolf) == ("libopenssl3", "–", "–")
+    assert 0 < int(ossl.replace(",", "")) < lab.rootfs["openssl"]
+
+
 def test_from_dirs_and_flavour_filter(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
     monkeypatch.setenv("OPENWRT_WOLF_STORE", str(lab.base / "empty-store"))
@@ -141,15 +159,49 @@ def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> Non
     for p in (lab.base / "results/build").glob("*.json"):
         rec = Record.from_dict(json.loads(p.read_text()))
         store.put(rec)
-    store.put(Record("memory", "m1", "25.12.5", WR902, "wolfssl",
-                     {"median_kb": {"MemTotal": 57_344, "MemFree": 23_456}}))  # fmt: skip
-    store.put(Record("footprint", "f1", "25.12.5", None, "wolfssl",
-                     {"config": "openwrt", "version": "5.9.1", "stripped_size": 1_399_304,
-                      "xz_size": 431_484}))  # fmt: skip
+    # the shapes the memory (vm.memory.MemoryResult) and footprint jobs store
+    mem = {
+        "memfree_kb": 23456.0,
+        "memavailable_kb": 30001.5,
+        "memtotal_kb": 57344,
+        "summary": {"MemFree": {"median": 23456.0, "min": 23400.0, "max": 23500.0}},
+    }
+    store.put(Record("memory", "m1", "25.12.5", WR902, "wolfssl", mem))
+    fp = {
+        "library": "wolfssl",
+        "version": "5.9.1",
+        "config": "openwrt",
+        "arch": "mips_24kc",
+        "installed": 1_399_304,
+        "xz": 431_484,
+        "squashfs_cost": 440_001,
+    }
+    store.put(Record("footprint", "f1", "25.12.5", None, "wolfssl", fp))  # fmt: skip
     rep = sizereport.build(store=tmp_path / "results")
     md = render(rep, "markdown")
     assert "| MemFree (median, kB) | – | 23,456 | – |" in md
-    assert "| wolfssl | openwrt | 5.9.1 | 1,399,304 | 431,484 |" in md
+    assert "| MemAvailable (median, kB) | – | 30,002 | – |" in md
+    assert "| wolfssl | 5.9.1 | openwrt | mips_24kc | 1,399,304 | 431,484 | 440,001 |" in md
+
+
+def test_build_job_records_listing_files_are_read(lab: Lab, tmp_path: Path) -> None:
+    """The build job stores data["artifacts"] as a file list plus data["fit"]."""
+    store = FileStore(tmp_path / "results")
+    d = lab.dirs["wolfssl"]
+    files = [
+        {"name": p.name, "path": str(p), "sha256": "0" * 64, "size": p.stat().st_size, "type": t}
+        for p, t in ((d / f"{WR902}-kernel.bin", "kernel"), (d / "root.squashfs", "rootfs"))
+    ]
+    files.append({"name": "x-sysupgrade.bin", "path": "/gone", "sha256": "0" * 64,
+                  "size": 5_555_555, "type": "sysupgrade"})  # fmt: skip
+    fit = {"verdict": "FITS", "limit": 7_405_568, "limit_name": "safeloader kernel+rootfs",
+           "headroom": 1234, "erase_blocks": 99, "padding": 77, "headroom_blocks": 0}  # fmt: skip
+    data = {"artifacts": files, "fit": fit, "manifest": {"libwolfssl5.9.1.ee39414e": "5.9.1-r1"}}
+    store.put(Record("build", "k1", "25.12.5", WR902, "wolfssl", data))
+    rep = sizereport.build(store=tmp_path / "results")
+    c = rep.devices[0].cells["wolfssl"]
+    assert (c.rootfs, c.tls_xz) == (lab.rootfs["wolfssl"], lab.tls_xz["wolfssl"])
+    assert (c.image, c.erase_blocks, c.headroom, c.verdict) == (5_555_555, 99, 1234, "FITS")
 
 
 def test_unknown_device_is_one_clear_error(lab: Lab) -> None:

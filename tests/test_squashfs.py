@@ -93,3 +93,12 @@ def test_non_squashfs_rootfs_is_one_clear_error(tmp_path: Path) -> None:
     f.write_bytes(b"UBI#" + bytes(200))
     with pytest.raises(WolfError, match=r"not a squashfs filesystem: .*root\.squashfs"):
         superblock(f)
+
+
+def test_unsupported_compressor_is_one_clear_error(tmp_path: Path) -> None:
+    need_tools("mksquashfs")
+    (tmp_path / "root").mkdir()
+    (tmp_path / "root/a").write_text("a")
+    image = mksquashfs(tmp_path / "root", tmp_path / "lz4.sqfs", comp="lz4")
+    with pytest.raises(WolfError, match="squashfs compressor lz4 is not supported"):
+        superblock(image)

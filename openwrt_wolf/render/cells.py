@@ -69,3 +69,14 @@ def notes(dev: DeviceReport) -> list[str]:
     for f in dev.flavours:
         out += [f"{f}: {n}" for n in dev.cells[f].notes]
     return out
+
+
+def package_rows(dev: DeviceReport, n: int) -> list[tuple[str, list[str]]]:
+    """The n packages taking the most bytes inside the squashfs (in any column), with their
+    bytes per flavour: where the flavours differ."""
+    per: dict[str, dict[str, int]] = {}
+    for f in dev.flavours:
+        for p in dev.cells[f].packages:
+            per.setdefault(p["name"], {})[f] = int(p["stored_size"])
+    top = sorted(per, key=lambda k: (-max(per[k].values()), k))[:n]
+    return [(name, [num(per[name].get(f)) for f in dev.flavours]) for name in top]

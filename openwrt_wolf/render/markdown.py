@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..sizereport import SizeReport
-from .cells import notes, num, table_rows
+from .cells import notes, num, package_rows, table_rows
 
 
 def _esc(s: str) -> str:
@@ -20,17 +20,23 @@ def render_markdown(report: SizeReport) -> str:
         for label, vals in table_rows(dev):
             out.append(f"| {label} | " + " | ".join(_esc(v) for v in vals) + " |")
         out.append("")
+        pkgs = package_rows(dev, report.top_packages) if report.top_packages else []
+        if pkgs:
+            out.append("| package (bytes in the squashfs) | " + " | ".join(dev.flavours) + " |")
+            out.append("|---|" + "---:|" * len(dev.flavours))
+            out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in pkgs]
+            out.append("")
         out += [f"- {_esc(n)}" for n in notes(dev)]
         if notes(dev):
             out.append("")
     if report.footprints:
         out.append("### TLS library footprint (cross-built)\n")
-        out.append("| library | config | version | stripped | xz |")
-        out.append("|---|---|---|---:|---:|")
+        out.append("| library | version | config | arch | installed | xz | squashfs cost |")
+        out.append("|---|---|---|---|---:|---:|---:|")
         for fp in report.footprints:
             out.append(
-                f"| {fp.flavour} | {fp.config} | {fp.version or ''} | "
-                f"{num(fp.stripped_size)} | {num(fp.xz_size)} |"
+                f"| {fp.flavour} | {fp.version or ''} | {fp.config} | {fp.arch or ''} | "
+                f"{num(fp.installed)} | {num(fp.xz)} | {num(fp.squashfs_cost)} |"
             )
         out.append("")
     out.append(f"Sizes in bytes. TLS libraries compressed with {report.xz_settings}.")

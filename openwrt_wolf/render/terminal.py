@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..sizereport import SizeReport
-from .cells import notes, num, table_rows
+from .cells import notes, num, package_rows, table_rows
 
 
 def _style(text: str) -> str:
@@ -32,16 +32,27 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
         for label, vals in table_rows(dev):
             t.add_row(label, *(_style(v.replace("[", "\\[")) for v in vals))
         con.print(t)
+        pkgs = package_rows(dev, report.top_packages) if report.top_packages else []
+        if pkgs:
+            pt = Table(title="largest packages (bytes in the squashfs)")
+            pt.add_column("package")
+            for f in dev.flavours:
+                pt.add_column(f, justify="right")
+            for name, vals in pkgs:
+                pt.add_row(name, *vals)
+            con.print(pt)
         for n in notes(dev):
             con.print(f"  note: {n}", markup=False)
     if report.footprints:
         t = Table(title="TLS library footprint (cross-built)")
-        for col in ("library", "config", "version", "stripped", "xz"):
-            t.add_column(col, justify="right" if col in ("stripped", "xz") else "left")
+        numeric = ("installed", "xz", "squashfs cost")
+        for col in ("library", "version", "config", "arch", *numeric):
+            t.add_column(col, justify="right" if col in numeric else "left")
         for fp in report.footprints:
             t.add_row(
-                fp.flavour, fp.config, fp.version or "", num(fp.stripped_size), num(fp.xz_size)
-            )
+                fp.flavour, fp.version or "", fp.config, fp.arch or "",
+                num(fp.installed), num(fp.xz), num(fp.squashfs_cost),
+            )  # fmt: skip
         con.print(t)
     con.print(f"TLS libraries compressed with {report.xz_settings}.", markup=False)
     for n in report.notes:
