@@ -157,7 +157,7 @@ def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     fr = o.record.fit
     off = data.index(b"hsqs", fr["kernel_size"])
     assert unsquashfs_size(img, off) == fr["rootfs_size"]
-    kernel = next(Path(a["path"]) for a in o.record.files if a["type"] == "kernel")
+    kernel = next(Path(a["path"]) for a in o.record.artifacts if a["type"] == "kernel")
     assert kernel.stat().st_size == fr["kernel_size"]
     assert data.startswith(kernel.read_bytes()) or data[512:].startswith(kernel.read_bytes())
     assert fr["verdict"] == "FITS" and not o.record.image_deleted
@@ -209,8 +209,8 @@ def check_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     bin_dir = Path(rec.log).parent / "bin"
     assert not list(bin_dir.glob("*sysupgrade*"))  # OpenWrt deleted it
     # measured from the pieces left in KDIR: stat and unsquashfs, against the facts' limit
-    kernel = next(Path(a["path"]) for a in rec.files if a["type"] == "kernel")
-    rootfs = next(Path(a["path"]) for a in rec.files if a["type"] == "rootfs")
+    kernel = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "kernel")
+    rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
     assert rec.fit["kernel_size"] == kernel.stat().st_size
     assert rec.fit["rootfs_size"] == unsquashfs_size(rootfs)
     assert kernel.stat().st_size + unsquashfs_size(rootfs) > SAFELOADER_MAX
@@ -236,12 +236,9 @@ def check_record_is_complete(matrix: Any) -> None:
     assert d["builder_sha256"] == sha256(
         next((base / "cache" / "downloads").rglob("*ramips-mt76x8*.tar.zst"))
     )
-    assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["files"])
-    # the report's model of the same output (docs/results.md), measured from the kept pieces
-    art = d["artifacts"]
-    assert art["schema"] == "openwrt-wolf/artifacts/1" and art["profile"] == V3
-    rootfs = next(Path(f["path"]) for f in d["files"] if f["type"] == "rootfs")
-    assert art["rootfs"]["size"] == unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
+    assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["artifacts"])
+    rootfs = next(Path(f["path"]) for f in d["artifacts"] if f["type"] == "rootfs")
+    assert unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
 
 
 def check_size_report_reads_the_build_records(matrix: Any) -> None:
@@ -754,11 +751,11 @@ def test_sdk_backend_builds_the_local_feed_package(
     ] and steps[-1].startswith("make image")
     # the ImageBuilder resolved the feed package's own dependencies (LUCI_DEPENDS)
     assert {"luci-ssl-wolfssl", "luci-light", "px5g-wolfssl", "uhttpd"} <= set(rec.manifest)
-    rootfs = next(Path(f["path"]) for f in rec.files if f["type"] == "rootfs")
+    rootfs = next(Path(f["path"]) for f in rec.artifacts if f["type"] == "rootfs")
     listing = unsquashfs_list(rootfs)
     assert "/usr/share/doc/luci-ssl-wolfssl" in listing  # from the feed's files/
     assert "/www/luci-static/resources/luci.js" in listing  # luci-light, a dependency
-    pkg = next(f for f in rec.files if f["type"] == "package")
+    pkg = next(f for f in rec.artifacts if f["type"] == "package")
     sdk_out = next(wolf_env["cache"].glob("sdk/*/*/*/bin/packages/mips_24kc/wolf/*.apk"))
     assert pkg["sha256"] == sha256(sdk_out) == sha256(Path(pkg["path"]))
     # the cached ImageBuilder itself did not collect the local package

@@ -27,7 +27,6 @@ from types import FrameType
 from typing import Any
 
 from .. import (
-    artifacts,
     devices,
     download,
     fit,
@@ -173,7 +172,7 @@ def build(opts: Options) -> list[Outcome]:
         if rec is not None:
             path = st.root / KIND / f"{job.key}.json"
             stored = BuildRecord.from_dict(rec.data)
-            gone = [f["path"] for f in stored.files if not Path(f["path"]).exists()]
+            gone = [f["path"] for f in stored.artifacts if not Path(f["path"]).exists()]
             if not gone:
                 outcomes[job.key] = Outcome(job, stored, True, path)
                 con.print(f"cached  {job.label}: {path}")
@@ -489,7 +488,6 @@ def _build_one(
     shutil.rmtree(final, ignore_errors=True)
     os.replace(partial, final)
     files = [{**a, "path": str(final / a["name"])} for a in files]
-    measured = _artifacts(final, dev, notes)
     rel = releases.get(job.request.release)
     record = BuildRecord(
         request=job.request,
@@ -512,8 +510,7 @@ def _build_one(
         phases={k: round(v, 3) for k, v in phases.items()},
         make_seconds=round(make_seconds, 3),
         log=str(log),
-        files=files,
-        artifacts=measured,
+        artifacts=files,
         fit=report.to_dict(),
         openwrt_warnings=warnings,
         image_deleted=deleted,
@@ -532,16 +529,6 @@ def _build_one(
     return Outcome(job, record, False, path)
 
 
-def _artifacts(bin_dir: Path, dev: Device, notes: list[str]) -> dict[str, Any] | None:
-    """The report's model of the output (artifacts.Artifacts), as size-report reads it."""
-    try:
-        (a,) = artifacts.measure_dir(bin_dir, [dev.profile])
-    except (WolfError, ValueError) as e:
-        notes.append(f"artifacts not measured: {e}")
-        return None
-    return asdict(a)
-
-
 def _measure(
     ib: ImageBuilder, dev: Device, bin_dir: Path
 ) -> tuple[fit.FitReport, list[dict[str, Any]], bool, list[str]]:
@@ -549,7 +536,7 @@ def _measure(
     image), the files with their sha256, and where the model and OpenWrt disagree.
 
     The pieces are copied into BIN_DIR as <profile>-kernel.bin and root.squashfs, so the
-    output directory can be measured again later (docs/results.md asks for exactly that)."""
+    output directory can be measured again later (`size-report --from`, docs/results.md)."""
     kdir = ib.kdir(dev.target_path)
     kernel = kdir / f"{dev.profile}-kernel.bin"
     roots = sorted(kdir.glob("root.squashfs*"), key=lambda p: p.stat().st_mtime)

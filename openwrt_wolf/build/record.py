@@ -77,8 +77,7 @@ class BuildRecord:
     phases: dict[str, float]  # seconds per phase: imagebuilder, info, manifest, image, measure
     make_seconds: float  # wall time of the make runs alone
     log: str  # the full build log
-    files: list[dict[str, Any]]  # [{"name","path","sha256","size","type"}] of everything kept
-    artifacts: dict[str, Any] | None  # asdict(artifacts.Artifacts): what size-report reads
+    artifacts: list[dict[str, Any]]  # [{"name","path","sha256","size","type"}] of every file
     fit: dict[str, Any]  # fit.FitReport.to_dict()
     openwrt_warnings: list[str]  # OpenWrt's own "is too big" / "partition too big" lines
     image_deleted: bool  # OpenWrt built no sysupgrade image (too big)
@@ -98,7 +97,7 @@ class BuildRecord:
             ) from None
 
     def image(self) -> dict[str, Any] | None:
-        for a in self.files:
+        for a in self.artifacts:
             if a["type"] == "sysupgrade":
                 return a
         return None
