@@ -737,6 +737,8 @@ def test_sdk_backend_builds_the_local_feed_package(
     rec = o.record
     # wolfSSL's LuCI HTTPS collection is not in OpenWrt: the SDK is the default backend
     assert rec.backend == "sdk" and rec.request.patch_set != "none"
+    served = mirror_dir / "releases/25.12.5/targets/ath79/generic"
+    assert rec.sdk_sha256 == sha256(next(served.glob("openwrt-sdk-*.tar.zst")))
     assert any(p.endswith("openwrt-sdk-25.12.5-ath79-generic_gcc-14.3.0_musl.Linux-x86_64.tar.zst")
                for p, _ in srv.requests)  # fmt: skip
     steps = [c.split(" && ", 1)[1].removeprefix("MAKEFLAGS='' ") for c in rec.commands]

@@ -104,6 +104,7 @@ class _Group:
     info: Info
     seconds: dict[str, float] = field(default_factory=dict)
     local: list[Path] = field(default_factory=list)  # packages the SDK built
+    sdk: tuple[str | None, str | None] = (None, None)  # SDK name and archive sha256
 
 
 def _backend(opts: Options, r: packages.Rules) -> str:
@@ -333,8 +334,9 @@ def _run_group(
         info = ib.info(info_log)
     t2 = time.monotonic()
     local: list[Path] = []
+    sdk_id: tuple[str | None, str | None] = (None, None)
     if backend == "sdk":
-        local = _sdk_packages(target, jobs, opts, con, info_cmds)
+        local, sdk_id = _sdk_packages(target, jobs, opts, con, info_cmds)
     t3 = time.monotonic()
     if info.target != target:
         raise WolfError(
@@ -351,7 +353,7 @@ def _run_group(
     seconds = {"imagebuilder": t1 - t0, "info": t2 - t1}
     if backend == "sdk":
         seconds["sdk"] = t3 - t2
-    group = _Group(ib_name, ib_sha, info, seconds, local)
+    group = _Group(ib_name, ib_sha, info, seconds, local, sdk_id)
     n = min(opts.jobs, len(jobs))
     slots: queue.Queue[Path] = queue.Queue()
     for d in _slot_dirs(ib, n, copies_only=backend == "sdk"):
@@ -405,15 +407,15 @@ def _run_group(
 
 def _sdk_packages(
     target: str, jobs: list[Job], opts: Options, con: Any, cmds: list[str]
-) -> list[Path]:
+) -> tuple[list[Path], tuple[str | None, str | None]]:
     """Compile, once for the group, the local-feed packages its jobs need."""
     names: list[str] = []
     for job in jobs:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, sdk=True)
         names += [n for n in c.local if n not in names]
     if not names:
-        return []
-    sdk, sdk_name, _ = _obtain_sdk(target, opts, con)
+        return [], (None, None)
+    sdk, sdk_name, sdk_sha = _obtain_sdk(target, opts, con)
     log = paths.cache_dir() / "builds" / f"sdk-{target.replace('/', '-')}.log"
     log.write_text(f"# openwrt-wolf SDK {sdk_name}: {' '.join(names)}\n")
     con.print(f"sdk: building {', '.join(names)} from {opts.local_feed()}")
@@ -429,7 +431,7 @@ def _sdk_packages(
     for f in built:
         shutil.copyfile(f, keep / f.name)
         out.append(keep / f.name)
-    return out
+    return out, (sdk_name, sdk_sha)
 
 
 def _build_one(
@@ -515,6 +517,8 @@ def _build_one(
         openwrt_warnings=warnings,
         image_deleted=deleted,
         notes=list(changes.notes) + notes,
+        sdk=group.sdk[0],
+        sdk_sha256=group.sdk[1],
     )
     path = st.put(
         store.Record(

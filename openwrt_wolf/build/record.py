@@ -82,6 +82,8 @@ class BuildRecord:
     openwrt_warnings: list[str]  # OpenWrt's own "is too big" / "partition too big" lines
     image_deleted: bool  # OpenWrt built no sysupgrade image (too big)
     notes: list[str] = field(default_factory=list)  # the flavour's notes, model disagreements
+    sdk: str | None = None  # sdk backend: the SDK used (archive name or path)
+    sdk_sha256: str | None = None  # of the SDK archive, when downloaded
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
