@@ -120,6 +120,68 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
 # --- build (issue 3) -------------------------------------------------------------------
 
 
+@task(
+    help={
+        "flavour": "mbedtls, wolfssl, openssl or all (comma-separated list allowed)",
+        "device": "device name(s), comma-separated, or all",
+        "release": "OpenWrt release: 25.12.5 (default), 24.10.8, snapshot",
+        "backend": "imagebuilder (default), sdk (default when the flavour needs our feed); "
+        "buildroot is not in this version",
+        "mirror": "URL or directory laid out like downloads.openwrt.org",
+        "imagebuilder": "an unpacked ImageBuilder to use instead of downloading one",
+        "j": "profiles built in parallel (working copies of the ImageBuilder)",
+        "force": "rebuild even when the store has this request",
+        "store": "results store directory",
+        "luci_https": "add the flavour's LuCI HTTPS collection",
+        "packages": "extra packages, comma-separated (-name removes)",
+        "files": "FILES= directory copied over the root filesystem",
+        "sdk": "an unpacked SDK (selects the sdk backend)",
+        "feed": "local feed the sdk backend builds from (default: feeds/wolf)",
+    }
+)
+@guarded
+def build(
+    c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
+    sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
+    files=None, feed=None,
+):  # fmt: skip
+    """Build firmware in TLS flavours with OpenWrt's ImageBuilder; records in the store."""
+    from openwrt_wolf.build import cli as build_cli
+
+    build_cli.main_args(
+        flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
+        imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
+        luci_https=luci_https, packages=packages, files=files, feed=feed,
+    )  # fmt: skip
+
+
+@task(
+    help={
+        "flavour": "mbedtls, wolfssl or openssl",
+        "device": "device name",
+        "release": "OpenWrt release (default 25.12.5)",
+        "what": "packages (PACKAGES= value), diffconfig (.config fragment) or feeds (feeds.conf)",
+        "luci_https": "add the flavour's LuCI HTTPS collection",
+        "packages": "extra packages, comma-separated (-name removes)",
+        "feed": "a local feed directory to add to feeds.conf as src-link",
+        "imagebuilder": "read the profile's default packages from this ImageBuilder",
+    }
+)
+@guarded
+def build_config(
+    c, flavour, device, release=None, what="packages", luci_https=False, packages=None,
+    feed=None, imagebuilder=None,
+):  # fmt: skip
+    """Print a flavour's package changes for a device: PACKAGES=, .config fragment, feeds.conf."""
+    from openwrt_wolf.build import cli as build_cli
+
+    text = build_cli.render(
+        flavour=flavour, device=device, release=release, what=what, luci_https=luci_https,
+        packages=packages, feed=feed, imagebuilder=imagebuilder,
+    )  # fmt: skip
+    print(text, end="")
+
+
 # --- patch set (issue 4) ---------------------------------------------------------------
 
 

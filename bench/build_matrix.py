@@ -1,0 +1,71 @@
+"""Benchmark: 3 flavours x 3 devices through `invoke build` on the stand-in ImageBuilder.
+
+Prints, from one run: our wall time against the sum of the stand-in's own make times
+(make info + make manifest + make image, as each build record measured them), for -j1 and
+-jN (parallel profiles); and the wall time of the cached re-run (a fresh `invoke build`
+process that finds every record in the store). Target: wall <= 1.2 x sum(make) with -jN.
+
+    .venv/bin/python bench/build_matrix.py [-j N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from openwrt_wolf.build.driver import Options, build  # noqa: E402
+from tests.standin import make_standin  # noqa: E402
+from tests.standin.server import serve  # noqa: E402
+
+DEVICES = "tplink_tl-wr902ac-v1,glinet_gl-ar300m16,tplink_tl-wr902ac-v3"
+
+
+def run(url: str, work: Path, jobs: int) -> tuple[float, float, int]:
+    os.environ["OPENWRT_WOLF_CACHE"] = str(work / "cache")
+    os.environ["OPENWRT_WOLF_STORE"] = str(work / "store")
+    t = time.monotonic()
+    outs = build(Options(flavour="all", device=DEVICES, mirror=url, jobs=jobs))
+    wall = time.monotonic() - t
+    info = {o.record.request.target: o.record.phases["info"] for o in outs}
+    make = sum(o.record.make_seconds for o in outs) + sum(info.values())
+    return wall, make, len(outs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-j", type=int, default=os.cpu_count() or 2)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="wolf-bench-") as tmp:
+        base = Path(tmp)
+        mirror = make_standin.make_server(base / "mirror", ("ath79/generic", "ramips/mt76x8"))
+        with serve(mirror) as (url, _):
+            rows = []
+            for jobs in (1, args.j):
+                wall, make, n = run(url, base / f"j{jobs}", jobs)
+                rows.append((jobs, n, wall, make))
+            env = {**os.environ, "OPENWRT_WOLF_CACHE": str(base / f"j{args.j}" / "cache"),
+                   "OPENWRT_WOLF_STORE": str(base / f"j{args.j}" / "store")}  # fmt: skip
+            t = time.monotonic()
+            subprocess.run(
+                [sys.executable, "-m", "invoke", "build", "--flavour", "all", "--device",
+                 DEVICES, "--mirror", url],
+                cwd=ROOT, env=env, check=True, capture_output=True, timeout=300,
+            )  # fmt: skip
+            cached = time.monotonic() - t
+    print(f"{'jobs':>4} {'builds':>6} {'wall s':>8} {'sum(make) s':>12} {'wall/make':>10}")
+    for jobs, n, wall, make in rows:
+        print(f"{jobs:>4} {n:>6} {wall:>8.1f} {make:>12.1f} {wall / make:>10.2f}")
+    print(f"cached re-run (new process, 9 records from the store): {cached:.2f} s")
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()

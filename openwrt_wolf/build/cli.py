@@ -1,0 +1,136 @@
+"""What `invoke build` prints: a table of the builds, their fit verdicts and records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.table import Table
+
+from .. import flavours, releases, term
+from ..errors import WolfError
+from .driver import Options, Outcome, build
+
+
+def _num(v: object) -> str:
+    return f"{v:,}" if isinstance(v, int) else "–"
+
+
+def main_args(
+    *,
+    flavour: str,
+    device: str,
+    release: str | None,
+    backend: str | None,
+    mirror: str | None,
+    imagebuilder: str | None,
+    sdk: str | None,
+    tree: str | None,
+    jobs: int | str,
+    force: bool,
+    store: str | None,
+    luci_https: bool,
+    packages: str | None,
+    files: str | None,
+    feed: str | None = None,
+) -> list[Outcome]:
+    """tasks.py's arguments as typed Options."""
+
+    def path(p: str | None) -> Path | None:
+        return Path(p).expanduser() if p else None
+
+    try:
+        n = int(jobs)
+    except ValueError:
+        raise WolfError(f"-j {jobs!r} is not a number") from None
+    return main(
+        Options(
+            flavour=flavour,
+            device=device,
+            release=release,
+            backend=backend,
+            mirror=mirror,
+            imagebuilder=path(imagebuilder),
+            sdk=path(sdk),
+            tree=path(tree),
+            jobs=n,
+            force=force,
+            store=store,
+            luci_https=luci_https,
+            packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
+            files=path(files),
+            feed=path(feed),
+        )
+    )
+
+
+def main(opts: Options) -> list[Outcome]:
+    outcomes = build(opts)
+    table = Table(title=f"openwrt-wolf builds ({len(outcomes)})")
+    for col in ("device", "flavour", "verdict", "image B", "checked B", "limit B",
+                "headroom B", "", "record"):  # fmt: skip
+        table.add_column(col, justify="right" if col.endswith(" B") else "left")
+    for o in outcomes:
+        r, fr = o.record, o.record.fit
+        img = r.image()
+        table.add_row(
+            r.device,
+            r.flavour,
+            fr["verdict"] + (" (deleted)" if r.image_deleted else ""),
+            _num(img["size"]) if img else "–",
+            _num(fr["checked_size"]),
+            _num(fr["limit"]),
+            _num(fr["headroom"]),
+            "cached" if o.cached else "built",
+            str(o.path),
+        )
+    con = term.console()
+    con.print(table)
+    for o in outcomes:
+        for w in o.record.openwrt_warnings:
+            con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}")
+        img = o.record.image()
+        if img:
+            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}")
+    return outcomes
+
+
+def render(
+    *,
+    flavour: str,
+    device: str,
+    release: str | None,
+    what: str,
+    luci_https: bool,
+    packages: str | None,
+    feed: str | None,
+    imagebuilder: str | None,
+) -> str:
+    """A flavour's changes for one device as PACKAGES=, a diffconfig or feeds.conf.
+
+    With --imagebuilder the profile's default packages come from its `make info`; without,
+    every replacement of the flavour applies."""
+    from .. import devices as devs
+    from .. import paths as pth
+    from . import packages as pk
+    from .imagebuilder import ImageBuilder
+
+    rel = releases.get(release).name
+    dev = devs.resolve(device, rel)
+    rules = pk.rules(flavours.get(flavour).name, rel)
+    defaults = None
+    if imagebuilder:
+        log = pth.cache_dir() / "make-info.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        defaults = ImageBuilder(Path(imagebuilder).expanduser()).info(log).defaults(dev.profile)
+    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    c = pk.changes(rules, defaults, luci_https=luci_https, extra=extra)
+    if what == "packages":
+        return pk.packages_value(c) + "\n"
+    if what == "diffconfig":
+        return pk.diffconfig(
+            c, flavour=rules.flavour, release=rel, target=dev.target, subtarget=dev.subtarget,
+            profile=dev.profile,
+        )  # fmt: skip
+    if what == "feeds":
+        return pk.feeds_conf(rel, rules.flavour, Path(feed).resolve() if feed else None)
+    raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, feeds")

@@ -1,0 +1,598 @@
+"""`invoke build`: flavours × devices through OpenWrt's ImageBuilder, cached by request hash.
+
+One job per (device, flavour). Jobs whose request hash is in the store return the stored
+record without running make (unless --force). The rest are grouped by ImageBuilder
+(release, target); each group runs its profiles in parallel on -j working copies of the tree
+("slots"), because one ImageBuilder directory holds one build at a time. A record is written
+(atomically) only when a build finished, so a killed run leaves none, and the next run starts
+the build again from a clean BIN_DIR."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from .. import (
+    devices,
+    download,
+    fit,
+    flavours,
+    hosttools,
+    paths,
+    proc,
+    releases,
+    store,
+    term,
+)
+from ..devices import Device
+from ..errors import WolfError
+from ..imageformats import squashfs_sb
+from . import packages
+from . import sdk as sdk_mod
+from .imagebuilder import PHASES, ImageBuilder, Info
+from .record import BACKENDS, KIND, Artifact, BuildRecord, BuildRequest
+
+TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)")
+
+
+@dataclass(frozen=True)
+class Options:
+    flavour: str
+    device: str
+    release: str | None = None
+    backend: str | None = None
+    mirror: str | None = None
+    imagebuilder: Path | None = None
+    sdk: Path | None = None
+    tree: Path | None = None
+    jobs: int = 1
+    force: bool = False
+    store: str | None = None
+    luci_https: bool = False
+    packages: tuple[str, ...] = ()
+    files: Path | None = None
+    feed: Path | None = None  # the local feed the sdk backend builds from
+
+    def local_feed(self) -> Path:
+        return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
+
+
+@dataclass(frozen=True)
+class Job:
+    device: Device
+    flavour: str
+    rules: packages.Rules
+    request: BuildRequest
+
+    @property
+    def key(self) -> str:
+        return self.request.key()
+
+    @property
+    def label(self) -> str:
+        return f"{self.device.profile} {self.flavour}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: Job
+    record: BuildRecord
+    cached: bool
+    path: Path
+
+
+@dataclass
+class _Group:
+    """Shared by the jobs of one ImageBuilder."""
+
+    ib_name: str
+    ib_sha256: str | None
+    info: Info
+    seconds: dict[str, float] = field(default_factory=dict)
+    local: list[Path] = field(default_factory=list)  # packages the SDK built
+    sdk: tuple[str | None, str | None] = (None, None)  # SDK name and archive sha256
+
+
+def _backend(opts: Options, r: packages.Rules) -> str:
+    """--backend, else what the paths given imply, else the SDK only when the request needs
+    packages of our local feed (the issue: imagebuilder for stock flavours)."""
+    if opts.backend:
+        backend = opts.backend
+    elif opts.tree:
+        backend = "buildroot"
+    elif opts.sdk or r.needs_sdk(opts.luci_https):
+        backend = "sdk"
+    else:
+        backend = "imagebuilder"
+    if backend not in BACKENDS:
+        raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
+    if backend == "buildroot":
+        raise WolfError(
+            "the buildroot backend is not part of this version (docs/build.md says why)",
+            hint="use --backend imagebuilder or sdk",
+        )
+    return backend
+
+
+def plan(opts: Options) -> list[Job]:
+    rel = releases.get(opts.release)
+    if opts.jobs < 1:
+        raise WolfError(f"-j {opts.jobs}: need at least 1 job")
+    devs = devices.resolve_many(opts.device, rel.name)
+    if not devs:
+        raise WolfError("no device given", hint="--device NAME[,NAME...]")
+    jobs = []
+    for dev in devs:
+        if not dev.has_flash:
+            raise WolfError(
+                f"{dev.profile} has no flash image to build ({dev.recipe})",
+                hint="pick a flash device, see `./wolf devices`",
+            )
+        for fl in flavours.resolve_many(opts.flavour):
+            r = packages.rules(fl.name, rel.name)
+            backend = _backend(opts, r)
+            spec = packages.changes(
+                r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
+            )
+            req = BuildRequest(
+                release=rel.name,
+                target=dev.target_path,
+                profile=dev.profile,
+                flavour=fl.name,
+                packages=tuple(spec.spec()),
+                patch_set=sdk_mod.feed_hash(opts.local_feed()) if spec.local else "none",
+                backend=backend,
+            )
+            jobs.append(Job(dev, fl.name, r, req))
+    return jobs
+
+
+def build(opts: Options) -> list[Outcome]:
+    """Run (or fetch from the store) every job; returns one outcome per job, in order."""
+    jobs = plan(opts)
+    st = store.FileStore(paths.store_dir(opts.store))
+    con = term.console(stderr=True)
+    outcomes: dict[str, Outcome] = {}
+    todo: list[Job] = []
+    for job in jobs:
+        rec = None if opts.force else st.get(KIND, job.key)
+        if rec is not None:
+            path = st.root / KIND / f"{job.key}.json"
+            stored = BuildRecord.from_dict(rec.data)
+            gone = [f["path"] for f in stored.artifacts if not Path(f["path"]).exists()]
+            if not gone:
+                outcomes[job.key] = Outcome(job, stored, True, path)
+                con.print(f"cached  {job.label}: {path}")
+                continue
+            con.print(f"rebuild {job.label}: the record's files are gone ({gone[0]} ...)")
+        if job.key not in {j.key for j in todo}:
+            todo.append(job)
+    shown: set[tuple[str, str]] = set()
+    for job in todo:
+        c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages,
+                             sdk=job.request.backend == "sdk")  # fmt: skip
+        for note in c.notes:
+            if (job.flavour, note) not in shown:
+                shown.add((job.flavour, note))
+                con.print(f"note ({job.flavour}, {job.request.release}): {note}")
+    if todo:
+        hosttools.ensure("imagebuilder")
+        if any(j.request.backend == "sdk" for j in todo):
+            hosttools.ensure("sdk")
+        groups: dict[tuple[str, str], list[Job]] = {}
+        for job in todo:
+            groups.setdefault((job.request.target, job.request.backend), []).append(job)
+        targets = sorted({t for t, _ in groups})
+        if (opts.imagebuilder or opts.sdk) and len(targets) > 1:
+            raise WolfError(
+                f"--imagebuilder/--sdk serve one target, the devices need {', '.join(targets)}",
+                hint="build one target at a time with --imagebuilder or --sdk",
+            )
+        with _terminate_as_interrupt():
+            for (target, backend), group in groups.items():
+                for out in _run_group(target, backend, group, opts, st, con):
+                    outcomes[out.job.key] = out
+    return [outcomes[j.key] for j in jobs]
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) cleans up like Ctrl-C: make is stopped, nothing stored."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _obtain(target: str, opts: Options, con: Any) -> tuple[ImageBuilder, str, str | None]:
+    if opts.imagebuilder:
+        top = Path(opts.imagebuilder).expanduser().resolve()
+        if not top.is_dir():
+            raise WolfError(f"--imagebuilder {top} is not a directory")
+        return ImageBuilder(top), str(top), None
+    rel = releases.get(opts.release).name
+    src = download.Source(opts.mirror)
+    archive = download.resolve("imagebuilder", rel, target, src)
+    con.print(f"imagebuilder {archive.name} from {src.base}")
+    path = download.fetch(archive)
+    t, s = target.split("/")
+    into = paths.cache_dir() / "imagebuilder" / rel / f"{t}-{s}"
+    top = download.extract(path, into, archive.sha256)
+    return ImageBuilder(top), archive.name, archive.sha256
+
+
+def _obtain_sdk(target: str, opts: Options, con: Any) -> tuple[sdk_mod.SDK, str, str | None]:
+    if opts.sdk:
+        top = Path(opts.sdk).expanduser().resolve()
+        if not top.is_dir():
+            raise WolfError(f"--sdk {top} is not a directory")
+        return sdk_mod.SDK(top), str(top), None
+    rel = releases.get(opts.release).name
+    src = download.Source(opts.mirror)
+    archive = download.resolve("sdk", rel, target, src)
+    con.print(f"sdk {archive.name} from {src.base}")
+    path = download.fetch(archive)
+    t, s = target.split("/")
+    into = paths.cache_dir() / "sdk" / rel / f"{t}-{s}"
+    return sdk_mod.SDK(download.extract(path, into, archive.sha256)), archive.name, archive.sha256
+
+
+def _slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Path]:
+    """Working copies for parallel profiles: the tree itself plus n-1 copies (kept in the
+    cache and refreshed when the source tree changes). ``copies_only``: n copies and not the
+    tree, which must not collect the SDK's local packages."""
+    slots = [] if copies_only else [ib.top]
+    stamp_src = _stamp(ib.top)
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(ib.top))[-100:]
+    root = paths.cache_dir() / "slots" / (f"sdk-{name}" if copies_only else name)
+    for i in range(0 if copies_only else 1, n):
+        d = root / f"slot-{i}"
+        stamp = d / ".openwrt-wolf-slot"
+        if not (stamp.exists() and stamp.read_text() == stamp_src):
+            shutil.rmtree(d, ignore_errors=True)
+            tmp = d.with_name(d.name + ".copying")
+            shutil.rmtree(tmp, ignore_errors=True)
+            try:
+                shutil.copytree(ib.top, tmp, symlinks=True)
+                (tmp / ".openwrt-wolf-slot").write_text(stamp_src)
+                os.replace(tmp, d)
+            except OSError as e:
+                shutil.rmtree(tmp, ignore_errors=True)
+                if e.errno == 28:
+                    raise download.disk_full(tmp, e) from None
+                raise
+        slots.append(d)
+    return slots
+
+
+def _stamp(top: Path) -> str:
+    mark = top.parent / download.EXTRACTED_MARK
+    if mark.exists():
+        return mark.read_text()
+    st = (top / "Makefile").stat()
+    return f"{top}:{st.st_mtime_ns}"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Another openwrt-wolf run must not build in the same tree at the same time."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(path))[-120:]
+    lock = paths.cache_dir() / "locks" / f"{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _kill_our_make_groups() -> None:
+    """Stop the make process groups our worker threads started (by their ids)."""
+    me = os.getpid()
+    for children in Path(f"/proc/{me}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            for pid in map(int, children.read_text().split()):
+                with contextlib.suppress(OSError):
+                    if os.getpgid(pid) == pid:  # proc.run starts each in its own group
+                        os.killpg(pid, signal.SIGTERM)
+
+
+def _run_group(
+    target: str, backend: str, jobs: list[Job], opts: Options, st: store.FileStore, con: Any
+) -> list[Outcome]:
+    t0 = time.monotonic()
+    ib, ib_name, ib_sha = _obtain(target, opts, con)
+    t1 = time.monotonic()
+    work = paths.cache_dir() / "builds"
+    work.mkdir(parents=True, exist_ok=True)
+    info_log = work / f"make-info-{target.replace('/', '-')}.log"
+    info_log.unlink(missing_ok=True)
+    with proc.recording() as info_cmds:
+        info = ib.info(info_log)
+    t2 = time.monotonic()
+    local: list[Path] = []
+    sdk_id: tuple[str | None, str | None] = (None, None)
+    if backend == "sdk":
+        local, sdk_id = _sdk_packages(target, jobs, opts, con, info_cmds)
+    t3 = time.monotonic()
+    if info.target != target:
+        raise WolfError(
+            f"the ImageBuilder {ib.top} is for {info.target}, the device needs {target}",
+            hint="give the ImageBuilder of the device's target",
+        )
+    for job in jobs:
+        if job.device.profile not in info.profiles:
+            raise WolfError(
+                f"device {job.device.profile} is not in the ImageBuilder for "
+                f"{job.request.release} {target} ({ib_name})",
+                hint="`make info` there lists its profiles; check the release",
+            )
+    seconds = {"imagebuilder": t1 - t0, "info": t2 - t1}
+    if backend == "sdk":
+        seconds["sdk"] = t3 - t2
+    group = _Group(ib_name, ib_sha, info, seconds, local, sdk_id)
+    n = min(opts.jobs, len(jobs))
+    slots: queue.Queue[Path] = queue.Queue()
+    for d in _slot_dirs(ib, n, copies_only=backend == "sdk"):
+        if backend == "sdk":
+            with _locked(d):
+                sdk_mod.put_local_packages(d, local)
+        slots.put(d)
+    total = len(jobs)
+    done_count = [0]
+    lock = threading.Lock()
+
+    def one(job: Job) -> Outcome:
+        slot = slots.get()
+        try:
+            with _locked(slot):
+                out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st, con)
+        finally:
+            slots.put(slot)
+        with lock:
+            done_count[0] += 1
+            fr = out.record.fit
+            con.print(
+                f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
+                f"(headroom {fr['headroom']} B) {out.path}"
+            )
+        return out
+
+    if n == 1:
+        return [one(j) for j in jobs]
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ib")
+    futures: list[Future[Outcome]] = [pool.submit(one, j) for j in jobs]
+    try:
+        finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in finished if f.exception() is not None]
+        if failed:
+            for f in futures:
+                f.cancel()
+            wait(futures)
+            exc = failed[0].exception()
+            assert exc is not None
+            raise exc
+        return [f.result() for f in futures]
+    except KeyboardInterrupt:
+        for f in futures:
+            f.cancel()
+        _kill_our_make_groups()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _sdk_packages(
+    target: str, jobs: list[Job], opts: Options, con: Any, cmds: list[str]
+) -> tuple[list[Path], tuple[str | None, str | None]]:
+    """Compile, once for the group, the local-feed packages its jobs need."""
+    names: list[str] = []
+    for job in jobs:
+        c = packages.changes(job.rules, None, luci_https=opts.luci_https, sdk=True)
+        names += [n for n in c.local if n not in names]
+    if not names:
+        return [], (None, None)
+    sdk, sdk_name, sdk_sha = _obtain_sdk(target, opts, con)
+    log = paths.cache_dir() / "builds" / f"sdk-{target.replace('/', '-')}.log"
+    log.write_text(f"# openwrt-wolf SDK {sdk_name}: {' '.join(names)}\n")
+    con.print(f"sdk: building {', '.join(names)} from {opts.local_feed()}")
+    with _locked(sdk.top), proc.recording() as sdk_cmds:
+        built = sdk.build(
+            tuple(names), release=jobs[0].request.release, flavour=jobs[0].flavour,
+            feed=opts.local_feed(), log=log, jobs=opts.jobs,
+        )  # fmt: skip
+    cmds += sdk_cmds
+    keep = paths.cache_dir() / "sdk-packages" / target.replace("/", "-")
+    keep.mkdir(parents=True, exist_ok=True)
+    out = []
+    for f in built:
+        shutil.copyfile(f, keep / f.name)
+        out.append(keep / f.name)
+    return out, (sdk_name, sdk_sha)
+
+
+def _build_one(
+    job: Job,
+    ib: ImageBuilder,
+    group: _Group,
+    shared_cmds: list[str],
+    opts: Options,
+    st: store.FileStore,
+    con: Any,
+) -> Outcome:
+    dev = job.device
+    out_dir = paths.cache_dir() / "builds" / job.key
+    partial = out_dir / "bin.partial"
+    final = out_dir / "bin"
+    log = out_dir / "build.log"
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"# openwrt-wolf build {job.label} {job.request.release} key {job.key}\n")
+    except OSError as e:
+        if e.errno == 28:
+            raise download.disk_full(out_dir, e) from None
+        raise
+    changes = packages.changes(
+        job.rules, group.info.defaults(dev.profile), luci_https=opts.luci_https,
+        extra=opts.packages, sdk=job.request.backend == "sdk",
+    )  # fmt: skip
+    value = packages.packages_value(changes)
+    phases = dict(group.seconds)
+
+    def on_line(line: str) -> None:
+        if line.strip() in PHASES:
+            con.print(f"  {job.label}: {line.strip()}")
+
+    with proc.recording() as cmds:
+        t = time.monotonic()
+        manifest = ib.manifest(dev.profile, value, log)
+        phases["manifest"] = time.monotonic() - t
+        ib.clean_pieces(dev.target_path)
+        t = time.monotonic()
+        status, warnings = ib.image(dev.profile, value, partial, log, files=opts.files,
+                                    on_line=on_line)  # fmt: skip
+        phases["image"] = time.monotonic() - t
+        make_seconds = phases["manifest"] + phases["image"]
+        t = time.monotonic()
+        report, files, deleted, notes = _measure(ib, dev, partial)
+        phases["measure"] = time.monotonic() - t
+    if status != 0:
+        notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
+    for f in group.local:  # the SDK's packages beside the images, as OpenWrt's bin/ has them
+        (partial / "packages").mkdir(exist_ok=True)
+        shutil.copyfile(f, partial / "packages" / f.name)
+        files.append({**asdict(Artifact.of(partial / "packages" / f.name, "package")),
+                      "name": f"packages/{f.name}"})  # fmt: skip
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(partial, final)
+    files = [{**a, "path": str(final / a["name"])} for a in files]
+    rel = releases.get(job.request.release)
+    record = BuildRecord(
+        request=job.request,
+        key=job.key,
+        backend=job.request.backend,
+        release=rel.name,
+        release_commit=rel.commit,
+        device=dev.profile,
+        flavour=job.flavour,
+        builder=group.ib_name,
+        builder_sha256=group.ib_sha256,
+        packages_value=value,
+        library_versions={
+            TLS_LIBS.match(n).group(1): v  # type: ignore[union-attr]
+            for n, v in sorted(manifest.items())
+            if TLS_LIBS.match(n)
+        },
+        manifest=manifest,
+        commands=shared_cmds + cmds,
+        phases={k: round(v, 3) for k, v in phases.items()},
+        make_seconds=round(make_seconds, 3),
+        log=str(log),
+        artifacts=files,
+        fit=report.to_dict(),
+        openwrt_warnings=warnings,
+        image_deleted=deleted,
+        notes=list(changes.notes) + notes,
+        sdk=group.sdk[0],
+        sdk_sha256=group.sdk[1],
+    )
+    path = st.put(
+        store.Record(
+            kind=KIND,
+            key=job.key,
+            release=rel.name,
+            device=dev.profile,
+            flavour=job.flavour,
+            data=asdict(record),
+        )
+    )
+    return Outcome(job, record, False, path)
+
+
+def _measure(
+    ib: ImageBuilder, dev: Device, bin_dir: Path
+) -> tuple[fit.FitReport, list[dict[str, Any]], bool, list[str]]:
+    """Fit from the kernel and rootfs pieces in KDIR (present even when OpenWrt deleted the
+    image), the files with their sha256, and where the model and OpenWrt disagree.
+
+    The pieces are copied into BIN_DIR as <profile>-kernel.bin and root.squashfs, so the
+    output directory can be measured again later (`size-report --from`, docs/results.md)."""
+    kdir = ib.kdir(dev.target_path)
+    kernel = kdir / f"{dev.profile}-kernel.bin"
+    roots = sorted(kdir.glob("root.squashfs*"), key=lambda p: p.stat().st_mtime)
+    notes: list[str] = []
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    arts: list[Artifact] = []
+    kernel_size = rootfs_size = None
+    if kernel.is_file():
+        shutil.copyfile(kernel, bin_dir / kernel.name)
+        arts.append(Artifact.of(bin_dir / kernel.name, "kernel"))
+        kernel_size = kernel.stat().st_size
+    else:
+        notes.append(f"no kernel piece {kernel}")
+    if roots:
+        shutil.copyfile(roots[-1], bin_dir / "root.squashfs")
+        arts.append(Artifact.of(bin_dir / "root.squashfs", "rootfs"))
+        data = roots[-1].read_bytes()
+        rootfs_size = squashfs_sb.parse(data, where=str(roots[-1])).bytes_used
+    else:
+        notes.append(f"no root.squashfs in {kdir}")
+    images: dict[str, str] = {}
+    pj = bin_dir / "profiles.json"
+    if pj.is_file():
+        prof = json.loads(pj.read_text()).get("profiles", {}).get(dev.profile, {})
+        images = {i["name"]: i["type"] for i in prof.get("images", [])}
+    sums = {}
+    if (bin_dir / "sha256sums").is_file():
+        sums = download.parse_sha256sums((bin_dir / "sha256sums").read_text())
+    for f in sorted(bin_dir.iterdir()):
+        if not f.is_file() or f.name in (kernel.name, "root.squashfs"):
+            continue
+        kind = images.get(f.name) or (
+            "manifest" if f.name.endswith(".manifest") else
+            f.name if f.name in ("profiles.json", "sha256sums") else "other"
+        )  # fmt: skip
+        a = Artifact.of(f, kind)
+        if f.name in sums and sums[f.name] != a.sha256:
+            notes.append(f"{f.name}: sha256 differs from OpenWrt's sha256sums")
+        arts.append(a)
+    sysupgrade = next((a for a in arts if a.type == "sysupgrade"), None)
+    report = fit.evaluate(dev, kernel_size=kernel_size, rootfs_size=rootfs_size)
+    if sysupgrade is not None and report.checked_size is not None:
+        meta = sysupgrade.size - report.checked_size
+        if meta >= 0:
+            report = fit.evaluate(
+                dev, kernel_size=kernel_size, rootfs_size=rootfs_size, metadata_size=meta
+            )
+        else:
+            notes.append(f"image is {-meta} B smaller than the fit model's checked size")
+    deleted = sysupgrade is None
+    if deleted and report.verdict == "FITS":
+        notes.append("OpenWrt built no sysupgrade image, but the fit model says it fits")
+    if not deleted and report.verdict == "TOO_BIG":
+        notes.append("OpenWrt kept the image, but the fit model says it is too big")
+    return report, [asdict(a) for a in arts], deleted, notes

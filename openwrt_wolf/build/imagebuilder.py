@@ -1,0 +1,225 @@
+"""OpenWrt's ImageBuilder, driven through its own make interface
+(target/imagebuilder/files/Makefile): `make info`, `make manifest`, `make image PROFILE=
+PACKAGES= BIN_DIR= [FILES=]`; the kernel and rootfs pieces it leaves in $(KDIR)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import hosttools, proc
+from ..errors import CommandError, WolfError
+
+MAKE_TIMEOUT = 3 * 3600.0
+# What OpenWrt prints when an image does not fit (check-size, tplink-safeloader, mktplinkfw2).
+SIZE_LINES = re.compile(
+    r"(WARNING: Image file .* is too big: \d+ > \d+"
+    r"|partition too big \(more than \d+ bytes\)"
+    r"|images are too big by \d+ bytes"
+    r"|kernel image is too big)"
+)
+PHASES = ("Installing packages...", "Finalizing root filesystem...", "Building images...",
+          "Calculating checksums...")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Info:
+    """`make info`: the target, OpenWrt's default packages and every profile's packages."""
+
+    target: str
+    default_packages: tuple[str, ...]
+    profiles: dict[str, tuple[str, ...]]
+
+    def defaults(self, profile: str) -> list[str]:
+        """BUILD_PACKAGES before user packages: DEFAULT_PACKAGES + the profile's, where
+        "-name" removes name (the same arithmetic as the ImageBuilder Makefile)."""
+        pkgs = sorted(set(self.default_packages) | set(self.profiles.get(profile, ())))
+        removed = {p[1:] for p in pkgs if p.startswith("-")}
+        return [p for p in pkgs if not p.startswith("-") and p not in removed]
+
+
+def parse_info(text: str) -> Info:
+    target = ""
+    defaults: tuple[str, ...] = ()
+    profiles: dict[str, tuple[str, ...]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := re.match(r'^Current Target: "(.+)"', line):
+            target = m.group(1)
+        elif line.startswith("Default Packages:"):
+            defaults = tuple(line.split(":", 1)[1].split())
+        elif m := re.match(r"^(\S+):$", line):
+            current = m.group(1)
+            profiles[current] = ()
+        elif current and (m := re.match(r"^\s+Packages:(.*)$", line)):
+            profiles[current] = tuple(m.group(1).split())
+    if not target or not profiles:
+        raise WolfError(
+            "`make info` printed no target or no profiles: is this an OpenWrt ImageBuilder?"
+        )
+    return Info(target, defaults, profiles)
+
+
+def package_errors(text: str) -> str | None:
+    """OpenWrt's resolver messages (apk on 25.12+, opkg on 24.10) as one line, or None."""
+    missing = set(re.findall(r"^\s+(\S+) \(no such package\):", text, re.M))
+    missing |= set(re.findall(r"Cannot install package (\S+)\.", text))
+    conflicts: set[str] = set()
+    for a, b in re.findall(r"^\s+([^\s:]+):\n\s+conflicts: ([^\s\[]+)", text, re.M):
+        conflicts |= {a, b}
+    conflicts |= set(re.findall(r"check_data_file_clashes: Package (\S+) wants", text))
+    conflicts |= set(re.findall(r"is already provided by package\s+\*\s+(\S+)", text))
+    conflicts |= set(re.findall(r"ERROR: (\S+): trying to overwrite", text))
+    conflicts |= set(re.findall(r"trying to overwrite \S+ owned by (\S+)\.", text))
+    missing -= conflicts
+    if not missing and not conflicts:
+        return None
+    parts = []
+    if missing:
+        parts.append(f"unknown packages: {', '.join(sorted(missing))}")
+    if conflicts:
+        names = sorted({_strip_version(c) for c in conflicts})
+        parts.append(f"conflicting packages: {', '.join(names)}")
+    return "; ".join(parts)
+
+
+def _strip_version(name: str) -> str:
+    # apk prints name-version (e.g. libustream-wolfssl-2025.10.03-r1)
+    return re.sub(r"-\d[^-]*-r\d+$", "", name)
+
+
+class ImageBuilder:
+    """One unpacked ImageBuilder tree (a working copy: make writes into it)."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        if not (top / "Makefile").is_file():
+            raise WolfError(
+                f"{top} is not an ImageBuilder (no Makefile)",
+                hint="give the unpacked openwrt-imagebuilder-* directory",
+            )
+
+    def make(
+        self,
+        target: str,
+        *variables: str,
+        log: Path,
+        on_line: Callable[[str], None] | None = None,
+    ) -> proc.Completed:
+        return proc.run(
+            ["make", target, *variables],
+            cwd=self.top,
+            timeout=MAKE_TIMEOUT,
+            logfile=log,
+            on_line=on_line,
+            env={"MAKEFLAGS": ""},  # an outer make's jobserver must not leak into the IB
+        )
+
+    def info(self, log: Path) -> Info:
+        try:
+            return parse_info(self.make("info", log=log).output)
+        except CommandError as e:
+            raise _make_error(e, "make info") from None
+
+    def manifest(self, profile: str, packages: str, log: Path) -> dict[str, str]:
+        """`make manifest`: the packages the image would hold; the resolver's refusal as one
+        clear line."""
+        try:
+            out = self.make(
+                "manifest", f"PROFILE={profile}", f"PACKAGES={packages}", "STRIP_ABI=1", log=log
+            ).output
+        except CommandError as e:
+            text = "\n".join(e.tail)
+            why = package_errors(_log_text(e) or text)
+            if why:
+                raise WolfError(
+                    f"impossible package selection for {profile}: {why}",
+                    hint=f"check the flavour in data/flavours.toml or --packages; log: {log}",
+                ) from None
+            raise _make_error(e, "make manifest") from None
+        manifest = {}
+        for line in out.splitlines():
+            m = re.match(r"^(\S+) - (\S+)$", line.strip())
+            if m:
+                manifest[m.group(1)] = m.group(2)
+        return manifest
+
+    def image(
+        self,
+        profile: str,
+        packages: str,
+        bin_dir: Path,
+        log: Path,
+        *,
+        files: Path | None = None,
+        on_line: Callable[[str], None] | None = None,
+    ) -> tuple[int, list[str]]:
+        """`make image`; returns make's exit status and OpenWrt's own size lines.
+
+        check-size only warns and deletes, so make succeeds; tplink-safeloader and mktplinkfw2
+        exit 1 inside the recipe and make fails. A failure whose output holds such a size line
+        is a too-big image (status non-zero, lines returned), anything else a make failure."""
+        args = [f"PROFILE={profile}", f"PACKAGES={packages}", f"BIN_DIR={bin_dir}"]
+        if files:
+            args.append(f"FILES={files}")
+        try:
+            done = self.make("image", *args, log=log, on_line=on_line)
+        except CommandError as e:
+            lines = _size_lines(_log_text(e))
+            if lines and "timed out" not in e.message:
+                return 2, lines
+            raise _make_error(e, "make image") from None
+        return done.returncode, _size_lines(done.output)
+
+    def kdir(self, target: str) -> Path:
+        """$(KDIR) = build_dir/target-<arch>_<libc>/linux-<target>_<subtarget>, where the
+        ImageBuilder ships the kernels and writes root.squashfs."""
+        t, s = target.split("/")
+        found = sorted(self.top.glob(f"build_dir/target-*/linux-{t}_{s}"))
+        if not found:
+            raise WolfError(f"{self.top}: no build_dir/target-*/linux-{t}_{s} (KDIR)")
+        return found[0]
+
+    def clean_pieces(self, target: str) -> None:
+        """Remove what `make image` generates in KDIR (root.*, tmp/), so the pieces measured
+        afterwards are this build's. The shipped kernels stay."""
+        k = self.kdir(target)
+        for p in k.glob("root.*"):
+            p.unlink()
+        shutil.rmtree(k / "tmp", ignore_errors=True)
+
+
+def _size_lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if SIZE_LINES.search(ln)]
+
+
+def _log_text(e: CommandError) -> str:
+    # the resolver's message can be longer than the tail: read the command's part of the log
+    if not e.log:
+        return ""
+    try:
+        text = Path(e.log).read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[text.rfind("\n$ ") + 1 :]
+
+
+def _make_error(e: CommandError, what: str) -> WolfError:
+    text = _log_text(e) or "\n".join(e.tail)
+    if "No space left on device" in text:
+        return WolfError(
+            f"disk full during {what} (No space left on device); log: {e.log}",
+            hint="free space in the cache directory or set OPENWRT_WOLF_CACHE to a bigger disk",
+        )
+    if "Prerequisite check failed" in text:
+        absent = re.findall(r"Checking '([^']+)'\.\.\. failed", text)
+        cat = hosttools.catalogue()
+        named = [f"{t} ({cat[t].package})" if t in cat else t for t in absent]
+        return WolfError(
+            f"the ImageBuilder's prerequisite check failed: missing {', '.join(named) or '?'}",
+            hint="install them with apt-get (Debian package names in parentheses)",
+        )
+    return CommandError(f"{what} failed (exit status non-zero)", tail=e.tail, log=e.log)

@@ -1,0 +1,178 @@
+"""A flavour's package changes on a release (data/flavours.toml), and their renderings with
+the jinja2 templates in templates/ (top level): the ImageBuilder's PACKAGES value, a
+.config fragment (diffconfig) for the SDK and buildroot, and feeds.conf."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .. import flavours, releases
+from ..errors import WolfError
+from ..paths import DATA_DIR, PROJECT_ROOT
+
+TEMPLATES = PROJECT_ROOT / "templates"
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What data/flavours.toml says for one flavour on one release."""
+
+    flavour: str
+    release: str
+    replace: tuple[tuple[str, str], ...]
+    add: tuple[str, ...]
+    remove: tuple[str, ...]
+    luci_https: tuple[str, ...]
+    notes: tuple[str, ...]
+    sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
+
+    def needs_sdk(self, luci_https: bool) -> bool:
+        """Whether the request is only complete with packages the SDK builds."""
+        return luci_https and bool(self.sdk_luci_https)
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Packages to remove from and add to OpenWrt's defaults for one device."""
+
+    remove: tuple[str, ...]
+    add: tuple[str, ...]
+    notes: tuple[str, ...]
+    local: tuple[str, ...] = ()  # of `add`: packages the SDK compiles from the local feed
+
+    def spec(self) -> list[str]:
+        """The change set as ImageBuilder words, sorted: what the request hash covers."""
+        return sorted([f"-{n}" for n in self.remove] + list(self.add))
+
+
+def rules(flavour: str, release: str) -> Rules:
+    fl = flavours.get(flavour)
+    rel = releases.get(release).name
+    spec = fl.raw.get("release", {}).get(rel)
+    if spec is None:
+        raise WolfError(
+            f"flavour {fl.name} has no package changes for release {rel} in data/flavours.toml",
+            hint="add a [flavour.<name>.release.<release>] table",
+        )
+    return Rules(
+        flavour=fl.name,
+        release=rel,
+        replace=tuple(sorted(spec.get("replace", {}).items())),
+        add=tuple(spec.get("add", ())),
+        remove=tuple(spec.get("remove", ())),
+        luci_https=tuple(spec.get("luci_https", ())),
+        notes=tuple(spec.get("notes", ())),
+        sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
+    )
+
+
+def changes(
+    r: Rules,
+    defaults: Iterable[str] | None = None,
+    *,
+    luci_https: bool = False,
+    extra: Iterable[str] = (),
+    sdk: bool = False,
+) -> Changes:
+    """Apply the rules to a device's default package set.
+
+    ``defaults`` is OpenWrt's default set for the profile (the ImageBuilder's `make info`);
+    a replacement only applies when its package is there (wpad-basic-* exists only on targets
+    with Wi-Fi). Without defaults every replacement applies (the request's own view).
+    """
+    have = None if defaults is None else set(defaults)
+    remove: list[str] = []
+    add: list[str] = []
+    for old, new in r.replace:
+        if have is None or old in have:
+            remove.append(old)
+            add.append(new)
+    remove += [p for p in r.remove if p not in remove]
+    local = r.sdk_luci_https if (sdk and luci_https) else ()
+    luci = (local or r.luci_https) if luci_https else ()
+    wanted = list(r.add) + list(luci) + list(extra)
+    for p in wanted:
+        if p.startswith("-"):
+            if p[1:] not in remove:
+                remove.append(p[1:])
+        elif p not in add:
+            add.append(p)
+    clash = sorted(set(remove) & set(add))
+    if clash:
+        raise WolfError(
+            f"flavour {r.flavour} on {r.release} both removes and adds {', '.join(clash)}",
+            hint="fix data/flavours.toml or --packages",
+        )
+    notes = r.notes if (luci_https or not _luci_note(r.notes)) else _no_luci(r.notes)
+    return Changes(tuple(remove), tuple(add), notes, tuple(local))
+
+
+def _luci_note(notes: tuple[str, ...]) -> bool:
+    return any("luci" in n for n in notes)
+
+
+def _no_luci(notes: tuple[str, ...]) -> tuple[str, ...]:
+    # notes about the LuCI HTTPS collection only matter when it was asked for
+    return tuple(n for n in notes if "luci" not in n)
+
+
+@cache
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def render(template: str, **ctx: Any) -> str:
+    return _env().get_template(template).render(**ctx)
+
+
+def packages_value(c: Changes) -> str:
+    """PACKAGES="..." for `make image` and `make manifest`."""
+    return " ".join(render("imagebuilder-packages.j2", changes=c).split())
+
+
+def diffconfig(
+    c: Changes, *, flavour: str, release: str, target: str, subtarget: str, profile: str
+) -> str:
+    return render(
+        "diffconfig.j2",
+        changes=c,
+        flavour=flavour,
+        release=release,
+        target=f"{target}/{subtarget}",
+        board=target,
+        subtarget=subtarget,
+        profile=profile,
+    )
+
+
+@cache
+def _feeds() -> dict[str, Any]:
+    return tomllib.loads((DATA_DIR / "feeds.toml").read_text())
+
+
+def feeds_conf(release: str, flavour: str, local_feed: Path | None = None) -> str:
+    rel = releases.get(release).name
+    spec = _feeds()["release"].get(rel)
+    if spec is None:
+        raise WolfError(
+            f"no feeds.conf.default known for release {rel}",
+            hint="add it to data/feeds.toml from the release's tree",
+        )
+    feeds = list(spec["feeds"])
+    if local_feed is not None:
+        feeds.append({"method": "src-link", "name": "wolf", "url": str(local_feed)})
+    return render("feeds.conf.j2", feeds=feeds, release=rel, flavour=flavour)

@@ -1,0 +1,105 @@
+"""The build record: what was asked (the request, whose hash keys the store), what ran and
+what came out. Stored as store.Record(kind="build", key=<request hash>, data=asdict(...)).
+docs/build.md describes every field."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import WolfError
+
+KIND = "build"
+# Bump when BuildRecord or the meaning of a request changes: old records stop matching.
+BUILD_SCHEMA = 1
+BACKENDS = ("imagebuilder", "sdk", "buildroot")
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    release: str
+    target: str  # "ath79/generic"
+    profile: str
+    flavour: str
+    packages: tuple[str, ...]  # the flavour's change set, sorted ("-libustream-mbedtls", ...)
+    patch_set: str  # sha256 of the patch set applied, "none" for stock packages
+    backend: str
+    schema: int = BUILD_SCHEMA
+
+    def key(self) -> str:
+        """The request hash: stable across runs and machines."""
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BuildRequest:
+        return cls(**{**d, "packages": tuple(d["packages"])})
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file a build produced, kept simple for the report's artifacts model."""
+
+    name: str
+    path: str
+    sha256: str
+    size: int
+    type: str  # "sysupgrade", "factory", "kernel", "rootfs", "manifest", "profiles.json", ...
+
+    @classmethod
+    def of(cls, path: Path, type: str) -> Artifact:
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        return cls(path.name, str(path), h.hexdigest(), path.stat().st_size, type)
+
+
+@dataclass(frozen=True)
+class BuildRecord:
+    request: BuildRequest
+    key: str
+    backend: str
+    release: str
+    release_commit: str
+    device: str  # profile id
+    flavour: str
+    builder: str  # the ImageBuilder used: archive name or path
+    builder_sha256: str | None  # of the archive, when downloaded
+    packages_value: str  # PACKAGES= exactly as passed to make
+    library_versions: dict[str, str]  # TLS library packages in the manifest -> version
+    manifest: dict[str, str]  # every installed package -> version (`make manifest`)
+    commands: list[str]  # a line reproducing every command run
+    phases: dict[str, float]  # seconds per phase: imagebuilder, info, manifest, image, measure
+    make_seconds: float  # wall time of the make runs alone
+    log: str  # the full build log
+    artifacts: list[dict[str, Any]]  # [{"name","path","sha256","size","type"}] of every file
+    fit: dict[str, Any]  # fit.FitReport.to_dict()
+    openwrt_warnings: list[str]  # OpenWrt's own "is too big" / "partition too big" lines
+    image_deleted: bool  # OpenWrt built no sysupgrade image (too big)
+    notes: list[str] = field(default_factory=list)  # the flavour's notes, model disagreements
+    sdk: str | None = None  # sdk backend: the SDK used (archive name or path)
+    sdk_sha256: str | None = None  # of the SDK archive, when downloaded
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> BuildRecord:
+        try:
+            return cls(**{**d, "request": BuildRequest.from_dict(d["request"])})
+        except (KeyError, TypeError) as e:
+            raise WolfError(
+                f"build record does not match this version's model: {e}",
+                hint="rebuild with --force",
+            ) from None
+
+    def image(self) -> dict[str, Any] | None:
+        for a in self.artifacts:
+            if a["type"] == "sysupgrade":
+                return a
+        return None
