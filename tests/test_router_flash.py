@@ -210,7 +210,7 @@ def test_flavour_mismatch_after_flash(router: FakeRouter, tmp_path: Path) -> Non
     img = make_image(tmp_path / "a.bin", packages=BASE_STATE["packages"])
     with pytest.raises(WolfError, match=r"^verify: .*do not match wolfssl") as e:
         do_flash(router, img, flavour="wolfssl")
-    assert "still installed: apk-mbedtls, libmbedtls21, libustream-mbedtls" in str(e.value)
+    assert "still installed: libustream-mbedtls (" in str(e.value)
 
 
 def test_host_key_mismatch_and_auth_failure(router: FakeRouter, tmp_path: Path) -> None:

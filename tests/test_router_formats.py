@@ -86,9 +86,19 @@ def test_flavour_rules() -> None:
     wolf = packages.check("apk", default, "wolfssl")
     assert not wolf.ok
     assert "libustream-wolfssl*" in wolf.missing
-    assert set(wolf.unwanted) == {"libustream-mbedtls", "libmbedtls21", "apk-mbedtls"}
+    # apk has no wolfSSL backend: apk-mbedtls and its libmbedtls may stay on apk releases
+    assert set(wolf.unwanted) == {"libustream-mbedtls"}
     good = {"libustream-wolfssl": "1", "libwolfssl5.9.1.e624513f": "1", "apk-openssl": "1"}
     assert packages.check("apk", good, "wolfssl").ok
+    kept = {**good, "apk-mbedtls": "1", "libmbedtls21": "1"}
+    assert packages.check("apk", kept, "wolfssl").ok
+    # opkg (24.10) needs no Mbed TLS at all: there any is a leftover
+    opkg_kept = {
+        "libustream-wolfssl20201210": "1",
+        "libwolfssl5.9.1.e624513f": "1",
+        "libmbedtls21": "1",
+    }
+    assert packages.check("opkg", opkg_kept, "wolfssl").unwanted == ("libmbedtls21",)
     with pytest.raises(WolfError, match="unknown flavour"):
         packages.check("apk", good, "gnutls")
 

@@ -25,6 +25,7 @@ class FlavourRule:
     flavour: str
     required: tuple[str, ...]
     forbidden: tuple[str, ...]
+    apk_keeps: tuple[str, ...] = ()  # forbidden, but apk (no backend for the flavour) needs them
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,12 @@ def rules() -> dict[str, FlavourRule]:
     raw: dict[str, Any] = tomllib.loads((DATA_DIR / "flavour_packages.toml").read_text())
     out = {}
     for name, spec in raw["flavour"].items():
-        out[name] = FlavourRule(name, tuple(spec["required"]), tuple(spec["forbidden"]))
+        out[name] = FlavourRule(
+            name,
+            tuple(spec["required"]),
+            tuple(spec["forbidden"]),
+            tuple(spec.get("apk_keeps", ())),
+        )
     unknown = set(out) - set(flavours.names())
     if unknown:
         raise WolfError(
@@ -105,6 +111,10 @@ def check(manager: str, pkgs: dict[str, str], flavour: str) -> PackageCheck:
     names = sorted(pkgs)
     missing = tuple(g for g in r.required if not fnmatch.filter(names, g))
     unwanted = tuple(sorted({n for g in r.forbidden for n in fnmatch.filter(names, g)}))
+    if manager == "apk":
+        unwanted = tuple(
+            n for n in unwanted if not any(fnmatch.fnmatchcase(n, g) for g in r.apk_keeps)
+        )
     globs = {g for fr in rules().values() for g in (*fr.required, *fr.forbidden)}
     tls = tuple(n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs))
     return PackageCheck(manager, r.flavour, dict(pkgs), tls, missing, unwanted)
