@@ -43,6 +43,23 @@ def hosttools(c, group="test", install=False):
 # --- patch set (issue 4) ---------------------------------------------------------------
 
 
+@task(
+    help={
+        "tree": "OpenWrt tree (git checkout or plain directory)",
+        "check": "only check that every series applies; change nothing",
+        "revert": "revert the applied series",
+        "status": "list applied/unapplied patches per series",
+        "patches": "patches directory (default: this project's patches/)",
+    }
+)
+@guarded
+def patch(c, tree=None, check=False, revert=False, status=False, patches=None):
+    """Apply the USE_WOLFSSL patch set (patches/series and per-feed series) to an OpenWrt tree."""
+    from openwrt_wolf import patch_cmd
+
+    patch_cmd.main(tree, check=check, revert=revert, status=status, patches=patches)
+
+
 # --- VM and memory (issue 5) -----------------------------------------------------------
 
 
