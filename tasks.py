@@ -60,6 +60,21 @@ def patch(c, tree=None, check=False, revert=False, status=False, patches=None):
     patch_cmd.main(tree, check=check, revert=revert, status=status, patches=patches)
 
 
+@task(
+    help={
+        "tree": "pristine OpenWrt v25.12.5 tree (read only; a patched copy is made)",
+        "targets": "comma-separated targets, or all (default ath79/generic,ramips/mt76x8,malta/be)",
+    }
+)
+@guarded
+def patch_defaults(c, tree=None, targets=None):
+    """Compare each profile's default packages: pristine vs. patched, USE_WOLFSSL off and on."""
+    from openwrt_wolf import patch_cmd
+
+    if patch_cmd.defaults_main(tree, targets):
+        raise SystemExit(1)
+
+
 # --- VM and memory (issue 5) -----------------------------------------------------------
 
 

@@ -39,3 +39,40 @@ def main(
     for o in outcomes:
         con.print(f"{o.action:16} {o.series:16} {len(o.patches)} patches  {o.directory}")
     return 0
+
+
+def defaults_main(tree: str | None, targets: str | None = None) -> int:
+    """Default packages per profile: pristine tree vs. a patched copy, USE_WOLFSSL off and on."""
+    import collections
+    import tempfile
+
+    from . import defaults
+
+    if not tree:
+        raise WolfError("no tree given", hint="pass --tree PATH (an OpenWrt v25.12.5 tree)")
+    hosttools.ensure("patch")
+    root = Path(tree).expanduser().resolve()
+    chosen = tuple(t.strip() for t in targets.split(",")) if targets else defaults.DEFAULT_TARGETS
+    con = term.console()
+    with tempfile.TemporaryDirectory(prefix="wolf-defaults-") as tmp:
+        with con.status("scanning the pristine tree"):
+            before = defaults.collect(root, chosen)
+        with con.status("scanning a patched copy"):
+            patched = defaults.patched_copy(root, Path(tmp) / "patched")
+            off = defaults.collect(patched, chosen, use_wolfssl=False)
+            on = defaults.collect(patched, chosen, use_wolfssl=True)
+    for t, td in before.targets.items():
+        con.print(f"[bold]{t}[/]: {len(td.profiles)} profiles")
+        con.print(f"  Default-Packages: {' '.join(td.default_packages)}", markup=False)
+    off_changes = defaults.compare(before, off)
+    con.print(f"USE_WOLFSSL off: {len(off_changes)} differences from the pristine tree")
+    for c in off_changes:
+        con.print(f"  {c.target} {c.profile or 'Default-Packages'}: -{c.removed} +{c.added}")
+    on_changes = defaults.compare(before, on)
+    con.print(f"USE_WOLFSSL on: {len(on_changes)} profiles change")
+    groups = collections.Counter(
+        (c.target, " ".join(c.removed), " ".join(c.added)) for c in on_changes
+    )
+    for (t, removed, added), n in sorted(groups.items()):
+        con.print(f"  {t}: {n} profiles: -[{removed}] +[{added}]", markup=False)
+    return 1 if off_changes else 0
