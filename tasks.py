@@ -75,6 +75,16 @@ def patch_defaults(c, tree=None, targets=None):
         raise SystemExit(1)
 
 
+@task(help={"lib": "a built libwolfssl.so (e.g. the footprint lab's minimal build)"})
+@guarded
+def symbols(c, lib=None):
+    """Does libwolfssl.so export every wolfSSL symbol the USE_WOLFSSL packages import?"""
+    from openwrt_wolf import patch_cmd
+
+    if patch_cmd.symbols_main(lib):
+        raise SystemExit(1)
+
+
 # --- VM and memory (issue 5) -----------------------------------------------------------
 
 

@@ -76,3 +76,21 @@ def defaults_main(tree: str | None, targets: str | None = None) -> int:
     for (t, removed, added), n in sorted(groups.items()):
         con.print(f"  {t}: {n} profiles: -[{removed}] +[{added}]", markup=False)
     return 1 if off_changes else 0
+
+
+def symbols_main(lib: str | None) -> int:
+    """Check a built libwolfssl.so against the USE_WOLFSSL consumers' symbol lists."""
+    from . import symbols
+
+    if not lib:
+        raise WolfError("no library given", hint="pass --lib PATH/libwolfssl.so")
+    res = symbols.check(Path(lib).expanduser())
+    con = term.console()
+    con.print(f"{res.library}: {res.exported} exported symbols", markup=False)
+    for r in res.results:
+        tag = "ok" if not r.missing else ("MISSING" if r.required else "missing (informational)")
+        con.print(f"  {r.consumer:22} {r.needed:4} needed  {tag}", markup=False)
+        for name in r.missing:
+            con.print(f"      {name}", markup=False)
+    con.print("all required consumers resolved" if res.ok else "required symbols missing")
+    return 0 if res.ok else 1

@@ -1,0 +1,63 @@
+"""The patch files agree with the project's data: the wolfSSL minimal option list with the
+footprint lab's (data/footprint/wolfssl-minimal.toml, when that area is present), and every
+wolfSSL package the swap selects with a symbol list in data/wolfssl_consumers.toml."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf import patchset, symbols
+from openwrt_wolf.paths import DATA_DIR
+
+PATCHES = patchset.PATCHES_DIR
+FOOTPRINT_MINIMAL = DATA_DIR / "footprint" / "wolfssl-minimal.toml"
+
+
+def _added_lines(patch: str) -> list[str]:
+    text = (PATCHES / patch).read_text()
+    return [ln[1:] for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+
+
+def _minimal_args() -> tuple[set[str], set[str]]:
+    """configure args of the WOLFSSL_MINIMAL block in patch 0003, and its extra CFLAGS."""
+    lines = _added_lines("0003-wolfssl-add-minimal-build-and-ECC-choice.patch")
+    start = lines.index("ifeq ($(CONFIG_WOLFSSL_MINIMAL),y)")
+    end = lines.index("else", start)
+    block = lines[start:end]
+    args = set()
+    for ln in block:
+        arg = ln.strip().rstrip("\\").strip()
+        if arg.startswith("--") and not arg.startswith("--enable-sp="):
+            args.add(arg.replace("$(if $(CONFIG_IPV6),enable,disable)", "enable"))
+    cflags = {f for ln in block if "TARGET_CFLAGS" in ln for f in ln.split() if f.startswith("-D")}
+    return args, cflags
+
+
+def test_minimal_block_has_ecc_choice() -> None:
+    lines = _added_lines("0003-wolfssl-add-minimal-build-and-ECC-choice.patch")
+    assert "\t--enable-sp=$(if $(CONFIG_WOLFSSL_ECC_SP_P256),p256,no)" in lines
+    assert "\tdefault WOLFSSL_ECC_SP_P256" in lines
+
+
+@pytest.mark.skipif(not FOOTPRINT_MINIMAL.is_file(), reason="footprint lab data not merged here")
+def test_minimal_options_match_footprint_lab() -> None:
+    fp = tomllib.loads(FOOTPRINT_MINIMAL.read_text())
+    ours, our_cflags = _minimal_args()
+    theirs = set(fp["configure"])
+    assert ours == theirs, f"only in patch: {ours - theirs}; only in footprint: {theirs - ours}"
+    assert our_cflags <= set(fp.get("cflags", [])) | {"-DWOLFSSL_ALT_NAMES"}
+    assert fp["ecc"]["sp-p256"]["configure"] == ["--enable-sp=p256"]
+    assert fp["ecc"]["generic"]["configure"] == ["--enable-sp=no"]
+
+
+def test_every_swapped_package_has_a_symbol_list() -> None:
+    lines = _added_lines("0002-target-swap-mbedtls-defaults-with-USE_WOLFSSL.patch")
+    pairs = [m.group(2) for ln in lines if (m := re.match(r"\s+([\w-]+):([\w-]+)", ln))]
+    assert "wpad-basic-wolfssl" in pairs and "libustream-wolfssl" in pairs
+    consumers = {c.name for c in symbols.load_consumers() if c.required}
+    libraries = {p for p in pairs if p != "luci-ssl-wolfssl"}  # a collection, links nothing
+    assert libraries == consumers
