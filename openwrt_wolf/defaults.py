@@ -62,7 +62,9 @@ def scan(tree: Path, targets: tuple[str, ...], work: Path) -> tuple[str, str]:
         raise WolfError("gawk not found (OpenWrt's scan.awk needs it)", hint="apt-get install gawk")
     top = work / "openwrt"
     if targets == ("all",):
-        boards = {d.name for d in (tree / "target" / "linux").iterdir() if (d / "Makefile").is_file()}
+        boards = {
+            d.name for d in (tree / "target" / "linux").iterdir() if (d / "Makefile").is_file()
+        }
     else:
         boards = {t.split("/")[0] for t in targets}
     _scratch_copy(tree, boards, top)

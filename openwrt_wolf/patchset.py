@@ -279,7 +279,10 @@ def series_status(tree: Path, series: Series) -> SeriesStatus:
     reverts, _ = _applies(root, series, reverse=True)
     if reverts:
         return SeriesStatus(
-            series.name, str(root), "applied", [PatchState(p.name, "applied") for p in series.patches]
+            series.name,
+            str(root),
+            "applied",
+            [PatchState(p.name, "applied") for p in series.patches],
         )
     applies, err = _applies(root, series, reverse=False)
     if applies:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from .errors import WolfError
 from .paths import DATA_DIR
@@ -61,7 +62,9 @@ def load_consumers(path: Path = CONSUMERS_FILE) -> list[Consumer]:
         syms = c.get("symbols")
         if not isinstance(syms, list) or not syms or not all(isinstance(s, str) for s in syms):
             raise WolfError(f"{path}: consumer {name} needs a non-empty symbols list")
-        out.append(Consumer(name, str(c.get("source", "")), bool(c.get("required", True)), tuple(syms)))
+        out.append(
+            Consumer(name, str(c.get("source", "")), bool(c.get("required", True)), tuple(syms))
+        )
     if not out:
         raise WolfError(f"{path}: no [consumer.<package>] tables")
     return out
@@ -73,7 +76,7 @@ def exported_symbols(library: Path) -> set[str]:
         with library.open("rb") as fh:
             elf = ELFFile(fh)
             dynsym = elf.get_section_by_name(".dynsym")
-            if dynsym is None:
+            if not isinstance(dynsym, SymbolTableSection):
                 raise WolfError(f"{library}: no dynamic symbol table (not a shared library?)")
             names: set[str] = set()
             for sym in dynsym.iter_symbols():

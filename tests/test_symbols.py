@@ -66,7 +66,10 @@ def test_check_reports_missing(lib: Path, tmp_path: Path) -> None:
     assert by["wpad-basic-wolfssl"].missing == ["ecc_map", "wc_imported"]
     assert by["wpad-wolfssl"].missing == ["sp_add"]
     assert not res.ok
-    data.write_text('[consumer.x]\nsymbols = ["wolfSSL_new"]\n[consumer.y]\nrequired = false\nsymbols = ["nope"]\n')
+    data.write_text(
+        '[consumer.x]\nsymbols = ["wolfSSL_new"]\n'
+        '[consumer.y]\nrequired = false\nsymbols = ["nope"]\n'
+    )
     assert symbols.check(lib, symbols.load_consumers(data)).ok  # informational misses don't fail
 
 
