@@ -132,7 +132,9 @@ def device_selects(kconfig: str, conf: str, symbols: dict[str, bool]) -> dict[st
     out: dict[str, list[str]] = {}
     head = re.compile(rf"^config TARGET_{re.escape(conf)}_(\S+)$")
     sel = re.compile(r"^\s+select DEFAULT_(\S+?)(?: if (.+))?$")
-    current: str | None = None
+    depends = f"depends on TARGET_{conf}"
+    profiles: set[str] = set()  # blocks that depend on the target itself; subtarget configs
+    current: str | None = None  # such as TARGET_lantiq_xrx200_legacy also match `head`
     for line in kconfig.splitlines():
         m = head.match(line)
         if m:
@@ -143,11 +145,11 @@ def device_selects(kconfig: str, conf: str, symbols: dict[str, bool]) -> dict[st
             continue
         if line and not line[0].isspace():
             current = None
-            continue
-        s = sel.match(line)
-        if s and _holds(s.group(2) or "", symbols):
+        elif line.strip() == depends:
+            profiles.add(current)
+        elif (s := sel.match(line)) and _holds(s.group(2) or "", symbols):
             out[current].append(s.group(1))
-    return {k: sorted(v) for k, v in out.items()}
+    return {k: sorted(v) for k, v in out.items() if k in profiles}
 
 
 def collect(

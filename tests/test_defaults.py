@@ -29,7 +29,12 @@ config TARGET_ath79_generic_DEVICE_a
 
 config TARGET_ath79_generic_DEVICE_b
 \tbool "B"
+\tdepends on TARGET_ath79_generic
 \tselect DEFAULT_base-files
+
+config TARGET_ath79_generic_legacy
+\tbool "a subtarget whose name extends the target's, not a profile"
+\tdepends on TARGET_ath79
 
 config TARGET_ath79_nand_DEVICE_c
 \tbool "C"
