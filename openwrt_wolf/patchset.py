@@ -324,7 +324,14 @@ def _install(stage: Path, root: Path, files: list[str]) -> dict[str, str]:
             os.replace(tmp, dst)
         elif dst.exists():
             dst.unlink()
+            _prune_empty(dst.parent, root)  # a revert leaves no directory a patch created
     return hashes
+
+
+def _prune_empty(d: Path, root: Path) -> None:
+    while d != root and d.is_relative_to(root) and d.is_dir() and not any(d.iterdir()):
+        d.rmdir()
+        d = d.parent
 
 
 def _run_series(root: Path, series: Series, *, reverse: bool) -> dict[str, str]:

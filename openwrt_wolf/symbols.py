@@ -8,6 +8,7 @@ default or protected visibility, functions or objects.
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -102,3 +103,32 @@ def check(library: Path, consumers: list[Consumer] | None = None) -> SymbolCheck
         for c in consumers
     ]
     return SymbolCheck(str(library), len(have), results)
+
+
+def export_patterns(path: Path = CONSUMERS_FILE) -> list[str]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    pats = data.get("exports", {}).get("patterns", [])
+    if not isinstance(pats, list) or not all(isinstance(p, str) for p in pats):
+        raise WolfError(f"{path}: [exports] patterns must be a list of strings")
+    return pats
+
+
+def version_script(path: Path = CONSUMERS_FILE) -> str:
+    """The linker version script of the minimal library: the wolfCrypt namespaces whole, plus
+    each other symbol a required consumer imports; everything else local (so LTO can drop it)."""
+    pats = export_patterns(path)
+    names = sorted(
+        {
+            s
+            for c in load_consumers(path)
+            if c.required
+            for s in c.symbols
+            if not any(fnmatch.fnmatchcase(s, p) for p in pats)
+        }
+    )
+    body = "".join(f"    {n};\n" for n in [*pats, *names])
+    return (
+        "/* libwolfssl minimal mode: what OpenWrt's default wolfSSL packages import.\n"
+        " * Generated from openwrt-wolf data/wolfssl_consumers.toml. */\n"
+        f"{{\n  global:\n{body}  local: *;\n}};\n"
+    )

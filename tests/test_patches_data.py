@@ -60,3 +60,23 @@ def test_every_swapped_package_has_a_symbol_list() -> None:
     consumers = {c.name for c in symbols.load_consumers() if c.required}
     libraries = {p for p in pairs if p != "luci-ssl-wolfssl"}  # a collection, links nothing
     assert libraries == consumers
+
+
+def test_export_map_in_patch_is_generated_from_consumers() -> None:
+    text = (PATCHES / "0003-wolfssl-add-minimal-build-and-ECC-choice.patch").read_text()
+    section = text.split("+++ b/package/libs/wolfssl/files/libwolfssl-minimal.map\n", 1)[1]
+    body = "".join(
+        ln[1:] + "\n" for ln in section.splitlines()[1:] if ln.startswith("+")
+    )  # [1:] skips the @@ line
+    assert body == symbols.version_script()
+
+
+def test_export_map_covers_every_required_symbol() -> None:
+    import fnmatch
+
+    script = symbols.version_script()
+    globs = [ln.strip().rstrip(";") for ln in script.split("global:")[1].split("local:")[0].split()]
+    for c in symbols.load_consumers():
+        if c.required:
+            for s in c.symbols:
+                assert any(fnmatch.fnmatchcase(s, g) for g in globs), (c.name, s)

@@ -130,6 +130,7 @@ def test_apply_reapply_revert(tree: Path, patches: Path) -> None:
     assert [o.action for o in rev] == ["reverted", "reverted"]
     assert _snapshot(tree) == before
     assert not (tree / patchset.STAMP).exists()
+    assert not (tree / "feeds-new").exists()  # the directory the created file needed is gone
 
 
 def test_git_tree_clean_after_revert(patches: Path, tmp_path: Path) -> None:
