@@ -4,13 +4,17 @@ wolfSSL package the swap selects with a symbol list in data/wolfssl_consumers.to
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import subprocess
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from openwrt_wolf import patchset, symbols
 from openwrt_wolf.paths import DATA_DIR
+from tests.conftest import need_tools
 
 PATCHES = patchset.PATCHES_DIR
 FOOTPRINT_MINIMAL = DATA_DIR / "footprint" / "wolfssl-minimal.toml"
@@ -72,11 +76,39 @@ def test_export_map_in_patch_is_generated_from_consumers() -> None:
 
 
 def test_export_map_covers_every_required_symbol() -> None:
-    import fnmatch
-
     script = symbols.version_script()
     globs = [ln.strip().rstrip(";") for ln in script.split("global:")[1].split("local:")[0].split()]
     for c in symbols.load_consumers():
         if c.required:
             for s in c.symbols:
                 assert any(fnmatch.fnmatchcase(s, g) for g in globs), (c.name, s)
+
+
+def test_make_swap_function_of_patch_0002(tmp_path: Path) -> None:
+    """Run GNU make on the definitions patch 0002 adds to include/target.mk."""
+    need_tools("make")
+    lines = _added_lines("0002-target-swap-mbedtls-defaults-with-USE_WOLFSSL.patch")
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("WOLFSSL_SWAP:="))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("wolfssl_swap="))
+    defs = [ln for ln in lines[start : end + 1] if not ln.startswith("#")]
+    mk = tmp_path / "swap.mk"
+    mk.write_text(
+        "\n".join(defs)
+        + "\nall:\n\t@echo '$(strip $(call wolfssl_swap,base-files libustream-mbedtls "
+        "-wpad-basic-mbedtls wpad-basic-mbedtls px5g-mbedtls uencrypt-mbedtls luci-ssl "
+        "libmbedtls apk-mbedtls))'\n"
+    )
+    out = subprocess.run(
+        ["make", "-s", "-f", str(mk)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [
+        "base-files",
+        "libustream-wolfssl",
+        "-wpad-basic-wolfssl",
+        "wpad-basic-wolfssl",
+        "px5g-wolfssl",
+        "uencrypt-wolfssl",
+        "luci-ssl-wolfssl",
+        "libmbedtls",  # not a default-package variant: left alone
+        "apk-mbedtls",  # the package manager keeps its Mbed TLS backend (docs/patches.md)
+    ]
