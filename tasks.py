@@ -64,24 +64,30 @@ def patch(c, tree=None, check=False, revert=False, status=False, patches=None):
     help={
         "tree": "pristine OpenWrt v25.12.5 tree (read only; a patched copy is made)",
         "targets": "comma-separated targets, or all (default ath79/generic,ramips/mt76x8,malta/be)",
+        "store": "results store directory",
     }
 )
 @guarded
-def patch_defaults(c, tree=None, targets=None):
+def patch_defaults(c, tree=None, targets=None, store=None):
     """Compare each profile's default packages: pristine vs. patched, USE_WOLFSSL off and on."""
     from openwrt_wolf import patch_cmd
 
-    if patch_cmd.defaults_main(tree, targets):
+    if patch_cmd.defaults_main(tree, targets, store):
         raise SystemExit(1)
 
 
-@task(help={"lib": "a built libwolfssl.so (e.g. the footprint lab's minimal build)"})
+@task(
+    help={
+        "lib": "a built libwolfssl.so (e.g. the footprint lab's minimal build)",
+        "store": "results store directory",
+    }
+)
 @guarded
-def symbols(c, lib=None):
+def symbols(c, lib=None, store=None):
     """Does libwolfssl.so export every wolfSSL symbol the USE_WOLFSSL packages import?"""
     from openwrt_wolf import patch_cmd
 
-    if patch_cmd.symbols_main(lib):
+    if patch_cmd.symbols_main(lib, store):
         raise SystemExit(1)
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import patchset, proc
 from .errors import WolfError
@@ -212,5 +213,39 @@ def patched_copy(tree: Path, dest: Path) -> Path:
     return dest
 
 
-def as_dict(report: DefaultsReport) -> dict[str, object]:
-    return asdict(report)
+@dataclass
+class DefaultsComparison:
+    """Pristine tree vs. patched copy, USE_WOLFSSL off and on: what a release engineer checks."""
+
+    tree: str
+    targets: list[str]
+    profiles: int
+    default_packages: dict[str, list[str]]  # the pristine scan's Default-Packages per target
+    off_changes: list[Change]
+    on_changes: list[Change]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DefaultsComparison:
+        return cls(
+            d["tree"],
+            list(d["targets"]),
+            d["profiles"],
+            {k: list(v) for k, v in d["default_packages"].items()},
+            [Change(**c) for c in d["off_changes"]],
+            [Change(**c) for c in d["on_changes"]],
+        )
+
+
+def compare_tree(tree: Path, targets: tuple[str, ...], work: Path) -> DefaultsComparison:
+    before = collect(tree, targets)
+    patched = patched_copy(tree, work / "patched")
+    off = collect(patched, targets, use_wolfssl=False)
+    on = collect(patched, targets, use_wolfssl=True)
+    return DefaultsComparison(
+        str(tree),
+        sorted(before.targets),
+        sum(len(t.profiles) for t in before.targets.values()),
+        {t: td.default_packages for t, td in before.targets.items()},
+        compare(before, off),
+        compare(before, on),
+    )

@@ -41,12 +41,18 @@ def main(
     return 0
 
 
-def defaults_main(tree: str | None, targets: str | None = None) -> int:
+RELEASE = "25.12.5"  # the release the series is written against
+
+
+def defaults_main(tree: str | None, targets: str | None = None, store: str | None = None) -> int:
     """Default packages per profile: pristine tree vs. a patched copy, USE_WOLFSSL off and on."""
     import collections
+    import hashlib
     import tempfile
+    from dataclasses import asdict
 
-    from . import defaults
+    from . import defaults, paths
+    from .store import FileStore, Record
 
     if not tree:
         raise WolfError("no tree given", hint="pass --tree PATH (an OpenWrt v25.12.5 tree)")
@@ -54,37 +60,41 @@ def defaults_main(tree: str | None, targets: str | None = None) -> int:
     root = Path(tree).expanduser().resolve()
     chosen = tuple(t.strip() for t in targets.split(",")) if targets else defaults.DEFAULT_TARGETS
     con = term.console()
-    with tempfile.TemporaryDirectory(prefix="wolf-defaults-") as tmp:
-        with con.status("scanning the pristine tree"):
-            before = defaults.collect(root, chosen)
-        with con.status("scanning a patched copy"):
-            patched = defaults.patched_copy(root, Path(tmp) / "patched")
-            off = defaults.collect(patched, chosen, use_wolfssl=False)
-            on = defaults.collect(patched, chosen, use_wolfssl=True)
-    for t, td in before.targets.items():
-        con.print(f"[bold]{t}[/]: {len(td.profiles)} profiles")
-        con.print(f"  Default-Packages: {' '.join(td.default_packages)}", markup=False)
-    off_changes = defaults.compare(before, off)
-    con.print(f"USE_WOLFSSL off: {len(off_changes)} differences from the pristine tree")
-    for c in off_changes:
+    with (
+        tempfile.TemporaryDirectory(prefix="wolf-defaults-") as tmp,
+        con.status("scanning the pristine tree and a patched copy (OpenWrt's target scan)"),
+    ):
+        cmp = defaults.compare_tree(root, chosen, Path(tmp))
+    con.print(f"{len(cmp.targets)} targets, {cmp.profiles} profiles")
+    if len(cmp.targets) <= 5:
+        for t, pkgs in cmp.default_packages.items():
+            con.print(f"  {t} Default-Packages: {' '.join(pkgs)}", markup=False)
+    con.print(f"USE_WOLFSSL off: {len(cmp.off_changes)} differences from the pristine tree")
+    for c in cmp.off_changes:
         con.print(f"  {c.target} {c.profile or 'Default-Packages'}: -{c.removed} +{c.added}")
-    on_changes = defaults.compare(before, on)
-    con.print(f"USE_WOLFSSL on: {len(on_changes)} profiles change")
+    con.print(f"USE_WOLFSSL on: {len(cmp.on_changes)} profiles change")
     groups = collections.Counter(
-        (c.target, " ".join(c.removed), " ".join(c.added)) for c in on_changes
+        (c.target, " ".join(c.removed), " ".join(c.added)) for c in cmp.on_changes
     )
     for (t, removed, added), n in sorted(groups.items()):
         con.print(f"  {t}: {n} profiles: -[{removed}] +[{added}]", markup=False)
-    return 1 if off_changes else 0
+    key = hashlib.sha256(f"{root}|{','.join(cmp.targets)}".encode()).hexdigest()[:16]
+    rec = Record("patch-defaults", key, RELEASE, None, "wolfssl", asdict(cmp))
+    con.print(f"stored {FileStore(paths.store_dir(store)).put(rec)}", markup=False)
+    return 1 if cmp.off_changes else 0
 
 
-def symbols_main(lib: str | None) -> int:
+def symbols_main(lib: str | None, store: str | None = None) -> int:
     """Check a built libwolfssl.so against the USE_WOLFSSL consumers' symbol lists."""
-    from . import symbols
+    import hashlib
+
+    from . import paths, symbols
+    from .store import FileStore, Record
 
     if not lib:
         raise WolfError("no library given", hint="pass --lib PATH/libwolfssl.so")
-    res = symbols.check(Path(lib).expanduser())
+    path = Path(lib).expanduser().resolve()
+    res = symbols.check(path)
     con = term.console()
     con.print(f"{res.library}: {res.exported} exported symbols", markup=False)
     for r in res.results:
@@ -93,4 +103,7 @@ def symbols_main(lib: str | None) -> int:
         for name in r.missing:
             con.print(f"      {name}", markup=False)
     con.print("all required consumers resolved" if res.ok else "required symbols missing")
+    key = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    rec = Record("wolfssl-symbols", key, RELEASE, None, "wolfssl", res.to_dict())
+    con.print(f"stored {FileStore(paths.store_dir(store)).put(rec)}", markup=False)
     return 0 if res.ok else 1

@@ -18,7 +18,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import proc
@@ -417,7 +417,3 @@ def status(tree: Path, all_series: list[Series]) -> list[SeriesStatus]:
 def _need_tree(tree: Path) -> None:
     if not tree.is_dir():
         raise WolfError(f"no OpenWrt tree at {tree}", hint="pass --tree PATH")
-
-
-def as_dict(items: list[Outcome] | list[SeriesStatus]) -> list[dict[str, object]]:
-    return [asdict(i) for i in items]

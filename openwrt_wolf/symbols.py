@@ -12,6 +12,7 @@ import fnmatch
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
@@ -51,6 +52,10 @@ class SymbolCheck:
 
     def to_dict(self) -> dict[str, object]:
         return {**asdict(self), "ok": self.ok}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SymbolCheck:
+        return cls(d["library"], d["exported"], [ConsumerResult(**r) for r in d["results"]])
 
 
 def load_consumers(path: Path = CONSUMERS_FILE) -> list[Consumer]:

@@ -89,3 +89,12 @@ def test_real_tree_off_unchanged_on_swapped() -> None:
     assert "wpad-basic-wolfssl" in wr902 and "libustream-wolfssl" in wr902
     assert not any("mbedtls" in p for p in wr902)
     assert "wpad-basic-wolfssl" in on.targets["malta/be"].profiles["Default"]
+
+
+def test_comparison_round_trips() -> None:
+    c = defaults.DefaultsComparison(
+        "/t", ["a/b"], 2, {"a/b": ["x"]}, [], [defaults.Change("a/b", "P", ["m"], ["w"])]
+    )
+    from dataclasses import asdict
+
+    assert defaults.DefaultsComparison.from_dict(asdict(c)) == c

@@ -95,3 +95,26 @@ def test_bad_inputs(tmp_path: Path) -> None:
     bad.write_text("x = [")
     with pytest.raises(WolfError, match="cannot read"):
         symbols.load_consumers(bad)
+
+
+def test_cli_stores_a_record(lib: Path, tmp_path: Path) -> None:
+    import sys
+
+    from openwrt_wolf.store import FileStore
+
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(
+        [sys.executable, "-m", "invoke", "symbols", "--lib", str(lib), "--store", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert r.returncode == 1  # our toy library lacks the real consumers' symbols
+    assert "required symbols missing" in r.stdout
+    recs = FileStore(tmp_path).query("wolfssl-symbols")
+    assert len(recs) == 1
+    back = symbols.SymbolCheck.from_dict(recs[0].data)
+    by = {x.consumer: x for x in back.results}
+    assert "wolfSSL_new" not in by["libustream-wolfssl"].missing  # the toy exports it
+    assert "wolfSSL_write" in by["libustream-wolfssl"].missing
+    assert back.exported == len(_nm_exports(lib))
