@@ -81,7 +81,7 @@ class PatchState:
 class SeriesStatus:
     series: str
     directory: str
-    state: str  # applied | unapplied | conflict | modified | absent
+    state: str  # applied | unapplied | conflict | modified | outdated | absent
     patches: list[PatchState] = field(default_factory=list)
     detail: str = ""
 
@@ -247,6 +247,33 @@ def _read_stamp(root: Path) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def _stamped_patches(stamp: dict[str, object]) -> list[tuple[str, str, str]]:
+    """(name, sha256, text) of the patches a stamp says were applied."""
+    items = stamp.get("patches", [])
+    out: list[tuple[str, str, str]] = []
+    if isinstance(items, list):
+        for it in items:
+            if isinstance(it, dict):
+                out.append((str(it.get("name")), str(it.get("sha256")), str(it.get("text", ""))))
+    return out
+
+
+@contextlib.contextmanager
+def _series_from_stamp(root: Path, series: Series) -> Iterator[Series]:
+    """The series exactly as it was applied, rebuilt from the stamp's copies of the patches."""
+    stamp = _read_stamp(root)
+    assert stamp is not None
+    with tempfile.TemporaryDirectory(prefix="wolf-stamped-") as tmp:
+        patches = []
+        for name, _, text in _stamped_patches(stamp):
+            if not text:
+                raise WolfError(f"{_stamp_path(root)}: no copy of {name}", hint="revert by hand")
+            path = Path(tmp) / name
+            path.write_text(text, encoding="utf-8")
+            patches.append(parse_patch(path))
+        yield Series(series.name, series.subdir, tuple(patches))
+
+
 def _applies(root: Path, series: Series, *, reverse: bool) -> tuple[bool, PatchConflict | None]:
     """Whether the whole series applies (or reverts) on a staging copy; the tree is untouched."""
     order = list(reversed(series.patches)) if reverse else list(series.patches)
@@ -275,6 +302,17 @@ def series_status(tree: Path, series: Series) -> SeriesStatus:
                 "modified",
                 [PatchState(p.name, "applied") for p in series.patches],
                 detail=f"changed after patching: {', '.join(sorted(changed))}",
+            )
+        was = [(n, h) for n, h, _ in _stamped_patches(stamp)]
+        now = [(p.name, p.sha256()) for p in series.patches]
+        if was != now:
+            differ = sorted({n for n, _ in set(was) ^ set(now)}) or ["the order"]
+            return SeriesStatus(
+                series.name,
+                str(root),
+                "outdated",
+                [PatchState(n, "applied") for n, _ in was],
+                detail=f"applied from another version of the series (differs: {', '.join(differ)})",
             )
     reverts, _ = _applies(root, series, reverse=True)
     if reverts:
@@ -346,7 +384,11 @@ def _run_series(root: Path, series: Series, *, reverse: bool) -> dict[str, str]:
 def _write_stamp(root: Path, series: Series, hashes: dict[str, str]) -> None:
     data = {
         "series": series.name,
-        "patches": [{"name": p.name, "sha256": p.sha256()} for p in series.patches],
+        # the text too: a tree patched with an older version of the series can still be reverted
+        "patches": [
+            {"name": p.name, "sha256": p.sha256(), "text": p.path.read_text(encoding="utf-8")}
+            for p in series.patches
+        ],
         "files": hashes,
     }
     tmp = _stamp_path(root).with_suffix(".tmp")
@@ -368,6 +410,11 @@ def apply(tree: Path, all_series: list[Series], *, check: bool = False) -> list[
     plan: list[tuple[Series, SeriesStatus]] = []
     for s in all_series:
         st = series_status(tree, s)
+        if st.state == "outdated":
+            raise WolfError(
+                f"{s.name} in {st.directory}: {st.detail}",
+                hint="run --revert first (it uses the applied version), then apply",
+            )
         if st.state in ("modified", "conflict"):
             raise WolfError(f"{s.name} in {st.directory}: {st.state}: {st.detail}")
         plan.append((s, st))
@@ -399,10 +446,14 @@ def revert(tree: Path, all_series: list[Series]) -> list[Outcome]:
         names = [p.name for p in s.patches]
         if st.state == "modified":
             raise WolfError(f"{s.name} in {root}: {st.detail}", hint="undo those edits first")
-        if st.state != "applied":
+        if st.state == "outdated":
+            with _series_from_stamp(root, s) as applied:
+                _run_series(root, applied, reverse=True)
+        elif st.state == "applied":
+            _run_series(root, s, reverse=True)
+        else:
             out.append(Outcome(s.name, str(root), "not-applied", names))
             continue
-        _run_series(root, s, reverse=True)
         with contextlib.suppress(FileNotFoundError):
             _stamp_path(root).unlink()
         out.append(Outcome(s.name, str(root), "reverted", names))

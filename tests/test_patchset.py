@@ -295,3 +295,25 @@ def _differences(cmp: filecmp.dircmp[str]) -> list[str]:
     for sub in cmp.subdirs.values():
         out += _differences(sub)
     return out
+
+
+def test_series_changed_after_apply_reverts_the_applied_version(tree: Path, patches: Path) -> None:
+    before = _snapshot(tree)
+    patchset.apply(tree, patchset.load(patches))
+    # the project's patch is edited later: a new line in the added text
+    (patches / "0002-wolfssl.patch").write_text(
+        P2.replace(
+            "+config WOLFSSL_MINIMAL\n", "+config WOLFSSL_MINIMAL\n+config WOLFSSL_ECC\n"
+        ).replace("@@ -1,3 +1,4 @@", "@@ -1,3 +1,5 @@")
+    )
+    series = patchset.load(patches)
+    st = patchset.status(tree, series)[0]
+    assert st.state == "outdated"
+    assert "0002-wolfssl.patch" in st.detail
+    with pytest.raises(WolfError, match="run --revert first"):
+        patchset.apply(tree, series)
+    patchset.revert(tree, series)  # uses the copies kept in the stamp
+    assert _snapshot(tree) == before
+    out = patchset.apply(tree, series)
+    assert out[0].action == "applied"
+    assert "config WOLFSSL_ECC\n" in (tree / "package/libs/wolfssl/Config.in").read_text()
