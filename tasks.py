@@ -83,7 +83,7 @@ def patch_defaults(c, tree=None, targets=None, store=None):
     }
 )
 @guarded
-def symbols(c, lib=None, store=None):
+def wolfssl_symbols(c, lib=None, store=None):
     """Does libwolfssl.so export every wolfSSL symbol the USE_WOLFSSL packages import?"""
     from openwrt_wolf import patch_cmd
 

@@ -104,7 +104,16 @@ def test_cli_stores_a_record(lib: Path, tmp_path: Path) -> None:
 
     root = Path(__file__).resolve().parent.parent
     r = subprocess.run(
-        [sys.executable, "-m", "invoke", "symbols", "--lib", str(lib), "--store", str(tmp_path)],
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "wolfssl-symbols",
+            "--lib",
+            str(lib),
+            "--store",
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         cwd=root,
