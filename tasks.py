@@ -91,6 +91,28 @@ def wolfssl_symbols(c, lib=None, store=None):
         raise SystemExit(1)
 
 
+@task(
+    help={
+        "wolfssl": "a configured wolfSSL source tree (wolfssl/options.h of the minimal config)",
+        "ustream": "openwrt/ustream-ssl sources",
+        "hostap": "hostap sources (the commit OpenWrt builds)",
+        "openwrt": "an OpenWrt tree (px5g-wolfssl, uencrypt)",
+        "libubox": "a directory holding libubox/*.h",
+        "write": "replace the symbol lists in data/wolfssl_consumers.toml",
+    }
+)
+@guarded
+def wolfssl_consumers(
+    c, wolfssl=None, ustream=None, hostap=None, openwrt=None, libubox=None, write=False
+):
+    """Re-derive the wolfSSL symbols each USE_WOLFSSL package imports, from its sources."""
+    from openwrt_wolf import patch_cmd
+
+    patch_cmd.consumers_main(
+        wolfssl, ustream=ustream, hostap=hostap, openwrt=openwrt, libubox=libubox, write=write
+    )
+
+
 # --- VM and memory (issue 5) -----------------------------------------------------------
 
 

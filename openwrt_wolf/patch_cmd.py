@@ -107,3 +107,41 @@ def symbols_main(lib: str | None, store: str | None = None) -> int:
     rec = Record("wolfssl-symbols", key, RELEASE, None, "wolfssl", res.to_dict())
     con.print(f"stored {FileStore(paths.store_dir(store)).put(rec)}", markup=False)
     return 0 if res.ok else 1
+
+
+def consumers_main(
+    wolfssl: str | None,
+    *,
+    ustream: str | None = None,
+    hostap: str | None = None,
+    openwrt: str | None = None,
+    libubox: str | None = None,
+    write: bool = False,
+) -> int:
+    """Re-derive data/wolfssl_consumers.toml from the consumers' sources."""
+    from . import consumers, symbols
+
+    if not wolfssl:
+        raise WolfError("no wolfSSL tree given", hint="pass --wolfssl DIR (configured sources)")
+    hosttools.ensure(["mips-linux-gnu-gcc"])
+    roots = {
+        k: Path(v).expanduser().resolve()
+        for k, v in (("ustream", ustream), ("hostap", hostap), ("openwrt", openwrt))
+        if v
+    }
+    ubox = Path(libubox).expanduser().resolve() if libubox else None
+    results = consumers.derive(roots, Path(wolfssl).expanduser().resolve(), libubox=ubox)
+    con = term.console()
+    for r in results:
+        con.print(
+            f"{r.consumer:22} {len(r.symbols):4} symbols  +{len(r.added)} -{len(r.removed)}",
+            markup=False,
+        )
+        for n in r.added:
+            con.print(f"    + {n}", markup=False)
+        for n in r.removed:
+            con.print(f"    - {n}", markup=False)
+    if write:
+        consumers.write(results)
+        con.print(f"wrote {symbols.CONSUMERS_FILE}", markup=False)
+    return 0
