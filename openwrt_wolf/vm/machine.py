@@ -20,7 +20,8 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 from .. import paths, proc
 from ..errors import WolfError
@@ -76,7 +77,7 @@ class VM:
         *,
         name: str | None = None,
         timeouts: dict[str, float] | None = None,
-        echo: Any = None,
+        echo: Callable[[bytes], None] | None = None,
     ) -> None:
         self.spec = spec
         self.name = name or f"qemu-malta-{spec.kernel.arch}"
@@ -263,8 +264,10 @@ class VM:
         tag = uuid.uuid4().hex[:10]
         c = self.console
         start = c.pos
-        # One line, the command inside eval: a syntax error in it still reaches the end marker.
-        line = f"printf '__WS_%s\\n' {tag}; eval {shlex.quote(command)}; printf '__WE_%s %d\\n' {tag} $?"
+        # One line, the command in eval in a subshell: a syntax error or a failing special
+        # builtin ends only the subshell, and the end marker still comes. Like a command over
+        # SSH, each run starts from the same shell state.
+        line = f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); printf '__WE_%s %d\\n' {tag} $?"
         c.send(line + "\n")
         begin = c.expect(rf"(?m)^__WS_{tag}\n", start=start, deadline=deadline)
         end = c.expect(rf"(?m)^__WE_{tag} (\d+)\n", start=begin.end(), deadline=deadline)
