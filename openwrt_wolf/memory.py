@@ -95,6 +95,25 @@ def _release(vm: VM) -> str | None:
     return m.group(1) if r.exit_status == 0 and m else None
 
 
+@dataclass(frozen=True)
+class Reading:
+    meminfo_kb: dict[str, int]
+    free_kb: dict[str, int]
+    loadavg: str
+    uptime_s: float
+    seconds: float  # since QEMU started
+
+
+def read_memory(vm: VM) -> Reading:
+    """/proc/meminfo first (the figure that matters), then `free`, then diagnostics."""
+    info = meminfo.parse_meminfo(_read(vm, "cat /proc/meminfo"))
+    seconds = time.monotonic() - vm.started_at
+    free = meminfo.parse_free(_read(vm, "free"))
+    loadavg = _read(vm, "cat /proc/loadavg").strip()
+    uptime = float(_read(vm, "cat /proc/uptime").split()[0])
+    return Reading(info, free, loadavg, uptime, seconds)
+
+
 def measure_boot(vm: VM, n: int, idle: float) -> tuple[BootMemory, str, str | None]:
     """Boot ``vm``, settle, read memory, power off. Returns the boot, uname -r and the release."""
     try:
@@ -103,23 +122,19 @@ def measure_boot(vm: VM, n: int, idle: float) -> tuple[BootMemory, str, str | No
         pass  # no ubus: not OpenWrt (or a stripped image); settle after the shell instead
     settled = vm.state
     time.sleep(idle)
-    info = meminfo.parse_meminfo(_read(vm, "cat /proc/meminfo"))
-    free = meminfo.parse_free(_read(vm, "free"))
-    seconds = time.monotonic() - vm.started_at
-    loadavg = _read(vm, "cat /proc/loadavg").strip()
-    uptime = float(_read(vm, "cat /proc/uptime").split()[0])
+    r = read_memory(vm)
     kernel = _read(vm, "uname -r").strip()
     release = _release(vm)
     vm.close()
     boot = BootMemory(
         boot=n,
-        meminfo_kb=info,
-        free_kb=free,
-        loadavg=loadavg,
-        uptime_s=uptime,
+        meminfo_kb=r.meminfo_kb,
+        free_kb=r.free_kb,
+        loadavg=r.loadavg,
+        uptime_s=r.uptime_s,
         settled_state=settled,
         transitions=[asdict(t) for t in vm.transitions],
-        seconds_to_measurement=round(seconds, 3),
+        seconds_to_measurement=round(r.seconds, 3),
     )
     return boot, kernel, release
 

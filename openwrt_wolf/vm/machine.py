@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -24,13 +25,16 @@ from collections.abc import Callable
 from typing import TextIO
 
 from .. import paths, proc
-from ..errors import WolfError
+from ..errors import CommandError, WolfError
 from ..target import CommandResult
 from . import reaper
 from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
 from .qemu import VmSpec, command, config, free_port, nics
 
 log = logging.getLogger("openwrt_wolf.vm")
+
+# A kernel message printed into the middle of a command's output (printk timestamps on).
+_KMSG = re.compile(r"\[ *\d+\.\d{6}\] [^\n]*\n")
 
 STATES = ("off", "booting", "console", "shell", "network", "ssh")
 TAIL_LINES = 30
@@ -43,14 +47,17 @@ class Transition:
     took: float  # seconds since the previous state
 
 
-class BootError(WolfError):
-    """A state never came (or the guest died on the way). ``details()`` adds the console tail."""
+class BootError(CommandError):
+    """A state never came (or the guest died on the way). ``details()`` (what the CLI prints)
+    adds the last console lines."""
 
     def __init__(self, state: str, reason: str, tail: list[str], log_path: Path | None) -> None:
-        super().__init__(f"VM boot failed in state '{state}': {reason}")
+        super().__init__(
+            f"VM boot failed in state '{state}': {reason}",
+            tail=tail,
+            log=str(log_path) if log_path else None,
+        )
         self.state = state
-        self.tail = tail
-        self.log = str(log_path) if log_path else None
 
     def details(self) -> str:
         lines = [self.message, f"  last {len(self.tail)} console lines:"]
@@ -227,8 +234,10 @@ class VM:
         start = self.console.pos
         self.console.send("\n")  # "Please press Enter"
         self.console.expect(config()["states"]["shell"]["pattern"], start=start, deadline=deadline)
-        # Kernel messages on the console would land inside command output.
-        self._run("dmesg -n 1 2>/dev/null", deadline)
+        # Kernel messages on the console would land inside command output (even inside our
+        # markers): lower the console log level first, then sync on a marked no-op.
+        self.console.send("dmesg -n 1 2>/dev/null\n")
+        self._run("true", deadline)
 
     def _reach_network(self, deadline: float) -> None:
         seconds = max(1, int(deadline - time.monotonic()) - 1)
@@ -269,9 +278,11 @@ class VM:
         # SSH, each run starts from the same shell state.
         line = f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); printf '__WE_%s %d\\n' {tag} $?"
         c.send(line + "\n")
-        begin = c.expect(rf"(?m)^__WS_{tag}\n", start=start, deadline=deadline)
-        end = c.expect(rf"(?m)^__WE_{tag} (\d+)\n", start=begin.end(), deadline=deadline)
-        return CommandResult(command, int(end.group(1)), c.text[begin.end() : end.start()])
+        # The echoed input holds "__WS_%s' <tag>", never "__WS_<tag>": only the output matches.
+        begin = c.expect(rf"__WS_{tag}", start=start, deadline=deadline)
+        end = c.expect(rf"__WE_{tag} (\d+)\n", start=begin.end(), deadline=deadline)
+        output = _KMSG.sub("", c.text[begin.end() : end.start()]).removeprefix("\n")
+        return CommandResult(command, int(end.group(1)), output)
 
     def run(self, command: str, *, timeout: float = 30.0) -> CommandResult:
         if STATES.index(self.state) < STATES.index("shell"):
