@@ -58,7 +58,9 @@ class Archive:
         self._add(Entry(name, stat.S_IFREG | mode, raw))
 
     def copy(self, name: str, source: Path, mode: int | None = None) -> None:
-        self.file(name, source.read_bytes(), stat.S_IMODE(source.stat().st_mode) if mode is None else mode)
+        self.file(
+            name, source.read_bytes(), stat.S_IMODE(source.stat().st_mode) if mode is None else mode
+        )
 
     def symlink(self, name: str, target: str) -> None:
         self._add(Entry(name, stat.S_IFLNK | 0o777, target.encode()))
@@ -104,4 +106,3 @@ class Archive:
             os.unlink(tmp)
             raise
         return path
-

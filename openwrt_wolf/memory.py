@@ -8,6 +8,7 @@ reads "idle" while init is still busy, and on an emulated CPU it follows the hos
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import statistics
@@ -116,10 +117,9 @@ def read_memory(vm: VM) -> Reading:
 
 def measure_boot(vm: VM, n: int, idle: float) -> tuple[BootMemory, str, str | None]:
     """Boot ``vm``, settle, read memory, power off. Returns the boot, uname -r and the release."""
-    try:
+    # Without ubus (not OpenWrt, or a stripped image) settle after the shell instead.
+    with contextlib.suppress(StateUnavailable):
         vm.transition("network")
-    except StateUnavailable:
-        pass  # no ubus: not OpenWrt (or a stripped image); settle after the shell instead
     settled = vm.state
     time.sleep(idle)
     r = read_memory(vm)
@@ -237,7 +237,9 @@ def store_result(
     return rec, store.put(rec)
 
 
-def built_image(store: FileStore, device: str, flavour: str, release: str | None) -> tuple[Path, str]:
+def built_image(
+    store: FileStore, device: str, flavour: str, release: str | None
+) -> tuple[Path, str]:
     """The initramfs kernel of the newest build record for device and flavour, with its release.
 
     A build record's data["artifacts"] lists files, as paths or as {"path": ...} entries."""

@@ -81,9 +81,7 @@ def main(
 
     with out.status("booting…"):
         result = mem.measure(spec, boots=boots, idle=idle, on_boot=progress)
-    rec, where = mem.store_result(
-        fs, result, release=release, device=dev_profile, flavour=flavour
-    )
+    rec, where = mem.store_result(fs, result, release=release, device=dev_profile, flavour=flavour)
     table = Table(title=f"free memory at idle after boot, kB ({boots} boots)")
     for col in ("field", "median", "min", "max"):
         table.add_column(col, justify="left" if col == "field" else "right")

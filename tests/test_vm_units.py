@@ -100,7 +100,7 @@ def test_not_a_kernel_is_one_clear_line(tmp_path: Path, content: bytes, message:
 
 def test_host_elf_is_not_a_malta_kernel() -> None:
     host = Path(sys.executable).resolve()
-    with pytest.raises(WolfError, match="not a 32-bit ELF|not MIPS"):
+    with pytest.raises(WolfError, match=r"not a 32-bit ELF|not MIPS"):
         inspect_kernel(host)
 
 
@@ -177,4 +177,3 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     assert len(fwd) == 1 and "hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22" in fwd[0]
     with pytest.raises(WolfError, match="out of range"):
         qemu.VmSpec(kernel=spec.kernel, memory_mb=4).memory()
-

@@ -4,6 +4,7 @@ with a deadline, failing early when the guest panics or QEMU exits."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import threading
@@ -53,7 +54,9 @@ class Console:
         self._reader.start()
 
     @classmethod
-    def connect(cls, path: Path, *, deadline: float, alive: Callable[[], bool], **kw: object) -> Console:
+    def connect(
+        cls, path: Path, *, deadline: float, alive: Callable[[], bool], **kw: object
+    ) -> Console:
         """Connect once QEMU has created the socket (it waits for us: no byte is lost)."""
         while True:
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -119,7 +122,9 @@ class Console:
                     raise ConsoleTimeout("no console output")
                 self._cond.wait(min(left, 0.5))
 
-    def expect(self, pattern: str | re.Pattern[str], *, start: int, deadline: float) -> re.Match[str]:
+    def expect(
+        self, pattern: str | re.Pattern[str], *, start: int, deadline: float
+    ) -> re.Match[str]:
         """Wait until ``pattern`` matches the text after position ``start``."""
         rx = re.compile(pattern) if isinstance(pattern, str) else pattern
         scanned = start
@@ -147,9 +152,7 @@ class Console:
             return self._cond.wait_for(lambda: self.closed, timeout)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
         self._reader.join(timeout=2)

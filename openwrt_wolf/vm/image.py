@@ -52,7 +52,9 @@ def inspect_kernel(path: Path) -> Kernel:
     if e_machine != _EM_MIPS:
         raise WolfError(f"{path} is an ELF for machine {e_machine}, not MIPS (8)", hint=hint)
     if e_type != _ET_EXEC:
-        raise WolfError(f"{path} is a MIPS ELF of type {e_type}, not an executable kernel", hint=hint)
+        raise WolfError(
+            f"{path} is a MIPS ELF of type {e_type}, not an executable kernel", hint=hint
+        )
     return Kernel(path=path, endian=endian, entry=entry)
 
 

@@ -49,4 +49,3 @@ def session(vm: VM, *, ssh: bool) -> None:
                 termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
     if vm.console.closed:
         print("\nopenwrt-wolf vm: the guest powered off", flush=True)
-

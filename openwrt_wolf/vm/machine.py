@@ -19,9 +19,9 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable
 from typing import TextIO
 
 from .. import paths, proc
@@ -241,10 +241,14 @@ class VM:
 
     def _reach_network(self, deadline: float) -> None:
         seconds = max(1, int(deadline - time.monotonic()) - 1)
-        cmd = str(config()["states"]["network"]["command"]).replace("ubus ", f"ubus -t {seconds} ", 1)
+        cmd = str(config()["states"]["network"]["command"]).replace(
+            "ubus ", f"ubus -t {seconds} ", 1
+        )
         r = self._run(cmd, deadline)
         if r.exit_status == 127:
-            raise StateUnavailable(f"{self.name}: the image has no ubus; it is not an OpenWrt system")
+            raise StateUnavailable(
+                f"{self.name}: the image has no ubus; it is not an OpenWrt system"
+            )
         if r.exit_status != 0:
             raise ConsoleTimeout(f"{cmd} exited {r.exit_status}")
 
@@ -257,11 +261,13 @@ class VM:
             )
         assert self.ssh_port is not None
         while True:
-            with contextlib.suppress(OSError):
-                with socket.create_connection(("127.0.0.1", self.ssh_port), timeout=2) as s:
-                    s.settimeout(2)
-                    if s.recv(64).startswith(b"SSH-"):
-                        return
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.ssh_port), timeout=2) as s,
+            ):
+                s.settimeout(2)
+                if s.recv(64).startswith(b"SSH-"):
+                    return
             if time.monotonic() > deadline:
                 raise ConsoleTimeout("no SSH banner")
             time.sleep(0.5)
@@ -276,7 +282,10 @@ class VM:
         # One line, the command in eval in a subshell: a syntax error or a failing special
         # builtin ends only the subshell, and the end marker still comes. Like a command over
         # SSH, each run starts from the same shell state.
-        line = f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); printf '__WE_%s %d\\n' {tag} $?"
+        line = (
+            f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); "
+            f"printf '__WE_%s %d\\n' {tag} $?"
+        )
         c.send(line + "\n")
         # The echoed input holds "__WS_%s' <tag>", never "__WS_<tag>": only the output matches.
         begin = c.expect(rf"__WS_{tag}", start=start, deadline=deadline)

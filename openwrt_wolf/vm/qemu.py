@@ -46,7 +46,9 @@ class VmSpec:
     def memory(self) -> int:
         mb = self.memory_mb or int(config()["qemu"]["memory_mb"])
         if not 16 <= mb <= 2048:
-            raise WolfError(f"--memory {mb} MB is out of range", hint="use 16..2048 (malta uses up to 256)")
+            raise WolfError(
+                f"--memory {mb} MB is out of range", hint="use 16..2048 (malta uses up to 256)"
+            )
         return mb
 
 

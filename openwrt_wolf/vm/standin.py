@@ -27,7 +27,8 @@ mkdir -p /dev/pts /tmp /var/run /root
 hostname OpenWrt
 case " $(cat /proc/cmdline) " in
 *" wolf.test=panic "*) echo "wolf stand-in: init exits on purpose"; exit 1 ;;
-*" wolf.test=stall "*) echo "wolf stand-in: console stalls on purpose"; while :; do sleep 3600; done ;;
+*" wolf.test=stall "*) echo "wolf stand-in: console stalls on purpose"
+    while :; do sleep 3600; done ;;
 esac
 # netifd's part: load the NIC driver, configure lan, then announce it.
 (
@@ -48,7 +49,10 @@ done
 _UBUS = r"""#!/bin/sh
 t=30
 [ "$1" = "-t" ] && { t=$2; shift 2; }
-[ "$1 $2" = "wait_for network.interface.lan" ] || { echo "ubus stand-in: only wait_for network.interface.lan" >&2; exit 2; }
+if [ "$1 $2" != "wait_for network.interface.lan" ]; then
+    echo "ubus stand-in: only wait_for network.interface.lan" >&2
+    exit 2
+fi
 while [ ! -e /var/run/lan.up ]; do
     t=$((t - 1)); [ $t -lt 0 ] && exit 4
     sleep 1
@@ -75,7 +79,9 @@ def build() -> StandIn:
     mods = [kernel.modules / "kernel/drivers/net/mii.ko",
             kernel.modules / "kernel/drivers/net/ethernet/amd/pcnet32.ko"]  # fmt: skip
     digest = hashlib.sha256(
-        b"\0".join([_INIT.encode(), _UBUS.encode(), busybox.read_bytes()] + [m.read_bytes() for m in mods])
+        b"\0".join(
+            [_INIT.encode(), _UBUS.encode(), busybox.read_bytes()] + [m.read_bytes() for m in mods]
+        )
     ).hexdigest()[:16]
     out = paths.cache_dir() / "standin" / f"initramfs-{kernel.release}-{digest}.cpio.gz"
     if out.exists():
