@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openwrt_wolf import memory  # noqa: E402
-from openwrt_wolf.vm import qemu, reaper, standin  # noqa: E402
-from openwrt_wolf.vm.image import inspect_kernel  # noqa: E402
+from openwrt_wolf import memory
+from openwrt_wolf.vm import qemu, reaper, standin
+from openwrt_wolf.vm.image import inspect_kernel
 
 CONSOLE = b"Please press Enter to activate this console."
 PROMPT = b"root@OpenWrt:/# "
@@ -42,9 +42,7 @@ def bare_boot_to_prompt(s: qemu.VmSpec) -> float:
     """QEMU started by hand with the same argv: seconds until the first shell prompt."""
     with tempfile.TemporaryDirectory(prefix="wolf-bench-") as d:
         sock_path = Path(d) / "console.sock"
-        argv = qemu.command(
-            qemu.VmSpec(**{**s.__dict__, "ssh_port": qemu.free_port()}), sock_path
-        )
+        argv = qemu.command(qemu.VmSpec(**{**s.__dict__, "ssh_port": qemu.free_port()}), sock_path)
         start = time.monotonic()
         p = subprocess.Popen(
             argv,
