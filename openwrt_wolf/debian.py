@@ -31,7 +31,7 @@ LISTS_MAX_AGE = 24 * 3600
 
 
 @cache
-def _data() -> dict[str, Any]:
+def data() -> dict[str, Any]:
     return tomllib.loads((paths.DATA_DIR / "debian.toml").read_text())
 
 
@@ -75,7 +75,7 @@ class AptRoot:
         self.conf = self.base / "apt.conf"
 
     def _setup(self) -> None:
-        d = _data()
+        d = data()
         empty = self.base / "etc-empty"
         for sub in ("state/lists/partial", "cache/archives/partial", "etc-empty", "debs"):
             (self.base / sub).mkdir(parents=True, exist_ok=True)
@@ -206,7 +206,7 @@ class AptRoot:
 
 def malta_kernel() -> MaltaKernel:
     """Debian 12's mipsel 4Kc Malta kernel, downloaded and unpacked under the cache."""
-    spec = _data()["malta_kernel"]
+    spec = data()["malta_kernel"]
     apt = AptRoot(spec["arch"])
     with _locked(apt.base / ".lock"):
         apt.update()
@@ -227,7 +227,7 @@ def malta_kernel() -> MaltaKernel:
 
 def busybox_static() -> Path:
     """A static busybox binary for the Malta kernel's architecture."""
-    spec = _data()["busybox"]
+    spec = data()["busybox"]
     pkg = AptRoot(spec["arch"]).fetch(spec["package"])
     path = pkg.root / "bin" / "busybox"
     if not path.is_file():

@@ -101,6 +101,7 @@ class Archive:
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(blob)
+            os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)

@@ -223,3 +223,66 @@ def test_no_qemu_outlives_a_killed_task(guest: standin.StandIn, sig: signal.Sign
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, comm) of the processes whose parent is ``pid``, from /proc."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1 : text.rindex(")")]
+        if int(text.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append((int(stat.parent.name), comm))
+    return out
+
+
+def _read_until(stream: subprocess.Popen[bytes], needle: bytes, seen: bytearray) -> None:
+    assert stream.stdout is not None
+    deadline = time.monotonic() + 240
+    while needle not in seen:
+        assert time.monotonic() < deadline, f"no {needle!r} in {bytes(seen[-2000:])!r}"
+        chunk = os.read(stream.stdout.fileno(), 4096)
+        assert chunk, f"invoke vm ended before {needle!r}: {bytes(seen[-2000:])!r}"
+        seen += chunk
+
+
+def test_invoke_vm_ssh_and_console(tmp_path: Path) -> None:
+    """`invoke vm --ssh` on the stand-in with Debian's dropbear: the ssh state, a real SSH login
+    through the forwarded port, the console for a person, Ctrl-] and no QEMU left."""
+    need_tools("qemu-system-mipsel", "apt-get", "dpkg-deb", "ssh")
+    g = standin.build(ssh=True)
+    p = subprocess.Popen(
+        [str(ROOT / "wolf"), "vm", "--image", str(g.kernel.vmlinuz), "--initrd",
+         str(g.initramfs), "--append", g.cmdline, "--ssh"],
+        cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        seen = bytearray()
+        _read_until(p, b"(scp needs -O)", seen)
+        m = re.search(rb"ssh -p (\d+) .*root@127\.0\.0\.1", seen)
+        assert m, bytes(seen[-500:])
+        qemus = [pid for pid, comm in _children(p.pid) if comm.startswith("qemu-system")]
+        assert len(qemus) == 1
+        r = subprocess.run(
+            ["ssh", "-p", m.group(1).decode(), "-o", "StrictHostKeyChecking=no",
+             "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+             "-o", "ConnectTimeout=30", "root@127.0.0.1", "cat /sys/class/net/eth0/address"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == qemu.nics()[0].mac  # the lan NIC, as forwarded
+        assert p.stdin is not None
+        p.stdin.write(b"echo typed-by-a-person-$((6*7))\n")
+        p.stdin.flush()
+        _read_until(p, b"typed-by-a-person-42", seen)
+        p.stdin.write(b"\x1d")  # Ctrl-]
+        p.stdin.flush()
+        assert p.wait(timeout=60) == 0
+        assert _gone(qemus[0])
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import debian, paths
+from ..errors import WolfError
 from ..initramfs import Archive
 
 # /init runs as PID 1 with busybox's ash.
@@ -36,6 +37,8 @@ esac
     insmod /lib/modules/pcnet32.ko
     ip link set lo up
     ip link set eth0 up && ip addr add 192.168.1.1/24 dev eth0 && touch /var/run/lan.up
+    # OpenWrt's default: dropbear on 22, root without a password may log in (-B).
+    [ -x /usr/sbin/dropbear ] && mkdir -p /etc/dropbear && /usr/sbin/dropbear -R -B -p 22
 ) >/dev/null 2>&1 &
 while :; do
     echo "Please press Enter to activate this console."
@@ -72,15 +75,38 @@ class StandIn:
         return "console=ttyS0 rdinit=/init panic=-1"
 
 
-def build() -> StandIn:
-    """Fetch (cached) kernel and busybox, and write the initramfs once per input version."""
+def _dropbear() -> dict[str, Path]:
+    """Debian's dropbear and the shared libraries it loads, by the name the guest needs."""
+    spec = debian.data()["dropbear"]
+    apt = debian.AptRoot(spec["arch"])
+    files = {"usr/sbin/dropbear": apt.fetch(spec["package"]).root / "usr/sbin/dropbear"}
+    for pkg, names in spec["libraries"].items():
+        root = apt.fetch(pkg).root
+        for name in names:
+            found = [p for d in _LIBDIRS if (p := root / d / name).exists()]
+            if not found:
+                raise WolfError(f"{pkg}: no {name} in {', '.join(_LIBDIRS)}")
+            # No ld.so.cache in the guest: everything goes straight into /lib.
+            files[f"lib/{name}"] = found[0].resolve()
+    return files
+
+
+_LIBDIRS = ("lib/mipsel-linux-gnu", "usr/lib/mipsel-linux-gnu")
+
+
+def build(*, ssh: bool = False) -> StandIn:
+    """Fetch (cached) kernel and busybox, and write the initramfs once per input version.
+    ``ssh`` adds Debian's dropbear (dynamically linked, so with its libraries: about 2 MB)."""
     kernel = debian.malta_kernel()
     busybox = debian.busybox_static()
     mods = [kernel.modules / "kernel/drivers/net/mii.ko",
             kernel.modules / "kernel/drivers/net/ethernet/amd/pcnet32.ko"]  # fmt: skip
+    extra = _dropbear() if ssh else {}
     digest = hashlib.sha256(
         b"\0".join(
-            [_INIT.encode(), _UBUS.encode(), busybox.read_bytes()] + [m.read_bytes() for m in mods]
+            [_INIT.encode(), _UBUS.encode(), busybox.read_bytes()]
+            + [m.read_bytes() for m in mods]
+            + [n.encode() + p.read_bytes() for n, p in sorted(extra.items())]
         )
     ).hexdigest()[:16]
     out = paths.cache_dir() / "standin" / f"initramfs-{kernel.release}-{digest}.cpio.gz"
@@ -97,5 +123,12 @@ def build() -> StandIn:
     a.file("etc/banner", "stand-in for OpenWrt (Debian's kernel, busybox)\n")
     for m in mods:
         a.copy(f"lib/modules/{m.name}", m, mode=0o644)
+    if extra:
+        # root without a password, as a fresh OpenWrt; dropbear -B lets it in
+        a.file("etc/passwd", "root::0:0:root:/root:/bin/sh\n")
+        a.file("etc/group", "root:x:0:\n")
+        a.file("etc/shells", "/bin/sh\n")
+        for name, path in sorted(extra.items()):
+            a.copy(name, path, mode=0o755)
     a.write(out)
     return StandIn(kernel, out)
