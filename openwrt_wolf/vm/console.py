@@ -4,6 +4,7 @@ with a deadline, failing early when the guest panics or QEMU exits."""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import re
 import socket
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+_OVERLAP = 512  # longer than any pattern we wait for (they are single lines)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -72,9 +74,18 @@ class Console:
                 time.sleep(0.02)
 
     def _pump(self) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while True:
             try:
                 data = self._sock.recv(65536)
+                if 0 < len(data) < 512:
+                    # QEMU's UART sends a byte at a time: gather a few milliseconds' worth, so
+                    # waiters wake per batch, not per byte (the CPU belongs to the guest).
+                    time.sleep(0.005)
+                    self._sock.setblocking(False)
+                    with contextlib.suppress(BlockingIOError):
+                        data += self._sock.recv(65536)
+                    self._sock.setblocking(True)
             except OSError:
                 data = b""
             if not data:
@@ -84,7 +95,7 @@ class Console:
                 return
             if self._echo:
                 self._echo(data)
-            text = _ANSI.sub("", data.decode("utf-8", "replace")).replace("\r", "")
+            text = _ANSI.sub("", decoder.decode(data)).replace("\r", "")
             with self._cond:
                 if self.first_byte_at is None:
                     self.first_byte_at = time.monotonic()
@@ -130,12 +141,13 @@ class Console:
         scanned = start
         with self._cond:
             while True:
-                m = rx.search(self.text, start)
+                # Only new text (plus an overlap for a match cut in two) is searched again.
+                m = rx.search(self.text, max(start, scanned - _OVERLAP))
                 if m:
                     return m
                 # Fatal lines are looked for in what arrived since the last look.
                 for f in self._fatal:
-                    fm = f.search(self.text, max(start, scanned - 200))
+                    fm = f.search(self.text, max(start, scanned - _OVERLAP))
                     if fm:
                         end = self.text.find("\n", fm.end())
                         raise GuestFatal(self.text[fm.start() : end if end >= 0 else None])
