@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import getpass
+import logging
 import os
 import re
 import shutil
@@ -24,6 +25,8 @@ from typing import Any
 
 from . import hosttools, paths, proc
 from .errors import CommandError, WolfError
+
+log = logging.getLogger("openwrt_wolf.debian")
 
 # An index older than this is refreshed before resolving names; a stale one would point at a
 # kernel ABI Debian has already removed from the pool.
@@ -130,6 +133,11 @@ class AptRoot:
         try:
             proc.run(["apt-get", "update", "-q"], timeout=600, env=self._env())
         except CommandError as e:
+            if stamp.exists() and not force:
+                # Offline with indexes from an earlier run: they still name what is cached.
+                log.warning("apt-get update for %s failed; using the indexes from %s",
+                            self.arch, time.ctime(stamp.stat().st_mtime))  # fmt: skip
+                return
             raise WolfError(
                 f"apt-get update for {self.arch} failed: {e.tail[-1] if e.tail else e.message}",
                 hint="Debian's archive (deb.debian.org) must be reachable",

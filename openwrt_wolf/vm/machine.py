@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from .. import paths, proc
+from .. import hosttools, paths, proc
 from ..errors import CommandError, WolfError
 from ..target import CommandResult
 from . import reaper
@@ -175,6 +175,7 @@ class VM:
             self.ssh_port = free_port()
         spec = VmSpec(**{**self.spec.__dict__, "ssh_port": self.ssh_port})
         argv = command(spec, sock)
+        hosttools.ensure([argv[0]])
         logdir = paths.cache_dir() / "vm" / "logs"
         logdir.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%S")

@@ -5,8 +5,8 @@ prompt, brings up lan (eth0, 192.168.1.1/24, OpenWrt's default) in the backgroun
 and answers ``ubus wait_for network.interface.lan`` once lan is up.
 
 Misbehaviour for tests is chosen on the kernel command line, so one initramfs serves all:
-``wolf.test=panic`` (init exits: the kernel panics), ``wolf.test=stall`` (the console goes
-quiet before the Enter line)."""
+``wolf.test=panic`` (init exits: the kernel panics), ``wolf.test=stall`` (after Enter the
+console goes quiet: no prompt ever comes)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ mkdir -p /dev/pts /tmp /var/run /root
 hostname OpenWrt
 case " $(cat /proc/cmdline) " in
 *" wolf.test=panic "*) echo "wolf stand-in: init exits on purpose"; exit 1 ;;
-*" wolf.test=stall "*) echo "wolf stand-in: console stalls on purpose"
+*" wolf.test=stall "*)
+    echo "Please press Enter to activate this console."
+    read -r _
+    echo "wolf stand-in: console stalls on purpose"
     while :; do sleep 3600; done ;;
 esac
 # netifd's part: load the NIC driver, configure lan, then announce it.
