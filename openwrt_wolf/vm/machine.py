@@ -29,7 +29,7 @@ from ..errors import CommandError, WolfError
 from ..target import CommandResult
 from . import reaper
 from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
-from .qemu import VmSpec, command, config, free_port, nics
+from .qemu import VmSpec, binary, command, config, free_port, nics
 
 log = logging.getLogger("openwrt_wolf.vm")
 
@@ -69,6 +69,15 @@ class BootError(CommandError):
 
 class StateUnavailable(WolfError):
     """The image lacks what a state needs (no ubus, no SSH server); the VM stays where it was."""
+
+
+def _prune(logdir: Path, keep_days: float = 14) -> None:
+    """Console logs are for looking into a failure; old ones go."""
+    cutoff = time.time() - keep_days * 86400
+    for f in logdir.glob("*.log"):
+        with contextlib.suppress(OSError):
+            if f.stat().st_mtime < cutoff:
+                f.unlink()
 
 
 def state_timeouts() -> dict[str, float]:
@@ -168,16 +177,17 @@ class VM:
 
     # --- the states ---------------------------------------------------------------------------
 
-    def _reach_booting(self, deadline: float) -> None:
+    def _reach_booting(self, deadline: float, retry: bool = False) -> None:
+        hosttools.ensure([binary(self.spec.kernel)])
         self._rundir = Path(tempfile.mkdtemp(prefix="wolf-vm-"))
         sock = self._rundir / "console.sock"
         if any(n.ssh for n in nics()) and self.ssh_port is None:
             self.ssh_port = free_port()
         spec = VmSpec(**{**self.spec.__dict__, "ssh_port": self.ssh_port})
         argv = command(spec, sock)
-        hosttools.ensure([argv[0]])
         logdir = paths.cache_dir() / "vm" / "logs"
         logdir.mkdir(parents=True, exist_ok=True)
+        _prune(logdir)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         self.log_path = logdir / f"{self.name}-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:6]}.log"
         self._logfh = self.log_path.open("w", encoding="utf-8")
@@ -218,6 +228,11 @@ class VM:
         except ConsoleClosed:
             err = self._qemu_stderr()
             self._stop()
+            if "forwarding rule" in err and not retry:
+                # Another program took the free port between our check and QEMU's bind.
+                self.ssh_port = None
+                self._reach_booting(deadline, retry=True)
+                return
             raise WolfError(f"QEMU failed to start: {err or 'no message'}") from None
 
     def _qemu_stderr(self) -> str:
