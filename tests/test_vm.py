@@ -289,3 +289,19 @@ def test_invoke_vm_ssh_and_console(tmp_path: Path) -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_taken_ssh_port_is_replaced(guest: standin.StandIn) -> None:
+    """QEMU cannot forward from a port someone else holds; the VM picks another one."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        spec = qemu.VmSpec(**{**_spec(guest).__dict__, "ssh_port": port})
+        with VM(spec) as vm:
+            vm.transition("booting")
+            assert vm.ssh_port not in (None, port)
+            assert vm.ssh_port is not None and _listen_addresses(vm.ssh_port) == ["127.0.0.1"]
+        assert vm.last_pid is not None and _gone(vm.last_pid)

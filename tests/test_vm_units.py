@@ -177,3 +177,44 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     assert len(fwd) == 1 and "hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22" in fwd[0]
     with pytest.raises(WolfError, match="out of range"):
         qemu.VmSpec(kernel=spec.kernel, memory_mb=4).memory()
+
+
+def _main(tmp_path: Path, **kw: object) -> None:
+    from openwrt_wolf import memory_cmd
+
+    args: dict[str, object] = dict(
+        device=None, flavour=None, image=None, release=None, boots=3, idle=10.0, memory=0,
+        rootfs=None, initrd=None, append=None, store=str(tmp_path / "s"),
+    )  # fmt: skip
+    args.update(kw)
+    memory_cmd.main(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({}, r"needs --image PATH, or --device malta-be\|malta-le with --flavour"),
+        ({"device": "malta-be"}, "needs --image PATH"),
+        ({"device": "tl-wr902ac", "flavour": "mbedtls"}, "not a QEMU malta device"),
+        ({"device": "malta-be", "flavour": "gnutls"}, "unknown flavour"),
+        ({"device": "malta-le", "flavour": "openssl"}, r"run `invoke build --device malta-le"),
+        ({"image": "/nonexistent/k.elf"}, "does not exist"),
+    ],
+)
+def test_measure_memory_bad_input(tmp_path: Path, kw: dict[str, object], message: str) -> None:
+    with pytest.raises(WolfError, match=message):
+        _main(tmp_path, **kw)
+
+
+def test_measure_memory_bad_numbers(tmp_path: Path) -> None:
+    elf = tmp_path / "k.elf"
+    hdr = bytearray(52)
+    hdr[:7] = b"\x7fELF\x01\x01\x01"
+    hdr[16:20] = (2).to_bytes(2, "little") + (8).to_bytes(2, "little")
+    elf.write_bytes(bytes(hdr))
+    with pytest.raises(WolfError, match="out of range"):
+        _main(tmp_path, image=str(elf), memory=8)
+    with pytest.raises(WolfError, match="at least one boot"):
+        _main(tmp_path, image=str(elf), boots=0)
+    with pytest.raises(WolfError, match="must not be negative"):
+        _main(tmp_path, image=str(elf), idle=-1.0)
