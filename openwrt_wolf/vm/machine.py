@@ -116,7 +116,10 @@ class VM:
     def __enter__(self) -> VM:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is not None:
+            self._stop()  # an error or Ctrl-C: no polite power-off, QEMU goes now
+            self._enter_off()
         self.close()
 
     @property
