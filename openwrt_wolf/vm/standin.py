@@ -43,10 +43,16 @@ esac
     # OpenWrt's default: dropbear on 22, root without a password may log in (-B).
     [ -x /usr/sbin/dropbear ] && mkdir -p /etc/dropbear && /usr/sbin/dropbear -R -B -p 22
 ) >/dev/null 2>&1 &
+# busybox's reboot/poweroff/halt signal PID 1 (TERM/USR2/USR1), as they do procd. The shell
+# runs in the background so that `wait` returns when such a signal comes and the trap runs.
+trap 'sync; reboot -f' TERM
+trap 'sync; poweroff -f' USR2
+trap 'sync; halt -f' USR1
 while :; do
     echo "Please press Enter to activate this console."
     read -r _
-    HOME=/root PS1='root@OpenWrt:\w# ' ENV= /bin/sh
+    HOME=/root PS1='root@OpenWrt:\w# ' ENV= /bin/sh </dev/console >/dev/console 2>&1 &
+    wait $!
 done
 """
 
@@ -98,23 +104,13 @@ _LIBDIRS = ("lib/mipsel-linux-gnu", "usr/lib/mipsel-linux-gnu")
 
 
 def build(*, ssh: bool = False) -> StandIn:
-    """Fetch (cached) kernel and busybox, and write the initramfs once per input version.
+    """Fetch (cached) kernel and busybox and write the initramfs, named by its content's hash
+    (building it in memory takes milliseconds; the boots are what is slow).
     ``ssh`` adds Debian's dropbear (dynamically linked, so with its libraries: about 2 MB)."""
     kernel = debian.malta_kernel()
     busybox = debian.busybox_static()
     mods = [kernel.modules / "kernel/drivers/net/mii.ko",
             kernel.modules / "kernel/drivers/net/ethernet/amd/pcnet32.ko"]  # fmt: skip
-    extra = _dropbear() if ssh else {}
-    digest = hashlib.sha256(
-        b"\0".join(
-            [_INIT.encode(), _UBUS.encode(), busybox.read_bytes()]
-            + [m.read_bytes() for m in mods]
-            + [n.encode() + p.read_bytes() for n, p in sorted(extra.items())]
-        )
-    ).hexdigest()[:16]
-    out = paths.cache_dir() / "standin" / f"initramfs-{kernel.release}-{digest}.cpio.gz"
-    if out.exists():
-        return StandIn(kernel, out)
     a = Archive()
     a.dirs("bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root")
     a.dirs("etc", "lib", "lib/modules", "var", "var/run")
@@ -126,12 +122,15 @@ def build(*, ssh: bool = False) -> StandIn:
     a.file("etc/banner", "stand-in for OpenWrt (Debian's kernel, busybox)\n")
     for m in mods:
         a.copy(f"lib/modules/{m.name}", m, mode=0o644)
-    if extra:
+    if ssh:
         # root without a password, as a fresh OpenWrt; dropbear -B lets it in
         a.file("etc/passwd", "root::0:0:root:/root:/bin/sh\n")
         a.file("etc/group", "root:x:0:\n")
         a.file("etc/shells", "/bin/sh\n")
-        for name, path in sorted(extra.items()):
+        for name, path in sorted(_dropbear().items()):
             a.copy(name, path, mode=0o755)
-    a.write(out)
+    digest = hashlib.sha256(a.to_cpio()).hexdigest()[:16]
+    out = paths.cache_dir() / "standin" / f"initramfs-{kernel.release}-{digest}.cpio.gz"
+    if not out.exists():
+        a.write(out)
     return StandIn(kernel, out)
