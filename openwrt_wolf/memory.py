@@ -21,6 +21,7 @@ from typing import Any
 from . import meminfo
 from .errors import WolfError
 from .store import FileStore, Record
+from .target import Target
 from .vm.image import inspect_kernel, raw_rootfs, sha256
 from .vm.machine import VM, StateUnavailable
 from .vm.qemu import VmSpec, binary
@@ -83,15 +84,17 @@ class MemoryResult:
         return cls(**d)
 
 
-def _read(vm: VM, command: str) -> str:
-    r = vm.run(command, timeout=30)
+def _read(target: Target, command: str) -> str:
+    r = target.run(command, timeout=30)
     if r.exit_status != 0:
-        raise WolfError(f"{vm.name}: `{command}` exited {r.exit_status}: {r.output.strip()[:200]}")
+        raise WolfError(
+            f"{target.name}: `{command}` exited {r.exit_status}: {r.output.strip()[:200]}"
+        )
     return r.output
 
 
-def _release(vm: VM) -> str | None:
-    r = vm.run("cat /etc/openwrt_release", timeout=30)
+def _release(target: Target) -> str | None:
+    r = target.run("cat /etc/openwrt_release", timeout=30)
     m = re.search(r"^DISTRIB_RELEASE=['\"]?([^'\"\n]*)", r.output, re.MULTILINE)
     return m.group(1) if r.exit_status == 0 and m else None
 
@@ -102,17 +105,18 @@ class Reading:
     free_kb: dict[str, int]
     loadavg: str
     uptime_s: float
-    seconds: float  # since QEMU started
+    at: float  # time.monotonic() when /proc/meminfo had been read
 
 
-def read_memory(vm: VM) -> Reading:
-    """/proc/meminfo first (the figure that matters), then `free`, then diagnostics."""
-    info = meminfo.parse_meminfo(_read(vm, "cat /proc/meminfo"))
-    seconds = time.monotonic() - vm.started_at
-    free = meminfo.parse_free(_read(vm, "free"))
-    loadavg = _read(vm, "cat /proc/loadavg").strip()
-    uptime = float(_read(vm, "cat /proc/uptime").split()[0])
-    return Reading(info, free, loadavg, uptime, seconds)
+def read_memory(target: Target) -> Reading:
+    """/proc/meminfo first (the figure that matters), then `free`, then diagnostics. Any
+    Target: the VM's console here, a router over SSH."""
+    info = meminfo.parse_meminfo(_read(target, "cat /proc/meminfo"))
+    at = time.monotonic()
+    free = meminfo.parse_free(_read(target, "free"))
+    loadavg = _read(target, "cat /proc/loadavg").strip()
+    uptime = float(_read(target, "cat /proc/uptime").split()[0])
+    return Reading(info, free, loadavg, uptime, at)
 
 
 def measure_boot(vm: VM, n: int, idle: float) -> tuple[BootMemory, str, str | None]:
@@ -134,7 +138,7 @@ def measure_boot(vm: VM, n: int, idle: float) -> tuple[BootMemory, str, str | No
         uptime_s=r.uptime_s,
         settled_state=settled,
         transitions=[asdict(t) for t in vm.transitions],
-        seconds_to_measurement=round(r.seconds, 3),
+        seconds_to_measurement=round(r.at - vm.started_at, 3),
     )
     return boot, kernel, release
 

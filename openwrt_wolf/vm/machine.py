@@ -26,7 +26,7 @@ from typing import TextIO
 
 from .. import hosttools, paths, proc
 from ..errors import CommandError, WolfError
-from ..target import CommandResult
+from ..target import CommandResult, Target
 from . import reaper
 from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
 from .qemu import VmSpec, binary, command, config, free_port, nics
@@ -408,3 +408,7 @@ class VM:
                 f.unlink()
             self._rundir.rmdir()
             self._rundir = None
+
+
+def _is_a_target(vm: VM) -> Target:
+    return vm  # mypy checks here that VM implements the Target protocol
