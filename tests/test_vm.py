@@ -9,16 +9,18 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from openwrt_wolf import memory
-from openwrt_wolf.vm import qemu, standin
+from openwrt_wolf.vm import qemu, reaper, standin
 from openwrt_wolf.vm.image import inspect_kernel
 from openwrt_wolf.vm.machine import VM, BootError, StateUnavailable
 from tests.conftest import need_tools
@@ -222,6 +224,12 @@ def test_no_qemu_outlives_a_killed_task(guest: standin.StandIn, sig: signal.Sign
         child.send_signal(sig)
         child.wait(timeout=30)
         assert _gone(pid), f"QEMU {pid} outlived its task after {sig.name}"
+        left = list(Path(tempfile.gettempdir()).glob(f"wolf-vm-{child.pid}-*"))
+        if sig == signal.SIGKILL:  # nothing ran in the child: the next VM's start sweeps it
+            assert len(left) == 1
+            shutil.rmtree(reaper.rundir())
+            left = list(Path(tempfile.gettempdir()).glob(f"wolf-vm-{child.pid}-*"))
+        assert left == []
     finally:
         if child.poll() is None:
             child.kill()

@@ -14,9 +14,9 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -182,7 +182,7 @@ class VM:
 
     def _reach_booting(self, deadline: float, retry: bool = False) -> None:
         hosttools.ensure([binary(self.spec.kernel)])
-        self._rundir = Path(tempfile.mkdtemp(prefix="wolf-vm-"))
+        self._rundir = reaper.rundir()
         sock = self._rundir / "console.sock"
         if any(n.ssh for n in nics()) and self.ssh_port is None:
             self.ssh_port = free_port()
@@ -404,9 +404,7 @@ class VM:
             self._logfh.close()
             self._logfh = None
         if self._rundir is not None:
-            for f in self._rundir.iterdir():
-                f.unlink()
-            self._rundir.rmdir()
+            shutil.rmtree(self._rundir, ignore_errors=True)
             self._rundir = None
 
 

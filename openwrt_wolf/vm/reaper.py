@@ -9,9 +9,12 @@ import atexit
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
+from pathlib import Path
 from types import FrameType
 
 _live: set[subprocess.Popen[bytes]] = set()
@@ -47,6 +50,17 @@ def register(p: subprocess.Popen[bytes]) -> None:
         _live.add(p)
 
 
+def rundir() -> Path:
+    """A private directory for one VM's sockets, named by our pid so that the directories of
+    tasks that were killed outright (SIGKILL: no cleanup ran) can be swept later."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob("wolf-vm-*-*"):
+        pid = old.name.split("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"wolf-vm-{os.getpid()}-"))
+
+
 def forget(p: subprocess.Popen[bytes]) -> None:
     with _lock:
         _live.discard(p)
@@ -62,6 +76,8 @@ def kill_all() -> None:
         procs = list(_live)
     for p in procs:
         kill(p, grace=2.0)
+    for d in Path(tempfile.gettempdir()).glob(f"wolf-vm-{os.getpid()}-*"):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
