@@ -218,3 +218,21 @@ def test_measure_memory_bad_numbers(tmp_path: Path) -> None:
         _main(tmp_path, image=str(elf), boots=0)
     with pytest.raises(WolfError, match="must not be negative"):
         _main(tmp_path, image=str(elf), idle=-1.0)
+
+
+def test_rootfs_img_gz_is_unpacked_once_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openwrt_wolf.vm.image import raw_rootfs
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    img = tmp_path / "openwrt-malta-be-rootfs-squashfs.img"
+    img.write_bytes(os.urandom(3000) + b"\0" * 5000)
+    gz = tmp_path / (img.name + ".gz")
+    subprocess.run(["gzip", "-k", "-9", img], check=True)  # the host's gzip as the writer
+    out = raw_rootfs(gz)
+    assert out != gz and out.read_bytes() == img.read_bytes()
+    assert raw_rootfs(gz) == out  # cached
+    assert raw_rootfs(img) == img  # a raw image is used as it is
+    with pytest.raises(WolfError, match="does not exist"):
+        raw_rootfs(tmp_path / "missing.img")
