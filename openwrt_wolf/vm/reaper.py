@@ -23,11 +23,15 @@ _installed = False
 _PR_SET_PDEATHSIG = 1
 
 
+# Looked up in the parent: between fork and exec the child only calls it (no dlopen there,
+# whose lock another thread of the parent might have held at fork time).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
 def die_with_parent() -> None:
     """preexec_fn for QEMU: SIGKILL when the thread that started it dies. Start VMs from a
     thread that lives as long as they do (the main thread, in our tasks)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def kill(p: subprocess.Popen[bytes], *, grace: float = 3.0) -> None:
