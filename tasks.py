@@ -258,6 +258,66 @@ def wolfssl_consumers(
 # --- VM and memory (issue 5) -----------------------------------------------------------
 
 
+@task(
+    help={
+        "image": "malta kernel ELF, e.g. openwrt-malta-be-vmlinux-initramfs.elf",
+        "ssh": "boot to the ssh state and print the ssh line (image needs dropbear)",
+        "rootfs": "a rootfs image (.img or .img.gz) attached as /dev/sda",
+        "initrd": "an initramfs for a kernel without a built-in one",
+        "append": "kernel command line (OpenWrt's kernels need none)",
+        "memory": "guest RAM in MB (default 128)",
+    }
+)
+@guarded
+def vm(c, image, ssh=False, rootfs=None, initrd=None, append=None, memory=0):
+    """Boot a malta image in QEMU with its serial console on this terminal (Ctrl-] quits)."""
+    from pathlib import Path
+
+    from openwrt_wolf import memory as mem
+    from openwrt_wolf.vm.interactive import session, write_out
+    from openwrt_wolf.vm.machine import VM
+
+    spec = mem.spec_for(
+        Path(image),
+        memory_mb=int(memory),
+        rootfs=Path(rootfs) if rootfs else None,
+        initrd=Path(initrd) if initrd else None,
+        append=append,
+    )
+    with VM(spec, echo=write_out) as machine:
+        session(machine, ssh=ssh)
+
+
+@task(
+    help={
+        "device": "malta-be or malta-le (image from the newest build record)",
+        "flavour": "TLS flavour of that build: mbedtls, wolfssl, openssl",
+        "image": "a malta kernel ELF to measure instead of a build",
+        "release": "OpenWrt release of the build record",
+        "boots": "number of boots (default 3)",
+        "idle": "seconds idle after boot before reading memory (default 10)",
+        "memory": "guest RAM in MB (default 128)",
+        "rootfs": "a rootfs image attached as /dev/sda",
+        "initrd": "an initramfs for a kernel without a built-in one",
+        "append": "kernel command line",
+        "store": "results store directory",
+    }
+)
+@guarded
+def measure_memory(
+    c, device=None, flavour=None, image=None, release=None, boots=3, idle=10.0, memory=0,
+    rootfs=None, initrd=None, append=None, store=None,
+):  # fmt: skip
+    """Boot a malta image N times and record free memory at idle (kind "memory")."""
+    from openwrt_wolf import memory_cmd
+
+    memory_cmd.main(
+        device=device, flavour=flavour, image=image, release=release, boots=int(boots),
+        idle=float(idle), memory=int(memory), rootfs=rootfs, initrd=initrd, append=append,
+        store=store,
+    )  # fmt: skip
+
+
 # --- router (issue 6) ------------------------------------------------------------------
 
 
