@@ -17,7 +17,11 @@ def need_tools(*names: str) -> None:
     absent = [n for n in names if not (os.path.exists(n) if n.startswith("/") else shutil.which(n))]
     if not absent:
         return
-    msg = f"needs host tools: {', '.join(absent)} (./wolf hosttools --install)"
+    unavailable(f"needs host tools: {', '.join(absent)} (./wolf hosttools --install)")
+
+
+def unavailable(msg: str) -> None:
+    """Something a test needs is not here: skip on a developer's machine, fail in CI."""
     if IN_CI:
         pytest.fail(f"CI=true and {msg}", pytrace=False)
     pytest.skip(msg)

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import need_tools
+from tests.conftest import need_tools, unavailable
 
 HERE = Path(__file__).resolve().parent
 STANDINS = HERE / "fake_router"
@@ -88,7 +88,7 @@ class FakeRouter:
         if server == "dropbear":
             need_tools(DROPBEAR, "dropbearkey", "unshare")
             if os.geteuid() != 0:
-                pytest.skip("the dropbear router needs root (a private mount namespace)")
+                unavailable("the dropbear router needs root (a private mount namespace)")
         self.base = base
         self.server = server
         self.sftp = sftp and server == "openssh"
