@@ -137,15 +137,17 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
         "files": "FILES= directory copied over the root filesystem",
         "sdk": "an unpacked SDK (selects the sdk backend)",
         "feed": "local feed the sdk backend builds from (default: feeds/wolf)",
+        "report": "print the size report of the devices built (default on; --no-report)",
     }
 )
 @guarded
 def build(
     c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
-    files=None, feed=None,
+    files=None, feed=None, report=True,
 ):  # fmt: skip
     """Build firmware in TLS flavours with OpenWrt's ImageBuilder; records in the store."""
+    from openwrt_wolf import sizereport_cmd
     from openwrt_wolf.build import cli as build_cli
 
     build_cli.main_args(
@@ -153,6 +155,11 @@ def build(
         imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed,
     )  # fmt: skip
+    if report:
+        sizereport_cmd.main(
+            store=store, from_dirs=[], device=device, flavour=flavour, release=release,
+            fmt="terminal", output=None,
+        )  # fmt: skip
 
 
 @task(
