@@ -45,6 +45,12 @@ def main(
             )
         if not host.strip():
             raise WolfError("--host is empty", hint="give the router's address, e.g. 192.168.1.1")
+        if device and devices.resolve(device, release).recipe == "malta-initramfs":
+            raise WolfError(
+                f"measure-memory: --host measures a router, --device {device} the QEMU VM; "
+                "give one or the other",
+                hint="with --host, --device names the router's device (or leave it out)",
+            )
     elif ssh:
         names = ", ".join(f"--{k.replace('_', '-')}" for k in ssh)
         raise WolfError(

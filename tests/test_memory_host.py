@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from openwrt_wolf import memory, sizereport
 from tests import sshd_router
 from tests.sshd_router import BASE_STATE, FakeRouter
@@ -106,6 +104,13 @@ def test_host_and_image_together(tmp_path: Path) -> None:
     assert line.startswith("error: measure-memory: --host measures a router, --image the QEMU VM")
 
 
+def test_host_and_malta_device_together(tmp_path: Path) -> None:
+    """Refused before any connection is tried."""
+    p = _invoke("--host", "127.0.0.1", "--device", "malta-be", store=tmp_path)
+    line = _one_error(p)
+    assert line.startswith("error: measure-memory: --host measures a router, --device malta-be")
+
+
 def test_ssh_options_without_host(tmp_path: Path) -> None:
     line = _one_error(_invoke("--image", "k.elf", "--key", "id", store=tmp_path))
     assert line.startswith("error: measure-memory: --key only apply with --host ADDR")
@@ -115,9 +120,9 @@ def test_connection_refused(tmp_path: Path) -> None:
     with socket.socket() as s:  # a port bound but not listening: connections are refused
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+        kh = str(tmp_path / "kh")
         line = _one_error(
-            _invoke("--host", "127.0.0.1", "--port", str(port), "--known-hosts",
-                    str(tmp_path / "kh"), store=tmp_path)  # fmt: skip
+            _invoke("--host", "127.0.0.1", "--port", str(port), "--known-hosts", kh, store=tmp_path)
         )
     assert line.startswith(f"error: connection refused by 127.0.0.1:{port}")
 
@@ -144,7 +149,6 @@ def test_wrong_device_refused_before_reboot(router: FakeRouter, tmp_path: Path) 
     assert not router.events
 
 
-@pytest.mark.parametrize("boots", ["0"])
-def test_bad_boots_with_host(tmp_path: Path, boots: str) -> None:
-    line = _one_error(_invoke("--host", "127.0.0.1", "--boots", boots, store=tmp_path))
+def test_bad_boots_with_host(tmp_path: Path) -> None:
+    line = _one_error(_invoke("--host", "127.0.0.1", "--boots", "0", store=tmp_path))
     assert line == "error: --boots 0: need at least one boot"
