@@ -297,31 +297,43 @@ def vm(c, image, ssh=False, rootfs=None, initrd=None, append=None, memory=0):
 
 @task(
     help={
-        "device": "malta-be or malta-le (image from the newest build record)",
-        "flavour": "TLS flavour of that build: mbedtls, wolfssl, openssl",
+        "device": "malta-be or malta-le (image from the newest build record); with --host the "
+        "router's device (checked against its board_name)",
+        "flavour": "TLS flavour: of that build; with --host checked against the router's packages",
         "image": "a malta kernel ELF to measure instead of a build",
-        "release": "OpenWrt release of the build record",
-        "boots": "number of boots (default 3)",
+        "release": "OpenWrt release of the build record / device entry",
+        "boots": "number of boots (default 3); with --host: reboots, one reading after each",
         "idle": "seconds idle after boot before reading memory (default 10)",
         "memory": "guest RAM in MB (default 128)",
         "rootfs": "a rootfs image attached as /dev/sda",
         "initrd": "an initramfs for a kernel without a built-in one",
         "append": "kernel command line",
         "store": "results store directory",
+        "host": "measure a router over SSH at this address instead of the VM",
+        "port": "router: SSH port (default 22)",
+        "user": "router: SSH user (default root)",
+        "key": "router: private key file to log in with",
+        "password": "router: ask for a password (or read $OPENWRT_WOLF_ROUTER_PASSWORD)",
+        "accept_new": "router: accept and remember its host key on first contact",
+        "known_hosts": "router: known_hosts file (default ~/.ssh/known_hosts)",
+        "wait_up": "router: seconds to wait for it to come back after each reboot (default 180)",
     }
 )
 @guarded
 def measure_memory(
     c, device=None, flavour=None, image=None, release=None, boots=3, idle=10.0, memory=0,
-    rootfs=None, initrd=None, append=None, store=None,
+    rootfs=None, initrd=None, append=None, store=None, host=None, port=None, user=None,
+    key=None, password=False, accept_new=False, known_hosts=None, wait_up=180.0,
 ):  # fmt: skip
-    """Boot a malta image N times and record free memory at idle (kind "memory")."""
+    """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
     from openwrt_wolf import memory_cmd
 
+    ssh = dict(port=int(port) if port else None, user=user, key=key, password=password,
+               accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     memory_cmd.main(
         device=device, flavour=flavour, image=image, release=release, boots=int(boots),
         idle=float(idle), memory=int(memory), rootfs=rootfs, initrd=initrd, append=append,
-        store=store,
+        store=store, host=host, ssh=ssh, wait_up=float(wait_up),
     )  # fmt: skip
 
 

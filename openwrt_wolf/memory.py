@@ -1,5 +1,9 @@
-"""measure-memory: boot a malta image N times, let each boot settle, read /proc/meminfo and
-`free`, and store every boot plus median/min/max as one record (kind "memory").
+"""measure-memory: boot a malta image (or reboot a router) N times, let each boot settle, read
+/proc/meminfo and `free`, and store every boot plus median/min/max as one record (kind "memory").
+
+Every reading follows a boot of its own: a fresh QEMU for the VM, `reboot` for a router (its
+current boot is never measured, its uptime and history are unknown). Both go through one loop,
+`measure_boots`, that takes a boot step: a context manager handing over a settled Target.
 
 Settle rule: S seconds idle after the boot reached its last state (network when the image has
 ubus, else shell). Idle means we send nothing to the console. The load average is recorded but
@@ -10,13 +14,15 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import meminfo
 from .errors import WolfError
@@ -25,6 +31,9 @@ from .target import Target
 from .vm.image import inspect_kernel, raw_rootfs, sha256
 from .vm.machine import VM, StateUnavailable
 from .vm.qemu import VmSpec, binary
+
+if TYPE_CHECKING:
+    from .router.ssh import SSHTarget
 
 DEFAULT_BOOTS = 3
 DEFAULT_IDLE = 10.0
@@ -39,9 +48,9 @@ class BootMemory:
     free_kb: dict[str, int]  # `free`'s Mem: row by its column names, kB
     loadavg: str  # /proc/loadavg at the reading (diagnostic only)
     uptime_s: float  # the guest's /proc/uptime at the reading
-    settled_state: str  # the last boot state reached before idling: network or shell
-    transitions: list[dict[str, Any]]  # [{state, at, took}], seconds since QEMU started
-    seconds_to_measurement: float  # wall time from QEMU's start to the reading
+    settled_state: str  # the last boot state reached before idling: network, shell (VM), ssh
+    transitions: list[dict[str, Any]]  # [{state, at, took}], seconds since QEMU start / reboot
+    seconds_to_measurement: float  # wall time from QEMU's start (router: `reboot`) to the reading
 
     @property
     def memfree_kb(self) -> int:
@@ -62,19 +71,23 @@ class MemoryResult:
     memfree_kb: float  # median MemFree over the boots: "Free memory at idle after boot, kB"
     memavailable_kb: float | None  # median MemAvailable
     memtotal_kb: int  # MemTotal of the first boot (the same on every boot of one image)
-    qemu_memory_mb: int  # -m
+    qemu_memory_mb: int | None  # -m (None on a router)
     boots: int
     settle: str  # the settle rule, in words
     idle_s: float
-    image: str  # the kernel image booted
-    image_sha256: str
+    image: str | None  # the kernel image booted (None on a router: it boots its own flash)
+    image_sha256: str | None
     rootfs: str | None
-    arch: str  # mips or mipsel (from the ELF header)
+    arch: str | None  # mips or mipsel (from the ELF header; None on a router)
     kernel_release: str  # uname -r in the guest
     openwrt_release: str | None  # DISTRIB_RELEASE of /etc/openwrt_release, when present
-    qemu: str  # the QEMU binary
+    qemu: str | None  # the QEMU binary (None on a router)
     summary: dict[str, Spread] = field(default_factory=dict)  # per KEY_FIELDS: median/min/max
     per_boot: list[BootMemory] = field(default_factory=list)
+    target: str = "vm"  # "vm" (QEMU malta) or "router" (over SSH)
+    host: str | None = None  # router: host:port measured
+    board_name: str | None = None  # router: `ubus call system board` board_name
+    model: str | None = None  # router: its model string
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryResult:
@@ -119,32 +132,85 @@ def read_memory(target: Target) -> Reading:
     return Reading(info, free, loadavg, uptime, at)
 
 
-def measure_boot(vm: VM, n: int, idle: float) -> tuple[BootMemory, str, str | None]:
-    """Boot ``vm``, settle, read memory, power off. Returns the boot, uname -r and the release."""
-    # Without ubus (not OpenWrt, or a stripped image) settle after the shell instead.
-    with contextlib.suppress(StateUnavailable):
-        vm.transition("network")
-    settled = vm.state
-    time.sleep(idle)
-    r = read_memory(vm)
-    kernel = _read(vm, "uname -r").strip()
-    release = _release(vm)
-    vm.close()
-    boot = BootMemory(
-        boot=n,
-        meminfo_kb=r.meminfo_kb,
-        free_kb=r.free_kb,
-        loadavg=r.loadavg,
-        uptime_s=r.uptime_s,
-        settled_state=settled,
-        transitions=[asdict(t) for t in vm.transitions],
-        seconds_to_measurement=round(r.at - vm.started_at, 3),
-    )
-    return boot, kernel, release
+@dataclass
+class Booted:
+    """What a boot step hands the measurement: a settled, usable target."""
+
+    target: Target
+    started_at: float  # time.monotonic() when the boot began (QEMU start, `reboot` sent)
+    settled_state: str
+    # [{state, at, took}]; a step may complete it when the boot ends (the VM's "off")
+    transitions: list[dict[str, Any]] = field(default_factory=list)
+
+
+BootStep = Callable[[int], AbstractContextManager[Booted]]
+
+
+def measure_boots(
+    step: BootStep,
+    *,
+    boots: int,
+    idle: float,
+    on_boot: Callable[[BootMemory], None] | None = None,
+) -> tuple[list[BootMemory], str, str | None]:
+    """Per boot: ``step(n)`` boots and settles, then ``idle`` seconds with nothing sent, then
+    the reading. Returns the boots, the last uname -r and DISTRIB_RELEASE."""
+    if boots < 1:
+        raise WolfError(f"--boots {boots}: need at least one boot")
+    if idle < 0:
+        raise WolfError(f"--idle {idle}: seconds must not be negative")
+    results: list[BootMemory] = []
+    kernel = ""
+    release: str | None = None
+    for n in range(1, boots + 1):
+        with step(n) as b:
+            time.sleep(idle)
+            r = read_memory(b.target)
+            kernel = _read(b.target, "uname -r").strip()
+            release = _release(b.target)
+        boot = BootMemory(
+            boot=n,
+            meminfo_kb=r.meminfo_kb,
+            free_kb=r.free_kb,
+            loadavg=r.loadavg,
+            uptime_s=r.uptime_s,
+            settled_state=b.settled_state,
+            transitions=list(b.transitions),
+            seconds_to_measurement=round(r.at - b.started_at, 3),
+        )
+        results.append(boot)
+        if on_boot:
+            on_boot(boot)
+    return results, kernel, release
+
+
+def vm_boots(spec: VmSpec, timeouts: dict[str, float] | None = None) -> BootStep:
+    """A fresh QEMU per boot, settled at the network state (the shell when the image has no
+    ubus), powered off after the reading."""
+
+    @contextlib.contextmanager
+    def step(n: int) -> Iterator[Booted]:
+        with VM(spec, timeouts=timeouts) as vm:
+            with contextlib.suppress(StateUnavailable):
+                vm.transition("network")
+            b = Booted(vm, vm.started_at, vm.state)
+            yield b
+            vm.close()
+            b.transitions[:] = [asdict(t) for t in vm.transitions]
+
+    return step
 
 
 def _spread(values: list[int]) -> Spread:
     return Spread(median=statistics.median(values), min=min(values), max=max(values))
+
+
+def _summary(results: list[BootMemory]) -> dict[str, Spread]:
+    return {
+        f: _spread([b.meminfo_kb[f] for b in results])
+        for f in meminfo.KEY_FIELDS
+        if all(f in b.meminfo_kb for b in results)
+    }
 
 
 def measure(
@@ -155,24 +221,11 @@ def measure(
     timeouts: dict[str, float] | None = None,
     on_boot: Callable[[BootMemory], None] | None = None,
 ) -> MemoryResult:
-    if boots < 1:
-        raise WolfError(f"--boots {boots}: need at least one boot")
-    if idle < 0:
-        raise WolfError(f"--idle {idle}: seconds must not be negative")
-    results: list[BootMemory] = []
-    kernel = ""
-    release: str | None = None
-    for n in range(1, boots + 1):
-        with VM(spec, timeouts=timeouts) as vm:
-            boot, kernel, release = measure_boot(vm, n, idle)
-        results.append(boot)
-        if on_boot:
-            on_boot(boot)
-    summary = {
-        f: _spread([b.meminfo_kb[f] for b in results])
-        for f in meminfo.KEY_FIELDS
-        if all(f in b.meminfo_kb for b in results)
-    }
+    """Boot the VM ``boots`` times and summarise."""
+    results, kernel, release = measure_boots(
+        vm_boots(spec, timeouts), boots=boots, idle=idle, on_boot=on_boot
+    )
+    summary = _summary(results)
     avail = summary.get("MemAvailable")
     return MemoryResult(
         memfree_kb=summary["MemFree"].median,
@@ -192,6 +245,95 @@ def measure(
         qemu=binary(spec.kernel),
         summary=summary,
         per_boot=results,
+    )
+
+
+# -- a router over SSH ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Board:
+    """`ubus call system board` of a router: what the record names it by."""
+
+    board_name: str
+    model: str
+    release: str | None  # its release.version (procd reads /etc/openwrt_release for it)
+
+
+def board(target: Target) -> Board:
+    r = target.run("ubus call system board", timeout=30)
+    try:
+        d = json.loads(r.output) if r.exit_status == 0 else None
+    except json.JSONDecodeError:
+        d = None
+    if not isinstance(d, dict) or not d.get("board_name"):
+        raise WolfError(
+            f"`ubus call system board` on {target.name} failed (exit {r.exit_status}): "
+            f"{' '.join(r.output.split())[:160]}",
+            hint="measure-memory --host needs an OpenWrt router",
+        )
+    rel = d.get("release")
+    version = rel.get("version") if isinstance(rel, dict) else None
+    return Board(str(d["board_name"]), str(d.get("model", "")), str(version) if version else None)
+
+
+def router_boots(target: SSHTarget, *, wait_up: float = 180.0) -> BootStep:
+    """`reboot` per boot; settled once SSH answers and the login works again (so the LAN and
+    dropbear are up). The connection stays open for the next reboot."""
+
+    @contextlib.contextmanager
+    def step(n: int) -> Iterator[Booted]:
+        t0 = time.monotonic()
+        target.reboot(timeout=wait_up)
+        up = round(target.started_at - t0, 3)
+        yield Booted(
+            target,
+            t0,
+            "ssh",
+            [{"state": "reboot", "at": 0.0, "took": 0.0}, {"state": "ssh", "at": up, "took": up}],
+        )
+
+    return step
+
+
+def measure_router(
+    target: SSHTarget,
+    *,
+    boots: int = DEFAULT_BOOTS,
+    idle: float = DEFAULT_IDLE,
+    wait_up: float = 180.0,
+    on_boot: Callable[[BootMemory], None] | None = None,
+    known: Board | None = None,
+) -> MemoryResult:
+    """Reboot the router ``boots`` times and summarise; the current boot is not measured.
+    ``known``: its board, when the caller asked already."""
+    b = known or board(target)
+    results, kernel, release = measure_boots(
+        router_boots(target, wait_up=wait_up), boots=boots, idle=idle, on_boot=on_boot
+    )
+    summary = _summary(results)
+    avail = summary.get("MemAvailable")
+    return MemoryResult(
+        memfree_kb=summary["MemFree"].median,
+        memavailable_kb=avail.median if avail else None,
+        memtotal_kb=results[0].meminfo_kb["MemTotal"],
+        qemu_memory_mb=None,
+        boots=boots,
+        settle=f"{idle:g} s idle after `reboot`, once SSH answers and the login works again",
+        idle_s=idle,
+        image=None,
+        image_sha256=None,
+        rootfs=None,
+        arch=None,
+        kernel_release=kernel,
+        openwrt_release=release or b.release,
+        qemu=None,
+        summary=summary,
+        per_boot=results,
+        target="router",
+        host=target.name,
+        board_name=b.board_name,
+        model=b.model,
     )
 
 
@@ -219,10 +361,13 @@ def spec_for(
 
 
 def record_key(result: MemoryResult, device: str | None, flavour: str | None) -> str:
-    """Stable per image and settings: measuring the same thing again replaces the record."""
-    h = hashlib.sha256(
-        f"{result.image_sha256} {result.rootfs} {result.qemu_memory_mb} {result.idle_s}".encode()
-    ).hexdigest()[:12]
+    """Stable per image (router: host, board and release) and settings: measuring the same
+    thing again replaces the record."""
+    if result.target == "router":
+        what = f"router {result.host} {result.board_name} {result.openwrt_release}"
+    else:
+        what = f"{result.image_sha256} {result.rootfs} {result.qemu_memory_mb}"
+    h = hashlib.sha256(f"{what} {result.idle_s}".encode()).hexdigest()[:12]
     return "-".join(p for p in ("memory", device, flavour, h) if p)
 
 
