@@ -407,7 +407,7 @@ class SSHTarget:
         """`reboot`, wait for SSH to go away and come back, reconnect."""
         with contextlib.suppress(ConnectionLost, CommandTimeout):
             self.run("reboot", timeout=10)
-        wait_down(self.login, timeout=min(60.0, timeout))
+        wait_down(self.login, timeout=min(60.0, timeout), after="the reboot command")
         self.client.close()
         wait_up(self.login, timeout=timeout)
         self.client = open_client(self.login)
@@ -505,8 +505,10 @@ def wait_down(
     timeout: float,
     interval: float = 1.0,
     on_poll: Callable[[float, str], None] | None = None,
+    after: str = "the upgrade started",
 ) -> str:
-    """Wait until SSH stops answering; returns what was last seen. WolfError on timeout."""
+    """Wait until SSH stops answering; returns what was last seen. WolfError on timeout.
+    ``after`` names what should have taken the router down (sysupgrade, a reboot)."""
     start = time.monotonic()
     while True:
         banner, seen = probe(login.host, login.port, timeout=min(3.0, interval * 3))
@@ -517,9 +519,9 @@ def wait_down(
             return seen
         if elapsed > timeout:
             raise WolfError(
-                f"{login.host_entry} still answered SSH {timeout:g} s after the upgrade started "
+                f"{login.host_entry} still answered SSH {timeout:g} s after {after} "
                 f"(last seen: {seen})",
-                hint="the upgrade may not have started; look at `logread` on the router",
+                hint="it may not have gone down; look at `logread` on the router",
             )
         time.sleep(interval)
 
