@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .errors import WolfError
+from .imageformats.squashfs_sb import SIZE as SUPERBLOCK_SIZE
+from .imageformats.squashfs_sb import Superblock, parse_header
 
-MAGIC = 0x73717368  # "hsqs" little-endian
-SUPERBLOCK = struct.Struct("<IIIIIHHHHHHQQQQQQQQ")
-COMPRESSORS = {1: "gzip", 2: "lzma", 3: "lzo", 4: "xz", 5: "lz4", 6: "zstd"}
 _METADATA_SIZE = 8192
 _UNCOMPRESSED_META = 0x8000
 _UNCOMPRESSED_DATA = 1 << 24
@@ -35,26 +34,6 @@ _FTYPE = {
     1: stat.S_IFDIR, 2: stat.S_IFREG, 3: stat.S_IFLNK, 4: stat.S_IFBLK,
     5: stat.S_IFCHR, 6: stat.S_IFIFO, 7: stat.S_IFSOCK,
 }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Superblock:
-    inode_count: int
-    mkfs_time: int
-    block_size: int
-    fragment_count: int
-    compressor: str
-    flags: int
-    id_count: int
-    version: tuple[int, int]
-    root_inode: int
-    bytes_used: int  # the filesystem's size: what OpenWrt appends (before padding)
-    id_table: int
-    xattr_table: int
-    inode_table: int
-    directory_table: int
-    fragment_table: int
-    export_table: int
 
 
 @dataclass(frozen=True)
@@ -177,37 +156,10 @@ class SquashFS:
 
     def _read_superblock(self) -> Superblock:
         self._fh.seek(self.offset)
-        raw = self._fh.read(SUPERBLOCK.size)
-        if len(raw) < 4 or struct.unpack_from("<I", raw)[0] != MAGIC:
-            raise WolfError(
-                f"not a squashfs filesystem: {self._where} (no 'hsqs' magic)",
-                hint="give a squashfs rootfs, or a sysupgrade image to split",
-            )
-        if len(raw) < SUPERBLOCK.size:
-            raise self._corrupt("file ends inside the superblock")
-        f = SUPERBLOCK.unpack(raw)
-        if (f[9], f[10]) != (4, 0):
-            raise WolfError(
-                f"{self._where}: squashfs version {f[9]}.{f[10]}, only 4.0 is read",
-                hint="OpenWrt has written squashfs 4.0 since 2009",
-            )
-        sb = Superblock(
-            inode_count=f[1], mkfs_time=f[2], block_size=f[3], fragment_count=f[4],
-            compressor=COMPRESSORS.get(f[5], f"unknown ({f[5]})"), flags=f[7], id_count=f[8],
-            version=(f[9], f[10]), root_inode=f[11], bytes_used=f[12], id_table=f[13],
-            xattr_table=f[14], inode_table=f[15], directory_table=f[16], fragment_table=f[17],
-            export_table=f[18],
-        )  # fmt: skip
-        if sb.block_size == 0 or sb.block_size & (sb.block_size - 1) or sb.block_size > 1 << 20:
-            raise self._corrupt(f"block size {sb.block_size} is not a power of two ≤ 1 MiB")
-        if self.offset + sb.bytes_used > self._file_size:
-            raise self._corrupt(
-                f"superblock says {sb.bytes_used} bytes, file has "
-                f"{self._file_size - self.offset} (truncated)"
-            )
-        if not (SUPERBLOCK.size <= sb.inode_table <= sb.directory_table < sb.bytes_used):
-            raise self._corrupt("inode/directory table positions are out of order")
-        return sb
+        raw = self._fh.read(SUPERBLOCK_SIZE)
+        return parse_header(
+            raw, available=self._file_size - self.offset, where=self._where, offset=self.offset
+        )
 
     def _metablock(self, pos: int) -> tuple[bytes, int]:
         """The metadata block at pos, uncompressed, and the position of the next one."""

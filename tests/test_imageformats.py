@@ -121,7 +121,7 @@ def test_safeloader_factory(work: Path, rootfs: Path) -> None:
 def test_superblock_matches_unsquashfs(rootfs: Path) -> None:
     sb = squashfs_sb.parse(rootfs.read_bytes())
     assert sb.bytes_used == fi.unsquashfs_bytes(rootfs)
-    assert (sb.compression, sb.block_size, sb.version) == ("xz", 256 * 1024, "4.0")
+    assert (sb.compressor, sb.block_size, sb.version) == ("xz", 256 * 1024, (4, 0))
 
 
 # --- bad input: one line each --------------------------------------------------------------

@@ -72,7 +72,7 @@ def test_truncated_squashfs_is_one_clear_error(tree: Path, tmp_path: Path) -> No
     image = mksquashfs(tree, tmp_path / "root.sqfs")
     cut = tmp_path / "cut.sqfs"
     cut.write_bytes(image.read_bytes()[: image.stat().st_size // 2])
-    with pytest.raises(WolfError, match=r"corrupt or truncated squashfs .*cut\.sqfs.*truncated"):
+    with pytest.raises(WolfError, match=r"cut\.sqfs: squashfs is truncated: it needs \d+ bytes"):
         superblock(cut)
 
 
@@ -91,7 +91,7 @@ def test_corrupt_inode_table_is_one_clear_error(tree: Path, tmp_path: Path) -> N
 def test_non_squashfs_rootfs_is_one_clear_error(tmp_path: Path) -> None:
     f = tmp_path / "root.squashfs"
     f.write_bytes(b"UBI#" + bytes(200))
-    with pytest.raises(WolfError, match=r"not a squashfs filesystem: .*root\.squashfs"):
+    with pytest.raises(WolfError, match=r"root\.squashfs: no squashfs at offset 0x0"):
         superblock(f)
 
 

@@ -78,9 +78,9 @@ def split_bytes(data: bytes, *, where: str = "image") -> SplitImage:
         )
     sb = squashfs_sb.parse(body, r_off, where=where)
     fields["squashfs"] = {
-        "compression": sb.compression,
+        "compression": sb.compressor,
         "block_size": sb.block_size,
-        "inodes": sb.inodes,
+        "inodes": sb.inode_count,
     }
     _markers(body, r_off + sb.bytes_used, fields)
     if not fields["jffs2_markers"] and fmt in _MARKED:
