@@ -325,6 +325,12 @@ class SSHTarget:
                         continue
                     eof = chunk == b""
                 if chan.exit_status_ready():
+                    # the output arrived before the status: take what is still buffered
+                    while chan.recv_ready():
+                        buf += chan.recv(32768)
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        emit(line)
                     break
                 t = chan.get_transport()
                 if chan.closed and t is not None and t.is_active():
