@@ -125,8 +125,8 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
         "flavour": "mbedtls, wolfssl, openssl or all (comma-separated list allowed)",
         "device": "device name(s), comma-separated, or all",
         "release": "OpenWrt release: 25.12.5 (default), 24.10.8, snapshot",
-        "backend": "imagebuilder (default), sdk (default when the flavour needs our feed); "
-        "buildroot is not in this version",
+        "backend": "imagebuilder (default), sdk (default when the flavour needs our feed), "
+        "buildroot (default with --tree)",
         "mirror": "URL or directory laid out like downloads.openwrt.org",
         "imagebuilder": "an unpacked ImageBuilder to use instead of downloading one",
         "j": "profiles built in parallel (working copies of the ImageBuilder)",
@@ -137,6 +137,8 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
         "files": "FILES= directory copied over the root filesystem",
         "sdk": "an unpacked SDK (selects the sdk backend)",
         "feed": "local feed the sdk backend builds from (default: feeds/wolf)",
+        "tree": "an OpenWrt source tree (selects the buildroot backend)",
+        "patches": "patch set the buildroot backend applies (default: this project's patches/)",
         "report": "print the size report of the devices built (default on; --no-report)",
     }
 )
@@ -144,16 +146,16 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
 def build(
     c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
-    files=None, feed=None, report=True,
+    files=None, feed=None, patches=None, report=True,
 ):  # fmt: skip
-    """Build firmware in TLS flavours with OpenWrt's ImageBuilder; records in the store."""
+    """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     from openwrt_wolf import sizereport_cmd
     from openwrt_wolf.build import cli as build_cli
 
     build_cli.main_args(
         flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
         imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
-        luci_https=luci_https, packages=packages, files=files, feed=feed,
+        luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
     )  # fmt: skip
     if report:
         sizereport_cmd.main(

@@ -32,6 +32,7 @@ def main_args(
     packages: str | None,
     files: str | None,
     feed: str | None = None,
+    patches: str | None = None,
 ) -> list[Outcome]:
     """tasks.py's arguments as typed Options."""
 
@@ -59,6 +60,7 @@ def main_args(
             packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
             files=path(files),
             feed=path(feed),
+            patches=path(patches),
         )
     )
 

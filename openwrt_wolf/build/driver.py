@@ -32,6 +32,7 @@ from .. import (
     fit,
     flavours,
     hosttools,
+    patchset,
     paths,
     proc,
     releases,
@@ -41,7 +42,7 @@ from .. import (
 from ..devices import Device
 from ..errors import WolfError
 from ..imageformats import squashfs_sb
-from . import packages
+from . import buildroot, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .record import BACKENDS, KIND, Artifact, BuildRecord, BuildRequest
@@ -66,9 +67,13 @@ class Options:
     packages: tuple[str, ...] = ()
     files: Path | None = None
     feed: Path | None = None  # the local feed the sdk backend builds from
+    patches: Path | None = None  # the patch set the buildroot backend applies
 
     def local_feed(self) -> Path:
         return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
+
+    def patches_dir(self) -> Path:
+        return (self.patches or patchset.PATCHES_DIR).expanduser().resolve()
 
 
 @dataclass(frozen=True)
@@ -120,11 +125,10 @@ def _backend(opts: Options, r: packages.Rules) -> str:
         backend = "imagebuilder"
     if backend not in BACKENDS:
         raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
-    if backend == "buildroot":
-        raise WolfError(
-            "the buildroot backend is not part of this version (docs/build.md says why)",
-            hint="use --backend imagebuilder or sdk",
-        )
+    if backend == "buildroot" and not opts.tree:
+        raise WolfError("the buildroot backend needs --tree PATH (an OpenWrt source tree)")
+    if backend != "buildroot" and opts.tree:
+        raise WolfError(f"--tree is for the buildroot backend, not {backend}")
     return backend
 
 
@@ -136,6 +140,7 @@ def plan(opts: Options) -> list[Job]:
     if not devs:
         raise WolfError("no device given", hint="--device NAME[,NAME...]")
     jobs = []
+    tree_id: str | None = None
     for dev in devs:
         if not dev.has_flash:
             raise WolfError(
@@ -145,6 +150,25 @@ def plan(opts: Options) -> list[Job]:
         for fl in flavours.resolve_many(opts.flavour):
             r = packages.rules(fl.name, rel.name)
             backend = _backend(opts, r)
+            if backend == "buildroot":
+                assert opts.tree is not None
+                if tree_id is None:
+                    tree_id = buildroot.Tree(opts.tree).identity()
+                brf = buildroot.flavour(fl.name)
+                seed = buildroot.seed_changes(r, brf, luci_https=opts.luci_https,
+                                              extra=opts.packages)  # fmt: skip
+                req = BuildRequest(
+                    release=rel.name,
+                    target=dev.target_path,
+                    profile=dev.profile,
+                    flavour=fl.name,
+                    packages=tuple(sorted(seed.spec() + brf.symbols())),
+                    patch_set=buildroot.patch_set_hash(opts.patches_dir()),
+                    backend=backend,
+                    tree=tree_id,
+                )
+                jobs.append(Job(dev, fl.name, r, req))
+                continue
             spec = packages.changes(
                 r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
             )
@@ -190,9 +214,18 @@ def build(opts: Options) -> list[Outcome]:
                 shown.add((job.flavour, note))
                 con.print(f"note ({job.flavour}, {job.request.release}): {note}")
     if todo:
-        hosttools.ensure("imagebuilder")
-        if any(j.request.backend == "sdk" for j in todo):
+        backends = {j.request.backend for j in todo}
+        if backends - {"buildroot"}:
+            hosttools.ensure("imagebuilder")
+        if "sdk" in backends:
             hosttools.ensure("sdk")
+        if "buildroot" in backends:
+            hosttools.ensure("buildroot")
+            with _terminate_as_interrupt():
+                for job in [j for j in todo if j.request.backend == "buildroot"]:
+                    out = _build_tree_one(job, opts, st, con)
+                    outcomes[job.key] = out
+            todo = [j for j in todo if j.request.backend != "buildroot"]
         groups: dict[tuple[str, str], list[Job]] = {}
         for job in todo:
             groups.setdefault((job.request.target, job.request.backend), []).append(job)
@@ -434,6 +467,91 @@ def _sdk_packages(
     return out, (sdk_name, sdk_sha)
 
 
+def _out_dirs(job: Job) -> tuple[Path, Path, Path]:
+    """The job's output directory: bin.partial while building, bin when done, build.log."""
+    out_dir = paths.cache_dir() / "builds" / job.key
+    partial = out_dir / "bin.partial"
+    log = out_dir / "build.log"
+    try:
+        shutil.rmtree(partial, ignore_errors=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        log.write_text(f"# openwrt-wolf build {job.label} {job.request.release} key {job.key}\n")
+    except OSError as e:
+        if e.errno == 28:
+            raise download.disk_full(out_dir, e) from None
+        raise
+    return partial, out_dir / "bin", log
+
+
+def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> Outcome:
+    """The buildroot backend: patch set, .config seed, make defconfig, check, make -j N,
+    then the same measuring and record as an ImageBuilder build."""
+    assert opts.tree is not None
+    dev = job.device
+    tree = buildroot.Tree(opts.tree)
+    brf = buildroot.flavour(job.flavour)
+    changes = buildroot.seed_changes(job.rules, brf, luci_https=opts.luci_https,
+                                     extra=opts.packages)  # fmt: skip
+    partial, final, log = _out_dirs(job)
+    phases: dict[str, float] = {}
+    notes: list[str] = []
+
+    def on_line(line: str) -> None:
+        # OpenWrt's default (non-V=s) output: one " make[N] <dir>/<step>" line per step
+        if re.match(r"^ make\[\d+\] \S", line):
+            con.print(f"  {job.label}:{line.rstrip()}", markup=False)
+
+    with _locked(tree.top), proc.recording() as cmds:
+        t = time.monotonic()
+        for o in tree.apply_patches(opts.patches_dir()):
+            con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
+            notes.append(f"patch set {o.series}: {o.action}")
+        phases["patch"] = time.monotonic() - t
+        seed = tree.seed(changes, brf, dev, job.request.release)
+        t = time.monotonic()
+        cfg = tree.defconfig(seed, log)
+        phases["defconfig"] = time.monotonic() - t
+        buildroot.verify(cfg, dev, brf, job.rules, changes)
+        tree.clean_outputs(dev)
+        con.print(f"  {job.label}: make -j{opts.jobs} in {tree.top} (log {log})", markup=False)
+        t = time.monotonic()
+        status, warnings = tree.make(opts.jobs, log, on_line)
+        phases["make"] = time.monotonic() - t
+        t = time.monotonic()
+        partial.mkdir(parents=True)
+        (partial / "seed.config").write_text(seed)
+        bin_dir = tree.bin_dir(dev)
+        if bin_dir.is_dir():
+            for f in sorted(bin_dir.iterdir()):
+                if f.is_file():
+                    shutil.copyfile(f, partial / f.name)
+        report, files, deleted, more = _measure(tree.kdir(dev), dev, partial)
+        phases["measure"] = time.monotonic() - t
+    if status != 0:
+        more.insert(0, f"make exited with status {status} after: {warnings[0]}")
+    watched = [s.removeprefix("CONFIG_").split("=")[0] for s in brf.symbols()]
+    watched += buildroot.target_symbols(dev)
+    for old, new in job.rules.replace:
+        watched += [f"PACKAGE_{old}", f"PACKAGE_{new}"]
+    watched += [f"PACKAGE_{n}" for n in (*changes.add, *changes.remove)]
+    return _store(
+        job, st, partial, final, files,
+        builder=str(tree.top),
+        builder_sha256=None,
+        packages_value=" ".join(job.request.packages),
+        manifest=buildroot.read_manifest(partial, dev),
+        commands=cmds,
+        phases=phases,
+        make_seconds=phases["defconfig"] + phases["make"],
+        log=log,
+        report=report,
+        openwrt_warnings=warnings,
+        image_deleted=deleted,
+        notes=list(changes.notes) + notes + more,
+        config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
+    )  # fmt: skip
+
+
 def _build_one(
     job: Job,
     ib: ImageBuilder,
@@ -444,18 +562,7 @@ def _build_one(
     con: Any,
 ) -> Outcome:
     dev = job.device
-    out_dir = paths.cache_dir() / "builds" / job.key
-    partial = out_dir / "bin.partial"
-    final = out_dir / "bin"
-    log = out_dir / "build.log"
-    try:
-        shutil.rmtree(partial, ignore_errors=True)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        log.write_text(f"# openwrt-wolf build {job.label} {job.request.release} key {job.key}\n")
-    except OSError as e:
-        if e.errno == 28:
-            raise download.disk_full(out_dir, e) from None
-        raise
+    partial, final, log = _out_dirs(job)
     changes = packages.changes(
         job.rules, group.info.defaults(dev.profile), luci_https=opts.luci_https,
         extra=opts.packages, sdk=job.request.backend == "sdk",
@@ -478,7 +585,7 @@ def _build_one(
         phases["image"] = time.monotonic() - t
         make_seconds = phases["manifest"] + phases["image"]
         t = time.monotonic()
-        report, files, deleted, notes = _measure(ib, dev, partial)
+        report, files, deleted, notes = _measure(ib.kdir(dev.target_path), dev, partial)
         phases["measure"] = time.monotonic() - t
     if status != 0:
         notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
@@ -487,10 +594,46 @@ def _build_one(
         shutil.copyfile(f, partial / "packages" / f.name)
         files.append({**asdict(Artifact.of(partial / "packages" / f.name, "package")),
                       "name": f"packages/{f.name}"})  # fmt: skip
+    return _store(
+        job, st, partial, final, files,
+        builder=group.ib_name,
+        builder_sha256=group.ib_sha256,
+        packages_value=value,
+        manifest=manifest,
+        commands=shared_cmds + cmds,
+        phases=phases,
+        make_seconds=make_seconds,
+        log=log,
+        report=report,
+        openwrt_warnings=warnings,
+        image_deleted=deleted,
+        notes=list(changes.notes) + notes,
+        sdk=group.sdk[0],
+        sdk_sha256=group.sdk[1],
+    )  # fmt: skip
+
+
+def _store(
+    job: Job,
+    st: store.FileStore,
+    partial: Path,
+    final: Path,
+    files: list[dict[str, Any]],
+    *,
+    manifest: dict[str, str],
+    phases: dict[str, float],
+    make_seconds: float,
+    log: Path,
+    report: fit.FitReport,
+    **fields: Any,
+) -> Outcome:
+    """Move the finished output into place and write the record (atomically, last: a
+    killed build leaves none)."""
     shutil.rmtree(final, ignore_errors=True)
     os.replace(partial, final)
     files = [{**a, "path": str(final / a["name"])} for a in files]
     rel = releases.get(job.request.release)
+    dev = job.device
     record = BuildRecord(
         request=job.request,
         key=job.key,
@@ -499,26 +642,18 @@ def _build_one(
         release_commit=rel.commit,
         device=dev.profile,
         flavour=job.flavour,
-        builder=group.ib_name,
-        builder_sha256=group.ib_sha256,
-        packages_value=value,
         library_versions={
             TLS_LIBS.match(n).group(1): v  # type: ignore[union-attr]
             for n, v in sorted(manifest.items())
             if TLS_LIBS.match(n)
         },
         manifest=manifest,
-        commands=shared_cmds + cmds,
         phases={k: round(v, 3) for k, v in phases.items()},
         make_seconds=round(make_seconds, 3),
         log=str(log),
         artifacts=files,
         fit=report.to_dict(),
-        openwrt_warnings=warnings,
-        image_deleted=deleted,
-        notes=list(changes.notes) + notes,
-        sdk=group.sdk[0],
-        sdk_sha256=group.sdk[1],
+        **fields,
     )
     path = st.put(
         store.Record(
@@ -534,14 +669,13 @@ def _build_one(
 
 
 def _measure(
-    ib: ImageBuilder, dev: Device, bin_dir: Path
+    kdir: Path, dev: Device, bin_dir: Path
 ) -> tuple[fit.FitReport, list[dict[str, Any]], bool, list[str]]:
     """Fit from the kernel and rootfs pieces in KDIR (present even when OpenWrt deleted the
     image), the files with their sha256, and where the model and OpenWrt disagree.
 
     The pieces are copied into BIN_DIR as <profile>-kernel.bin and root.squashfs, so the
     output directory can be measured again later (`size-report --from`, docs/results.md)."""
-    kdir = ib.kdir(dev.target_path)
     kernel = kdir / f"{dev.profile}-kernel.bin"
     roots = sorted(kdir.glob("root.squashfs*"), key=lambda p: p.stat().st_mtime)
     notes: list[str] = []

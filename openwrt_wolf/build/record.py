@@ -29,10 +29,14 @@ class BuildRequest:
     patch_set: str  # sha256 of the patch set applied, "none" for stock packages
     backend: str
     schema: int = BUILD_SCHEMA
+    tree: str = ""  # buildroot: the tree's identity (git HEAD or its `version` file)
 
     def key(self) -> str:
         """The request hash: stable across runs and machines."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, separators=(",", ":"))
+        d = dataclasses.asdict(self)
+        if not d["tree"]:
+            del d["tree"]  # the ImageBuilder/SDK requests hash as before the buildroot backend
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     @classmethod
@@ -84,6 +88,7 @@ class BuildRecord:
     notes: list[str] = field(default_factory=list)  # the flavour's notes, model disagreements
     sdk: str | None = None  # sdk backend: the SDK used (archive name or path)
     sdk_sha256: str | None = None  # of the SDK archive, when downloaded
+    config: dict[str, str] = field(default_factory=dict)  # buildroot: the checked .config symbols
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -200,6 +200,31 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
     return top
 
 
+def make_buildroot(dest: Path, target: str, release: str = RELEASE) -> Path:
+    """A stand-in OpenWrt source tree for the target (tests/standin/buildroot/): the stand-in
+    ImageBuilder's scripts/ib.py, packages and .standin.json reused, its kernels moved out of
+    $(KDIR) (make puts them there) and a `version` file as in a release source tarball."""
+    spec = tomllib.loads((HERE / "targets.toml").read_text())
+    top = dest / f"openwrt-{release}-{target.replace('/', '-')}"
+    if top.exists():
+        shutil.rmtree(top)
+    ib = make_tree(dest / ".ib", target, release)
+    shutil.copytree(HERE / "buildroot", top)
+    shutil.copyfile(HERE / "imagebuilder" / "scripts" / "ib.py", top / "scripts" / "ib.py")
+    shutil.move(ib / "packages", top / "packages")
+    t, _ = target.split("/")
+    kernels = top / "target" / "linux" / t / "standin-kernels"
+    kernels.mkdir(parents=True)
+    for k in sorted(ib.glob("build_dir/target-*/linux-*/*-kernel.bin")):
+        shutil.move(k, kernels / k.name)
+    info = json.loads((ib / ".standin.json").read_text())
+    info["version_filenames"] = False  # a tree without CONFIG_VERSION_FILENAMES
+    (top / ".standin.json").write_text(json.dumps(info, indent=1))
+    (top / "version").write_text(spec["release"][release]["version_code"] + "\n")
+    shutil.rmtree(dest / ".ib")
+    return top
+
+
 def pack(tree: Path, out: Path) -> Path:
     """tar.zst of the tree with its top directory, like OpenWrt's ImageBuilder archives."""
     raw = io.BytesIO()

@@ -1,0 +1,300 @@
+"""OpenWrt's buildroot (a full source tree), driven through its own interface: the USE_WOLFSSL
+patch set applied with openwrt_wolf.patchset, a .config seed (templates/buildroot-config.j2,
+data/buildroot.toml), `make defconfig`, `make -j N`, and what the build leaves in
+bin/targets/<t>/<s>/ and in $(KDIR) = build_dir/target-*/linux-<t>_<s>/.
+
+One tree holds one .config, so its builds run one after the other (the driver locks it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import shutil
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from .. import patchset, proc
+from ..devices import Device
+from ..errors import CommandError, WolfError
+from ..paths import DATA_DIR
+from . import packages
+from .imagebuilder import SIZE_LINES
+
+MAKE_TIMEOUT = 12 * 3600.0  # a first full build compiles the toolchain
+DEFCONFIG_TIMEOUT = 1800.0
+MODES = ("defaults", "patchset", "explicit")
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """data/buildroot.toml for one flavour."""
+
+    name: str
+    config: tuple[tuple[str, str], ...]  # Kconfig symbols (no CONFIG_) and their values
+    packages: str  # one of MODES
+
+    def symbols(self) -> list[str]:
+        """The config part of the request: what the seed sets besides packages."""
+        return [f"CONFIG_{k}={v}" for k, v in self.config]
+
+
+@cache
+def _data() -> dict[str, object]:
+    return tomllib.loads((DATA_DIR / "buildroot.toml").read_text())
+
+
+def flavour(name: str) -> Flavour:
+    spec = _data().get("flavour", {})
+    assert isinstance(spec, dict)
+    fl = spec.get(name)
+    if not isinstance(fl, dict):
+        raise WolfError(
+            f"flavour {name} has no buildroot selection in data/buildroot.toml",
+            hint="add a [flavour.<name>] table there",
+        )
+    mode = str(fl.get("packages", ""))
+    if mode not in MODES:
+        raise WolfError(
+            f"data/buildroot.toml: flavour {name}: packages = {mode!r}",
+            hint=f"one of: {', '.join(MODES)}",
+        )
+    config = tuple(sorted((str(k), str(v)) for k, v in dict(fl.get("config", {})).items()))
+    return Flavour(name, config, mode)
+
+
+def seed_changes(
+    r: packages.Rules, fl: Flavour, *, luci_https: bool, extra: tuple[str, ...]
+) -> packages.Changes:
+    """The packages the seed names. Only the "explicit" mode names the flavour's
+    replacements; with "patchset" the patched Kconfig swaps OpenWrt's defaults itself."""
+    if fl.packages != "explicit":
+        r = dataclasses.replace(r, replace=())
+    return packages.changes(r, None, luci_https=luci_https, extra=extra)
+
+
+def patch_set_hash(patches_dir: Path) -> str:
+    """Every series' name and its patches' names and contents, in order."""
+    h = hashlib.sha256()
+    for s in patchset.load(patches_dir):
+        h.update(f"series {s.name}\0".encode())
+        for p in s.patches:
+            h.update(f"{p.name}\0{p.sha256()}\0".encode())
+    return h.hexdigest()[:32]
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """A .config as {symbol without CONFIG_: value}; "# CONFIG_X is not set" gives "n"."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if m := re.match(r"^CONFIG_([A-Za-z0-9_.+-]+)=(.*)$", line):
+            out[m.group(1)] = m.group(2).strip('"')
+        elif m := re.match(r"^# CONFIG_([A-Za-z0-9_.+-]+) is not set$", line):
+            out[m.group(1)] = "n"
+    return out
+
+
+def target_symbols(dev: Device) -> list[str]:
+    """scripts/target-metadata.pl: TARGET_<board>, TARGET_<board>_<subtarget> and, for a
+    device (Target-Profile: DEVICE_<name>), TARGET_<board>_<subtarget>_DEVICE_<name>;
+    confstr turns "/", "." and "-" of the target into "_"."""
+    board = re.sub(r"[/.-]", "_", dev.target)
+    sub = f"{board}_{re.sub(r'[/.-]', '_', dev.subtarget)}"
+    return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_DEVICE_{dev.profile}"]
+
+
+class Tree:
+    """One OpenWrt source tree (git checkout or release source tarball)."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top.expanduser().resolve()
+        if not self.top.is_dir():
+            raise WolfError(f"--tree {self.top} is not a directory", hint="give an OpenWrt tree")
+        for need in ("Makefile", "include/target.mk", "config/Config-build.in"):
+            if not (self.top / need).is_file():
+                raise WolfError(
+                    f"{self.top} is not an OpenWrt buildroot (no {need})",
+                    hint="give the top of an OpenWrt source tree (git clone or source tarball)",
+                )
+
+    def identity(self) -> str:
+        """The tree's version for the request hash: git HEAD, else the `version` file a
+        release source tarball carries (scripts/getver.sh's output). Uncommitted edits other
+        than the patch set are not part of it (use --force after editing the tree)."""
+        if (self.top / ".git").exists():
+            try:
+                out = proc.run(["git", "-C", str(self.top), "rev-parse", "HEAD"], timeout=60)
+            except CommandError as e:
+                raise WolfError(f"cannot read the git HEAD of {self.top}: {e.message}") from None
+            return f"git:{out.output.strip()}"
+        v = self.top / "version"
+        if v.is_file() and v.read_text().strip():
+            return f"version:{v.read_text().strip()}"
+        raise WolfError(
+            f"cannot identify the tree {self.top}: neither a git checkout nor a `version` file",
+            hint="use a git checkout or an OpenWrt source tarball (it has a `version` file)",
+        )
+
+    def apply_patches(self, patches_dir: Path) -> list[patchset.Outcome]:
+        """The patch set, idempotently: an applied series is left as it is."""
+        return patchset.apply(self.top, patchset.load(patches_dir))
+
+    def seed(
+        self, c: packages.Changes, fl: Flavour, dev: Device, release: str
+    ) -> str:  # fmt: skip
+        board, sub, _ = (s.removeprefix("TARGET_") for s in target_symbols(dev))
+        return packages.render(
+            "buildroot-config.j2",
+            flavour=fl.name,
+            release=release,
+            board=board,
+            subtarget=sub.removeprefix(f"{board}_"),
+            profile=dev.profile,
+            config=fl.config,
+            remove=c.remove,
+            add=c.add,
+        )
+
+    def _make(
+        self, argv: list[str], log: Path, timeout: float, on_line: Callable[[str], None] | None
+    ) -> proc.Completed:
+        # an outer make's jobserver must not leak into the tree's make
+        return proc.run(argv, cwd=self.top, timeout=timeout, logfile=log, on_line=on_line,
+                        env={"MAKEFLAGS": ""})  # fmt: skip
+
+    def defconfig(self, seed: str, log: Path) -> dict[str, str]:
+        """Write the seed as .config, expand it with `make defconfig`, return the result."""
+        (self.top / ".config").write_text(seed)
+        try:
+            self._make(["make", "defconfig"], log, DEFCONFIG_TIMEOUT, None)
+        except CommandError as e:
+            raise CommandError("make defconfig failed", tail=e.tail, log=e.log) from None
+        return parse_config((self.top / ".config").read_text())
+
+    def clean_outputs(self, dev: Device) -> None:
+        """Remove the previous build's images and rootfs pieces: make does not, and a stale
+        image would be measured when this build's was deleted as too big."""
+        shutil.rmtree(self.bin_dir(dev), ignore_errors=True)
+        for k in self._kdirs(dev):
+            for p in k.glob("root.*"):
+                p.unlink()
+
+    def make(
+        self, jobs: int, log: Path, on_line: Callable[[str], None] | None = None
+    ) -> tuple[int, list[str]]:
+        """`make -j N`: make's status and OpenWrt's own size lines. As with the ImageBuilder,
+        a failure whose output names a too-big image is that, anything else a make failure."""
+        try:
+            done = self._make(["make", f"-j{jobs}"], log, MAKE_TIMEOUT, on_line)
+        except CommandError as e:
+            text = _command_log(e)
+            lines = _size_lines(text)
+            if lines and "timed out" not in e.message:
+                return 2, lines
+            if "No space left on device" in text:
+                raise WolfError(
+                    f"disk full during make -j{jobs} (No space left on device); log: {e.log}",
+                    hint="free space where the tree is",
+                ) from None
+            raise CommandError(f"make -j{jobs} failed", tail=e.tail, log=e.log) from None
+        return done.returncode, _size_lines(done.output)
+
+    def bin_dir(self, dev: Device) -> Path:
+        return self.top / "bin" / "targets" / dev.target / dev.subtarget
+
+    def _kdirs(self, dev: Device) -> list[Path]:
+        return sorted(self.top.glob(f"build_dir/target-*/linux-{dev.target}_{dev.subtarget}"))
+
+    def kdir(self, dev: Device) -> Path:
+        """$(KDIR), where the build leaves <profile>-kernel.bin and root.squashfs."""
+        found = self._kdirs(dev)
+        if not found:
+            raise WolfError(
+                f"{self.top}: make left no build_dir/target-*/linux-{dev.target}_"
+                f"{dev.subtarget} (KDIR)"
+            )
+        return found[0]
+
+
+def verify(
+    cfg: dict[str, str], dev: Device, fl: Flavour, r: packages.Rules, c: packages.Changes
+) -> None:
+    """The expanded .config has what the flavour needs; else one line naming the symbol.
+    (Kconfig drops symbols it does not know and overrides what a `select` forces.)"""
+    hint = "see the .config in the tree; `make menuconfig` shows the symbol's dependencies"
+    for sym in target_symbols(dev):
+        if cfg.get(sym) != "y":
+            raise WolfError(
+                f"CONFIG_{sym} is not =y after make defconfig: the tree has no such "
+                f"target or device ({dev.profile})",
+                hint="check the release of the tree and the device name",
+            )
+    for sym, want in fl.config:
+        got = cfg.get(sym)
+        if (got or "n") != want:
+            why = "unknown to the tree's Kconfig" if got is None else f"={got}"
+            patched = fl.packages == "patchset"
+            raise WolfError(
+                f"CONFIG_{sym}={want} is not in the .config after make defconfig ({why}); "
+                f"the {fl.name} flavour needs it",
+                hint="is the USE_WOLFSSL patch set applied? (`invoke patch --status --tree ...`)"
+                if patched
+                else hint,
+            )
+    for old, new in r.replace:
+        if cfg.get(f"PACKAGE_{old}") == "y":
+            raise WolfError(
+                f"CONFIG_PACKAGE_{old}=y after make defconfig: the {fl.name} flavour replaces "
+                f"it with {new}",
+                hint=hint,
+            )
+    swapped = any(cfg.get(f"PACKAGE_{new}") == "y" for _, new in r.replace)
+    if fl.packages != "defaults" and r.replace and not swapped:
+        raise WolfError(
+            f"CONFIG_PACKAGE_{r.replace[0][1]} is not =y after make defconfig (nor any "
+            f"other {fl.name} replacement)",
+            hint=hint,
+        )
+    for name in c.add:
+        if cfg.get(f"PACKAGE_{name}") != "y":
+            raise WolfError(
+                f"CONFIG_PACKAGE_{name} is not =y after make defconfig: the tree has no such "
+                "package or its dependencies are not met",
+                hint="run `./scripts/feeds install` for feed packages; " + hint,
+            )
+    for name in c.remove:
+        if cfg.get(f"PACKAGE_{name}") == "y":
+            raise WolfError(
+                f"CONFIG_PACKAGE_{name}=y after make defconfig, the request removes it "
+                "(another package selects it)",
+                hint=hint,
+            )
+
+
+def read_manifest(bin_dir: Path, dev: Device) -> dict[str, str]:
+    """The image's "name - version" manifest: per device with per-device rootfs, else the
+    subtarget's one."""
+    found = sorted(bin_dir.glob(f"*{dev.profile}.manifest")) or sorted(bin_dir.glob("*.manifest"))
+    out: dict[str, str] = {}
+    if found:
+        for line in found[0].read_text().splitlines():
+            if m := re.match(r"^(\S+) - (\S+)$", line.strip()):
+                out[m.group(1)] = m.group(2)
+    return out
+
+
+def _size_lines(text: str) -> list[str]:
+    return [ln.strip() for ln in text.splitlines() if SIZE_LINES.search(ln)]
+
+
+def _command_log(e: CommandError) -> str:
+    if not e.log:
+        return "\n".join(e.tail)
+    try:
+        text = Path(e.log).read_text(errors="replace")
+    except OSError:
+        return "\n".join(e.tail)
+    return text[text.rfind("\n$ ") + 1 :]
