@@ -67,13 +67,20 @@ def flavour(name: str) -> Flavour:
 
 
 def seed_changes(
-    r: packages.Rules, fl: Flavour, *, luci_https: bool, extra: tuple[str, ...]
+    r: packages.Rules,
+    fl: Flavour,
+    *,
+    luci_https: bool,
+    extra: tuple[str, ...],
+    defaults: list[str] | None = None,
 ) -> packages.Changes:
     """The packages the seed names. Only the "explicit" mode names the flavour's
-    replacements; with "patchset" the patched Kconfig swaps OpenWrt's defaults itself."""
+    replacements, and given the device's ``defaults`` only those whose package is one of
+    them (as with the ImageBuilder); with "patchset" the patched Kconfig swaps OpenWrt's
+    defaults itself."""
     if fl.packages != "explicit":
         r = dataclasses.replace(r, replace=())
-    return packages.changes(r, None, luci_https=luci_https, extra=extra)
+    return packages.changes(r, defaults, luci_https=luci_https, extra=extra)
 
 
 def patch_set_hash(patches_dir: Path) -> str:
@@ -173,6 +180,15 @@ class Tree:
         except CommandError as e:
             raise CommandError("make defconfig failed", tail=e.tail, log=e.log) from None
         return parse_config((self.top / ".config").read_text())
+
+    def defaults(self, dev: Device, release: str, log: Path) -> list[str]:
+        """The device's default packages: what `make defconfig` selects from a seed that
+        names only the device."""
+        seed = self.seed(packages.Changes((), (), ()), Flavour("mbedtls", (), "defaults"),
+                         dev, release)  # fmt: skip
+        cfg = self.defconfig(seed, log)
+        return sorted(k.removeprefix("PACKAGE_") for k, v in cfg.items()
+                      if k.startswith("PACKAGE_") and v == "y")  # fmt: skip
 
     def clean_outputs(self, dev: Device) -> None:
         """Remove the previous build's images and rootfs pieces: make does not, and a stale

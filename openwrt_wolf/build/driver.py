@@ -490,8 +490,6 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
     dev = job.device
     tree = buildroot.Tree(opts.tree)
     brf = buildroot.flavour(job.flavour)
-    changes = buildroot.seed_changes(job.rules, brf, luci_https=opts.luci_https,
-                                     extra=opts.packages)  # fmt: skip
     partial, final, log = _out_dirs(job)
     phases: dict[str, float] = {}
     notes: list[str] = []
@@ -507,8 +505,13 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
             con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
             notes.append(f"patch set {o.series}: {o.action}")
         phases["patch"] = time.monotonic() - t
-        seed = tree.seed(changes, brf, dev, job.request.release)
         t = time.monotonic()
+        defaults = None
+        if brf.packages == "explicit":  # replace only what the device has by default
+            defaults = tree.defaults(dev, job.request.release, log)
+        changes = buildroot.seed_changes(job.rules, brf, luci_https=opts.luci_https,
+                                         extra=opts.packages, defaults=defaults)  # fmt: skip
+        seed = tree.seed(changes, brf, dev, job.request.release)
         cfg = tree.defconfig(seed, log)
         phases["defconfig"] = time.monotonic() - t
         buildroot.verify(cfg, dev, brf, job.rules, changes)
