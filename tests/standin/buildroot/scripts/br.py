@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import ib  # noqa: E402  (the stand-in ImageBuilder's scripts/ib.py, copied beside this file)
+import ib
 
 TOP = ib.TOP
 INFO = ib.INFO
@@ -100,13 +100,17 @@ def cmd_defconfig() -> None:
     out += [f"CONFIG_TARGET_{T}=y", f"CONFIG_TARGET_{T}_{S}=y"]
     for p in profiles:
         out.append(
-            f"CONFIG_{device_symbol(p)}=y" if p == profile else f"# CONFIG_{device_symbol(p)} is not set"
+            f"CONFIG_{device_symbol(p)}=y"
+            if p == profile
+            else f"# CONFIG_{device_symbol(p)} is not set"
         )
     out += [f'CONFIG_TARGET_BOARD="{T}"', f'CONFIG_TARGET_SUBTARGET="{S}"',
             f'CONFIG_TARGET_PROFILE="DEVICE_{profile}"']  # fmt: skip
     out += [f"CONFIG_{o}=y" if v == "y" else f"# CONFIG_{o} is not set" for o, v in opts.items()]
     for name in sorted(idx):
-        out.append(f"CONFIG_PACKAGE_{name}=y" if name in chosen else f"# CONFIG_PACKAGE_{name} is not set")
+        out.append(
+            f"CONFIG_PACKAGE_{name}=y" if name in chosen else f"# CONFIG_PACKAGE_{name} is not set"
+        )
     (TOP / ".config").write_text("\n".join(out) + "\n")
     print("#\n# configuration written to .config\n#")
 
@@ -125,7 +129,7 @@ def cmd_world() -> None:
               if k.startswith("PACKAGE_") and v == "y"]  # fmt: skip
     step(1, "world")
     step(2, "target/compile")
-    step(3, f"-C target/linux compile")
+    step(3, "-C target/linux compile")
     k = ib.kdir()
     k.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TOP / "target" / "linux" / T / "standin-kernels" / f"{profile}-kernel.bin",
@@ -138,7 +142,6 @@ def cmd_world() -> None:
             err(f"    ERROR: package/{name} failed to build.")
             err("make[2]: *** [package/Makefile:129: package/compile] Error 1")
             err("make[1]: *** [package/Makefile:123: /stamp/.package_compile] Error 2")
-            err("make: *** [include/toplevel.mk:233: world] Error 2")
             raise SystemExit(2)
     step(2, "package/install")
     step(2, "target/install")
