@@ -10,11 +10,15 @@ the .config `make defconfig` wrote, never against numbers the driver computed al
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +218,30 @@ def test_bad_trees_and_options_are_one_line(tree: Path, tmp_path: Path) -> None:
         plan(Options(flavour="wolfssl", device=V1, backend="buildroot"))
     with pytest.raises(WolfError, match=r"--tree is for the buildroot backend, not sdk"):
         plan(Options(flavour="wolfssl", device=V1, backend="sdk", tree=tree))
+
+
+def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) -> None:
+    args = [sys.executable, "-m", "invoke", "build", "--flavour", "wolfssl", "--device", V1,
+            "--tree", str(tree), "--patches", str(PATCHES), "--no-report"]  # fmt: skip
+    env = {**os.environ, "STANDIN_IMAGE_DELAY": "60"}  # ib.py sleeps after the checksums
+    p = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "make[2] target/install" in line:  # make is assembling the image
+            break
+    p.send_signal(signal.SIGTERM)
+    rest = p.communicate(timeout=60)[1]
+    assert p.returncode == 130, "".join(seen) + rest
+    assert "error: interrupted" in rest
+    assert not list((tmp_path / "store").rglob("*.json"))
+    # make and its children are gone: nothing runs in the tree any more
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            assert not os.readlink(f"/proc/{pid}/cwd").startswith(str(tree))
+    (out,) = build(opts(tree))
+    assert not out.cached and out.record.fit["verdict"] == "FITS"
+    assert "patch set openwrt: already-applied" in out.record.notes
+    assert not (Path(out.record.log).parent / "bin.partial").exists()
+    assert [p.name for p in (tmp_path / "store").rglob("*.json")] == [f"{out.job.key}.json"]
