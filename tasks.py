@@ -169,7 +169,8 @@ def build(
         "flavour": "mbedtls, wolfssl or openssl",
         "device": "device name",
         "release": "OpenWrt release (default 25.12.5)",
-        "what": "packages (PACKAGES= value), diffconfig (.config fragment) or feeds (feeds.conf)",
+        "what": "packages (PACKAGES= value), diffconfig (.config fragment), buildroot (the "
+        "buildroot backend's .config seed) or feeds (feeds.conf)",
         "luci_https": "add the flavour's LuCI HTTPS collection",
         "packages": "extra packages, comma-separated (-name removes)",
         "feed": "a local feed directory to add to feeds.conf as src-link",

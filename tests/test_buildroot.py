@@ -245,3 +245,21 @@ def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) 
     assert "patch set openwrt: already-applied" in out.record.notes
     assert not (Path(out.record.log).parent / "bin.partial").exists()
     assert [p.name for p in (tmp_path / "store").rglob("*.json")] == [f"{out.job.key}.json"]
+
+
+def test_build_config_prints_the_seed() -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "build-config", "--flavour", "wolfssl", "--device",
+         "tl-wr902ac", "--what", "buildroot"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("# openwrt-wolf")]
+    # scripts/target-metadata.pl's names: TARGET_<board>, _<subtarget>, _DEVICE_<profile>
+    assert [ln for ln in lines if ln.startswith("CONFIG_")] == [
+        "CONFIG_TARGET_ath79=y",
+        "CONFIG_TARGET_ath79_generic=y",
+        f"CONFIG_TARGET_ath79_generic_DEVICE_{V1}=y",
+        "CONFIG_USE_WOLFSSL=y",
+    ]
+    assert "PACKAGE_" not in p.stdout  # the patched Kconfig swaps the packages

@@ -113,6 +113,22 @@ def target_symbols(dev: Device) -> list[str]:
     return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_DEVICE_{dev.profile}"]
 
 
+def render_seed(c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
+    """The .config seed (templates/buildroot-config.j2)."""
+    board, sub, _ = (s.removeprefix("TARGET_") for s in target_symbols(dev))
+    return packages.render(
+        "buildroot-config.j2",
+        flavour=fl.name,
+        release=release,
+        board=board,
+        subtarget=sub.removeprefix(f"{board}_"),
+        profile=dev.profile,
+        config=fl.config,
+        remove=c.remove,
+        add=c.add,
+    )
+
+
 class Tree:
     """One OpenWrt source tree (git checkout or release source tarball)."""
 
@@ -149,21 +165,8 @@ class Tree:
         """The patch set, idempotently: an applied series is left as it is."""
         return patchset.apply(self.top, patchset.load(patches_dir))
 
-    def seed(
-        self, c: packages.Changes, fl: Flavour, dev: Device, release: str
-    ) -> str:  # fmt: skip
-        board, sub, _ = (s.removeprefix("TARGET_") for s in target_symbols(dev))
-        return packages.render(
-            "buildroot-config.j2",
-            flavour=fl.name,
-            release=release,
-            board=board,
-            subtarget=sub.removeprefix(f"{board}_"),
-            profile=dev.profile,
-            config=fl.config,
-            remove=c.remove,
-            add=c.add,
-        )
+    def seed(self, c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
+        return render_seed(c, fl, dev, release)
 
     def _make(
         self, argv: list[str], log: Path, timeout: float, on_line: Callable[[str], None] | None

@@ -133,6 +133,13 @@ def render(
             c, flavour=rules.flavour, release=rel, target=dev.target, subtarget=dev.subtarget,
             profile=dev.profile,
         )  # fmt: skip
+    if what == "buildroot":
+        from . import buildroot
+
+        brf = buildroot.flavour(rules.flavour)
+        seed = buildroot.seed_changes(rules, brf, luci_https=luci_https, extra=extra,
+                                      defaults=defaults)  # fmt: skip
+        return buildroot.render_seed(seed, brf, dev, rel)
     if what == "feeds":
         return pk.feeds_conf(rel, rules.flavour, Path(feed).resolve() if feed else None)
-    raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, feeds")
+    raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, buildroot, feeds")
