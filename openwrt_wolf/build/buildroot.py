@@ -259,7 +259,7 @@ def verify(
             raise WolfError(
                 f"CONFIG_{sym}={want} is not in the .config after make defconfig ({why}); "
                 f"the {fl.name} flavour needs it",
-                hint="is the USE_WOLFSSL patch set applied? (`invoke patch --status --tree ...`)"
+                hint="is the USE_WOLFSSL patch set applied? `invoke patch --status --tree PATH`"
                 if patched
                 else hint,
             )
