@@ -218,6 +218,8 @@ def test_bad_trees_and_options_are_one_line(tree: Path, tmp_path: Path) -> None:
         plan(Options(flavour="wolfssl", device=V1, backend="buildroot"))
     with pytest.raises(WolfError, match=r"--tree is for the buildroot backend, not sdk"):
         plan(Options(flavour="wolfssl", device=V1, backend="sdk", tree=tree))
+    with pytest.raises(WolfError, match=r"^--imagebuilder, --files: not used by the buildroot"):
+        plan(opts(tree, imagebuilder=tmp_path, files=tmp_path))
 
 
 def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) -> None:

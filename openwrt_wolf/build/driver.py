@@ -127,6 +127,15 @@ def _backend(opts: Options, r: packages.Rules) -> str:
         raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
     if backend == "buildroot" and not opts.tree:
         raise WolfError("the buildroot backend needs --tree PATH (an OpenWrt source tree)")
+    if backend == "buildroot":
+        given = {"--imagebuilder": opts.imagebuilder, "--sdk": opts.sdk, "--mirror": opts.mirror,
+                 "--files": opts.files}  # fmt: skip
+        unused = [n for n, v in given.items() if v]
+        if unused:
+            raise WolfError(
+                f"{', '.join(unused)}: not used by the buildroot backend",
+                hint="a tree builds everything itself; FILES go into <tree>/files/",
+            )
     if backend != "buildroot" and opts.tree:
         raise WolfError(f"--tree is for the buildroot backend, not {backend}")
     return backend
