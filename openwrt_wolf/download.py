@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColu
 
 from . import paths, releases, term
 from .errors import WolfError
+from .hashing import file_sha256
 
 CHUNK = 1 << 16
 TIMEOUT = (10.0, 60.0)  # connect, read
@@ -143,14 +143,6 @@ def resolve(kind: str, release: str, target: str, source: Source) -> Archive:
     )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def cache_path(a: Archive) -> Path:
     t, s = a.target.split("/")
     return paths.cache_dir() / "downloads" / a.release / t / s / a.name
@@ -174,7 +166,7 @@ def _copy_stream(src: IO[bytes] | Iterator[bytes], dst: IO[bytes], prog: Any, ta
 def fetch(a: Archive) -> Path:
     """The archive in the cache: downloaded (resumed when a .part exists) and sha256-checked."""
     dest = cache_path(a)
-    if dest.exists() and _sha256(dest) == a.sha256:
+    if dest.exists() and file_sha256(dest) == a.sha256:
         return dest
     part = dest.with_name(dest.name + ".part")
     try:
@@ -193,7 +185,7 @@ def fetch(a: Archive) -> Path:
             part.unlink(missing_ok=True)
             raise disk_full(part, e) from None
         raise
-    got = _sha256(part)
+    got = file_sha256(part)
     if got != a.sha256:
         part.unlink()
         raise WolfError(

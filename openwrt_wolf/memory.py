@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import meminfo
 from .errors import WolfError
+from .hashing import file_sha256
 from .store import FileStore, Record
 from .target import Target
-from .vm.image import inspect_kernel, raw_rootfs, sha256
+from .vm.image import inspect_kernel, raw_rootfs
 from .vm.machine import VM, StateUnavailable
 from .vm.qemu import VmSpec, binary
 
@@ -237,7 +238,7 @@ def measure(
         "or after the shell prompt when the image has no ubus",
         idle_s=idle,
         image=str(spec.kernel.path),
-        image_sha256=sha256(spec.kernel.path),
+        image_sha256=file_sha256(spec.kernel.path),
         rootfs=str(spec.rootfs) if spec.rootfs else None,
         arch=spec.kernel.arch,
         kernel_release=kernel,

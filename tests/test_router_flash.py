@@ -5,6 +5,7 @@ its host key, its release file."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -227,7 +228,11 @@ def test_host_key_mismatch_and_auth_failure(router: FakeRouter, tmp_path: Path) 
 
 
 def _build_record(store: FileStore, img: Path, flavour: str) -> None:
-    art = {"type": "sysupgrade", "path": str(img), "sha256": images.sha256_file(img)}
+    art = {
+        "type": "sysupgrade",
+        "path": str(img),
+        "sha256": hashlib.sha256(img.read_bytes()).hexdigest(),
+    }
     data = {"artifacts": [art | {"size": img.stat().st_size}]}
     store.put(Record("build", f"b-{flavour}", "25.12.5", "tplink_tl-wr902ac-v1", flavour, data))
 
@@ -300,4 +305,4 @@ def test_cli_flash_from_build_record_on_dropbear(
     data = json.loads(records[0].read_text())["data"]
     assert data["ok"] and data["copy_method"] == "scp" and data["host_key_changed"]
     assert data["after"]["DISTRIB_RELEASE"] == fakefw_release(r) == "25.12.5"
-    assert data["image_sha256"] == images.sha256_file(img)
+    assert data["image_sha256"] == hashlib.sha256(img.read_bytes()).hexdigest()

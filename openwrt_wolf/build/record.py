@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WolfError
+from ..hashing import file_sha256
 
 KIND = "build"
 # Bump when BuildRecord or the meaning of a request changes: old records stop matching.
@@ -56,11 +57,7 @@ class Artifact:
 
     @classmethod
     def of(cls, path: Path, type: str) -> Artifact:
-        h = hashlib.sha256()
-        with path.open("rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        return cls(path.name, str(path), h.hexdigest(), path.stat().st_size, type)
+        return cls(path.name, str(path), file_sha256(path), path.stat().st_size, type)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ metadata, else profiles.json beside it, else the device catalogue."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 from ..devices import Device
 from ..errors import WolfError
+from ..hashing import file_sha256
 from ..imageformats import fwtool
 from ..store import Record, Store
 
@@ -28,14 +28,6 @@ class FlashImage:
     revision: str | None  # e.g. r32000-f0a60eee2f
     target: str | None  # e.g. ath79/generic
     flavour: str | None  # TLS flavour, when a build record says so
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _supported(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
@@ -75,7 +67,7 @@ def inspect(path: Path, device: Device, *, flavour: str | None = None) -> FlashI
     if not path.is_file():
         raise WolfError(f"image not found: {path}", hint="give the sysupgrade image with --image")
     size = path.stat().st_size
-    digest = sha256_file(path)
+    digest = file_sha256(path)
     meta = fwtool.read_metadata(path)
     pj = _from_profiles_json(path)
     if meta is not None:

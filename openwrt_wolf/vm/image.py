@@ -6,7 +6,6 @@ qemu-system-mips or qemu-system-mipsel."""
 from __future__ import annotations
 
 import gzip
-import hashlib
 import shutil
 import struct
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import WolfError
+from ..hashing import file_sha256
 
 _EM_MIPS = 8
 _ET_EXEC = 2
@@ -58,14 +58,6 @@ def inspect_kernel(path: Path) -> Kernel:
     return Kernel(path=path, endian=endian, entry=entry)
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def raw_rootfs(path: Path) -> Path:
     """A rootfs image QEMU can attach: .img as is, .img.gz unpacked once into the cache (a copy,
     so the published file stays untouched)."""
@@ -75,7 +67,7 @@ def raw_rootfs(path: Path) -> Path:
         gz = fh.read(2) == b"\x1f\x8b"
     if not gz:
         return path
-    out = paths.cache_dir() / "rootfs" / f"{sha256(path)[:16]}-{path.name.removesuffix('.gz')}"
+    out = paths.cache_dir() / "rootfs" / f"{file_sha256(path)[:16]}-{path.name.removesuffix('.gz')}"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(out.name + ".tmp")
