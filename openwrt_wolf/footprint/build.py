@@ -111,10 +111,13 @@ def _wolfssl(spec: BuildSpec, tc: Toolchain, src: Path, dirs: BuildDirs, jobs: i
     step("autogen")
     _run(spec, "autogen.sh", ["sh", "./autogen.sh"], dirs, cwd=src)
     step("configure")
+    ldflags = list(spec.ldflags)
+    if spec.exports:
+        ldflags.append(f"-Wl,--version-script={version_script(spec, dirs.root)}")
     env = {
         "CC": tc.tool("gcc"), "AR": tc.tool("gcc-ar"), "RANLIB": tc.tool("gcc-ranlib"),
         "NM": tc.tool("gcc-nm"), "STRIP": tc.tool("strip"),
-        "CFLAGS": _fill(spec.cflags, src, src.name), "LDFLAGS": " ".join(spec.ldflags),
+        "CFLAGS": _fill(spec.cflags, src, src.name), "LDFLAGS": " ".join(ldflags),
     }  # fmt: skip
     _run(spec, "configure", [
         "./configure", f"--host={tc.target}", *spec.build["configure_args"], *spec.options,
@@ -138,6 +141,14 @@ def _openssl(spec: BuildSpec, tc: Toolchain, src: Path, dirs: BuildDirs, jobs: i
          on_line=on_line)  # fmt: skip
     shutil.copytree(src / "include", dirs.include, dirs_exist_ok=True)
     return _collect(spec, src)
+
+
+def version_script(spec: BuildSpec, root: Path) -> Path:
+    """A GNU ld version script exporting only spec.exports (glob patterns)."""
+    path = root / "exports.map"
+    names = "".join(f"    {n};\n" for n in spec.exports)
+    path.write_text(f"{{\n  global:\n{names}  local: *;\n}};\n")
+    return path
 
 
 RECIPES = {"cmake": _mbedtls, "autotools": _wolfssl, "openssl": _openssl}

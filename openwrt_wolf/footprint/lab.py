@@ -159,12 +159,12 @@ def _build_and_measure(
     step("fetch")
     tarball = sources.fetch(bs.source, local=req.sources, mirrors=req.mirrors, origins=req.origins)
     start = time.monotonic()
-    with proc.recording() as commands:
+    with proc.recording() as commands:  # the build's own commands, replayable (bench/)
         libs = build.run(bs, tc, tarball, dirs, jobs=req.jobs or os.cpu_count() or 1,
                          step=step, on_line=on_line)  # fmt: skip
-        seconds = time.monotonic() - start
-        step("measure")
-        files = measure.strip_and_measure(tc, libs, dirs.root)
+    seconds = time.monotonic() - start
+    step("measure")
+    files = measure.strip_and_measure(tc, libs, dirs.root)
     installed = dirs.root / "installed"
     for link in dirs.lib.iterdir():  # soname links, so the smoke test loads installed copies
         if link.is_symlink() and not (installed / link.name).exists():
@@ -210,6 +210,7 @@ def _build_and_measure(
         commands=list(commands),
         log=str(dirs.log),
         notes=notes,
+        exports=list(bs.exports),
     )
     store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
     if not req.keep_sources:

@@ -61,6 +61,7 @@ class Footprint:
     log: str
     smoke: Smoke | None = None
     notes: list[str] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)  # exported-symbol patterns; [] = all
 
     @property
     def stripped(self) -> int:

@@ -180,6 +180,7 @@ class BuildSpec:
     build: dict[str, Any] = field(hash=False, compare=False)
     arch: Arch = field(hash=False, compare=False)
     lib: Library = field(hash=False, compare=False)
+    exports: tuple[str, ...] = ()  # only these symbols exported (ld version script); () = all
 
     @property
     def label(self) -> str:
@@ -190,8 +191,8 @@ class BuildSpec:
         """The cache key: (version, sha256, config, options, flags, toolchain, recipe)."""
         blob = json.dumps(
             [RECIPE_VERSION, self.library, self.version, self.source.sha256, self.config,
-             self.ecc, self.options, self.cflags, self.ldflags, self.build, self.arch.name,
-             toolchain_id],
+             self.ecc, self.options, self.cflags, self.ldflags, self.exports, self.build,
+             self.arch.name, toolchain_id],
             sort_keys=True,
         )  # fmt: skip
         return f"{self.label}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
@@ -230,12 +231,13 @@ def compose_flags(
 
 def _wolfssl_config(
     lib: Library, config: str, ecc: str | None
-) -> tuple[str, list[str], list[str], str | None]:
+) -> tuple[str, list[str], list[str], str | None, list[str]]:
     spec = lib.raw["config"][config]
     if "include" in spec:
         spec = {**_toml(spec["include"]), "title": spec.get("title", "")}
     options = list(spec["configure"])
     cflags = list(spec.get("cflags", ()))
+    exports = sorted({n for names in spec.get("exports", {}).values() for n in names})
     if "ecc" in spec:
         ecc = ecc or spec["default_ecc"]
         _pick("ECC choice", ecc, list(spec["ecc"]))
@@ -247,7 +249,7 @@ def _wolfssl_config(
         )
     else:
         ecc = None
-    return spec["title"], options, cflags, ecc
+    return spec["title"], options, cflags, ecc, exports
 
 
 def resolve(
@@ -272,8 +274,9 @@ def resolve(
             f"{lib.title} has no config {config!r}", hint=f"its configs: {', '.join(lib.configs())}"
         )
     extra: list[str] = []
+    exports: list[str] = []
     if library == "wolfssl":
-        title, options, extra, ecc = _wolfssl_config(lib, config, ecc)
+        title, options, extra, ecc, exports = _wolfssl_config(lib, config, ecc)
     else:
         if ecc:
             raise WolfError(f"--ecc is a wolfSSL choice; {lib.title} has none")
@@ -297,6 +300,7 @@ def resolve(
         options=tuple(options),
         cflags=cflags,
         ldflags=ldflags,
+        exports=tuple(exports),
         build=build,
         arch=arch,
         lib=lib,

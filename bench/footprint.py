@@ -1,0 +1,87 @@
+"""Benchmark: `invoke footprint` for the three libraries against the same configure/make
+commands run directly, side by side in one run, plus the cached re-run.
+
+    .venv/bin/python bench/footprint.py [--parallel 2]
+
+A: the lab in a fresh cache (unpack, configure, compile, strip, xz, squashfs, store).
+B: the build commands A recorded, replayed with bash from a fresh `tar -xf` of the same
+   tarballs, with the same number of builds at a time. Target: A/B <= 1.1.
+C: the lab again on A's cache (nothing to build).
+Downloads are not timed: the tarballs come from the shared cache (fetched first if missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from openwrt_wolf.footprint import lab, sources, spec  # noqa: E402
+from openwrt_wolf.footprint.model import Footprint  # noqa: E402
+
+REQUEST = dict(
+    libraries=spec.LIBRARIES,
+    configs=("openwrt", "minimal"),  # Mbed TLS, OpenSSL: openwrt; wolfSSL: openwrt + minimal
+    versions=(("wolfssl", "5.9.2"),),  # 25.12.5's 5.9.1 is not in Debian
+)
+
+
+def replay(fp: Footprint, tarball: Path) -> None:
+    """Unpack with tar where the lab unpacked, then run the recorded command lines."""
+    root = lab.build_root() / fp.cache_key / "src"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    subprocess.run(["tar", "-xf", str(tarball), "-C", str(root)], check=True)
+    for line in fp.commands:
+        subprocess.run(["bash", "-c", line], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=3600)  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--parallel", type=int, default=2)
+    args = ap.parse_args()
+    shared_dl = sources.download_dir()
+    for name in spec.LIBRARIES:  # make sure the tarballs are there, outside the timing
+        ver = dict(REQUEST["versions"]).get(name) or spec.resolve(name, None, "openwrt").version
+        sources.fetch(spec.source(name, ver))
+    with tempfile.TemporaryDirectory(prefix="footprint-bench-") as tmp:
+        os.environ["OPENWRT_WOLF_CACHE"] = str(Path(tmp) / "cache")
+        os.environ["OPENWRT_WOLF_STORE"] = str(Path(tmp) / "results")
+        req = lab.Request(sources=(str(shared_dl),), parallel=args.parallel, **REQUEST)  # type: ignore[arg-type]
+
+        t0 = time.monotonic()
+        outcome = lab.run(req)
+        a = time.monotonic() - t0
+        if outcome.errors:
+            raise SystemExit(f"bench: a build failed: {outcome.errors[0]}")
+        fps = outcome.footprints
+
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            list(pool.map(lambda fp: replay(fp, shared_dl / fp.source_file), fps))
+        b = time.monotonic() - t0
+
+        t0 = time.monotonic()
+        again = lab.run(lab.Request(sources=(str(shared_dl),), parallel=args.parallel, **REQUEST))  # type: ignore[arg-type]
+        c = time.monotonic() - t0
+        assert [f.cache_key for f in again.footprints] == [f.cache_key for f in fps]
+
+    builds = ", ".join(f"{fp.library}/{fp.config} {fp.build_seconds:.0f} s" for fp in fps)
+    print(f"builds ({args.parallel} at a time, make -j{os.cpu_count()}): {builds}")
+    print(f"A  invoke footprint, fresh cache      {a:8.1f} s")
+    print(f"B  same commands run directly         {b:8.1f} s")
+    print(f"C  invoke footprint, cached re-run    {c:8.1f} s")
+    print(f"A/B = {a / b:.3f}  (target <= 1.1)   C/A = {c / a:.4f}")
+
+
+if __name__ == "__main__":
+    main()
