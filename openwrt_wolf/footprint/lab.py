@@ -3,13 +3,11 @@ version, sha256, config, flags and toolchain), measure, optionally smoke-test, s
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from ..errors import WolfError
 from ..term import console
 from . import build, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint
+from .sources import locked as _locked
 
 RESULT = "footprint.json"
 
@@ -80,18 +79,6 @@ def plan(req: Request, soft_float: bool) -> list[spec.BuildSpec]:
     return out
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One builder per cache entry, also across processes (pytest-xdist workers, two shells)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def load_cached(root: Path) -> Footprint | None:
     f = root / RESULT
     if not f.exists():
@@ -124,7 +111,7 @@ def build_one(
         if progress is not None and task is not None and lines % 25 == 0:
             progress.update(task, completed=lines)
 
-    with _locked(dirs.root.with_suffix(".lock")):
+    with _locked(build_root() / f"{key}.lock"):
         fp = None if req.rebuild else load_cached(dirs.root)
         if fp is None:
             fp = _build_and_measure(bs, tc, req, dirs, key, step, on_line)

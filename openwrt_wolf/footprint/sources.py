@@ -5,9 +5,10 @@ and kept in the cache under OpenWrt's file name."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import requests
@@ -21,6 +22,19 @@ from .spec import Source
 CONNECT_TIMEOUT = 15.0
 READ_TIMEOUT = 60.0
 SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated directories holding tarballs
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock file: one downloader or builder per cache entry, also across
+    processes (pytest-xdist workers, two shells)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def download_dir() -> Path:
@@ -78,6 +92,17 @@ def fetch(
 ) -> Path:
     """The verified tarball in the cache. ``origins`` limits which kinds of URL are tried
     (openwrt, mirror, openwrt-mirror, debian); local directories are always looked at."""
+    with locked(download_dir() / f"{src.file}.lock"):
+        return _fetch(src, local=local, mirrors=mirrors, origins=origins)
+
+
+def _fetch(
+    src: Source,
+    *,
+    local: Sequence[str | os.PathLike[str]] = (),
+    mirrors: Sequence[str] = (),
+    origins: Iterable[str] | None = None,
+) -> Path:
     dest_dir = download_dir()
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / src.file

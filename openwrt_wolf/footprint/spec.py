@@ -184,7 +184,7 @@ class BuildSpec:
 
     @property
     def label(self) -> str:
-        ecc = f"+{self.ecc}" if self.ecc else ""
+        ecc = f"-{self.ecc}" if self.ecc else ""
         return f"{self.library}-{self.version}-{self.config}{ecc}"
 
     def key(self, toolchain_id: str) -> str:
@@ -275,17 +275,24 @@ def resolve(
         )
     extra: list[str] = []
     exports: list[str] = []
-    if library == "wolfssl":
-        title, options, extra, ecc, exports = _wolfssl_config(lib, config, ecc)
-    else:
-        if ecc:
-            raise WolfError(f"--ecc is a wolfSSL choice; {lib.title} has none")
-        spec = lib.raw["config"][config]
-        title = spec["title"]
-        if library == "mbedtls":
-            options = [f"set {o}" for o in spec["set"]] + [f"unset {o}" for o in spec["unset"]]
+    if ecc and library != "wolfssl":
+        raise WolfError(f"--ecc is a wolfSSL choice; {lib.title} has none")
+    try:
+        if library == "wolfssl":
+            title, options, extra, ecc, exports = _wolfssl_config(lib, config, ecc)
         else:
-            options = list(spec["options"])
+            spec = lib.raw["config"][config]
+            title = spec["title"]
+            if library == "mbedtls":
+                options = [f"set {o}" for o in spec["set"]]
+                options += [f"unset {o}" for o in spec["unset"]]
+            else:
+                options = list(spec["options"])
+    except KeyError as e:
+        raise WolfError(
+            f"data/footprint: {library} config {config!r} lacks {e.args[0]!r}",
+            hint="fix the TOML file (see docs/footprint.md)",
+        ) from None
     cflags, ldflags = compose_flags(arch, lib, tuple(extra), soft_float)
     build = {k: v for k, v in lib.raw["build"].items() if k not in ("smoke", "exports")}
     return BuildSpec(

@@ -1,4 +1,4 @@
-/* openwrt-wolf footprint smoke test for Mbed TLS: a SHA-256 of argv[1], a TLS server context,
+/* openwrt-wolf footprint smoke test for Mbed TLS: a SHA-256 of argv[1], a TLS client context,
  * a P-256 key pair. Prints one "name value" line per check; exit 0 when all pass. */
 #include <stdio.h>
 #include <string.h>
@@ -39,7 +39,7 @@ int main(int argc, char **argv)
 	mbedtls_ctr_drbg_init(&drbg);
 	int ret = mbedtls_ctr_drbg_seed(&drbg, mbedtls_entropy_func, &entropy, NULL, 0);
 	if (ret == 0)
-		ret = mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_SERVER,
+		ret = mbedtls_ssl_config_defaults(&conf, MBEDTLS_SSL_IS_CLIENT,
 						  MBEDTLS_SSL_TRANSPORT_STREAM,
 						  MBEDTLS_SSL_PRESET_DEFAULT);
 	if (ret == 0) {

@@ -1,4 +1,4 @@
-/* openwrt-wolf footprint smoke test for OpenSSL: a SHA-256 of argv[1], a TLS server context
+/* openwrt-wolf footprint smoke test for OpenSSL: a SHA-256 of argv[1], a TLS client context
  * and session, a P-256 key pair. */
 #include <stdio.h>
 #include <string.h>
@@ -22,7 +22,7 @@ int main(int argc, char **argv)
 		fails++;
 	}
 
-	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL *ssl = ctx ? SSL_new(ctx) : NULL;
 	printf("tls_context %s\n", ssl ? "ok" : "failed");
 	fails += ssl == NULL;

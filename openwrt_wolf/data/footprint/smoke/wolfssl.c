@@ -1,4 +1,4 @@
-/* openwrt-wolf footprint smoke test for wolfSSL: a SHA-256 of argv[1], a TLS server context
+/* openwrt-wolf footprint smoke test for wolfSSL: a SHA-256 of argv[1], a TLS client context
  * and session, a P-256 key pair with a signature that verifies. */
 #include <wolfssl/options.h>
 #include <stdio.h>
@@ -25,7 +25,7 @@ int main(int argc, char **argv)
 	}
 
 	wolfSSL_Init();
-	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfSSLv23_server_method());
+	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfSSLv23_client_method());
 	WOLFSSL *ssl = ctx ? wolfSSL_new(ctx) : NULL;
 	printf("tls_context %s\n", ssl ? "ok" : "failed");
 	fails += ssl == NULL;
