@@ -15,23 +15,22 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from openwrt_wolf import proc
+from openwrt_wolf.footprint import lab, sources, spec
+from openwrt_wolf.footprint.model import Footprint
 
-from openwrt_wolf.footprint import lab, sources, spec  # noqa: E402
-from openwrt_wolf.footprint.model import Footprint  # noqa: E402
+VERSIONS = (("wolfssl", "5.9.2"),)  # 25.12.5's 5.9.1 is not in Debian
 
-REQUEST = dict(
-    libraries=spec.LIBRARIES,
-    configs=("openwrt", "minimal"),  # Mbed TLS, OpenSSL: openwrt; wolfSSL: openwrt + minimal
-    versions=(("wolfssl", "5.9.2"),),  # 25.12.5's 5.9.1 is not in Debian
-)
+
+def request(dl: Path, parallel: int) -> lab.Request:
+    # Mbed TLS, OpenSSL: openwrt; wolfSSL: openwrt + minimal
+    return lab.Request(configs=("openwrt", "minimal"), versions=VERSIONS, sources=(str(dl),),
+                       parallel=parallel)  # fmt: skip
 
 
 def replay(fp: Footprint, tarball: Path) -> None:
@@ -39,10 +38,9 @@ def replay(fp: Footprint, tarball: Path) -> None:
     root = lab.build_root() / fp.cache_key / "src"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
-    subprocess.run(["tar", "-xf", str(tarball), "-C", str(root)], check=True)
+    proc.run(["tar", "-xf", tarball, "-C", root], timeout=600)
     for line in fp.commands:
-        subprocess.run(["bash", "-c", line], check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=3600)  # fmt: skip
+        proc.run(["bash", "-c", line], timeout=3600)
 
 
 def main() -> None:
@@ -51,15 +49,13 @@ def main() -> None:
     args = ap.parse_args()
     shared_dl = sources.download_dir()
     for name in spec.LIBRARIES:  # make sure the tarballs are there, outside the timing
-        ver = dict(REQUEST["versions"]).get(name) or spec.resolve(name, None, "openwrt").version
+        ver = dict(VERSIONS).get(name) or spec.resolve(name, None, "openwrt").version
         sources.fetch(spec.source(name, ver))
     with tempfile.TemporaryDirectory(prefix="footprint-bench-") as tmp:
         os.environ["OPENWRT_WOLF_CACHE"] = str(Path(tmp) / "cache")
         os.environ["OPENWRT_WOLF_STORE"] = str(Path(tmp) / "results")
-        req = lab.Request(sources=(str(shared_dl),), parallel=args.parallel, **REQUEST)  # type: ignore[arg-type]
-
         t0 = time.monotonic()
-        outcome = lab.run(req)
+        outcome = lab.run(request(shared_dl, args.parallel))
         a = time.monotonic() - t0
         if outcome.errors:
             raise SystemExit(f"bench: a build failed: {outcome.errors[0]}")
@@ -71,7 +67,7 @@ def main() -> None:
         b = time.monotonic() - t0
 
         t0 = time.monotonic()
-        again = lab.run(lab.Request(sources=(str(shared_dl),), parallel=args.parallel, **REQUEST))  # type: ignore[arg-type]
+        again = lab.run(request(shared_dl, args.parallel))
         c = time.monotonic() - t0
         assert [f.cache_key for f in again.footprints] == [f.cache_key for f in fps]
 

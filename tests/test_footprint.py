@@ -141,15 +141,16 @@ def test_mbedtls_openwrt_build(mbedtls: Footprint) -> None:
 def test_wolfssl_minimal_build(wolfssl_minimal: Footprint) -> None:
     assert wolfssl_minimal.version == "5.9.2" and wolfssl_minimal.ecc == "sp-p256"
     xz = _check_files(wolfssl_minimal)
-    assert xz > 0
+    assert abs(xz - PUBLISHED["wolfssl"]) / PUBLISHED["wolfssl"] <= 0.10, xz
     names = _exports(wolfssl_minimal)
     # ustream-ssl's OpenSSL-compat path, hostapd's glue, px5g
     assert {"wolfSSL_CTX_new", "wolfSSL_CTX_set_min_proto_version", "wolfSSL_X509_check_host",
+            "wolfSSL_CTX_set_ecdh_auto", "wolfSSL_set_tlsext_host_name", "wolfSSL_BN_new",
             "wc_ecc_make_key", "wc_MakeSelfCert", "wc_AesKeyWrap", "wc_InitCmac",
-            "wolfSSL_UseSNI"} <= names  # fmt: skip
-    # dropped in the minimal mode: TLS 1.0/1.1, DTLS, Curve25519
+            "wc_PBKDF2", "wc_DhAgree"} <= names  # fmt: skip
+    # dropped: TLS 1.0/1.1, DTLS, Curve25519, and compat API no consumer calls
     assert not {"wolfTLSv1_client_method", "wolfDTLSv1_2_client_method",
-                "wc_curve25519_make_key"} & names  # fmt: skip
+                "wc_curve25519_make_key", "wolfSSL_X509_print_ex"} & names  # fmt: skip
     _smoke_ok(wolfssl_minimal)
 
 
