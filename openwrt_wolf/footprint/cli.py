@@ -39,7 +39,7 @@ def main(
         arch=arch,
         release=rel.name,
         libraries=_list(library, spec.LIBRARIES, spec.LIBRARIES),
-        configs=_list(config, ("openwrt",), ("openwrt", "minimal")),
+        configs=_list(config, ("openwrt",), ("openwrt", "minimal", "small")),
         ecc=_list(ecc, (), ("sp-p256", "generic")),
         toolchain=toolchain,
         smoke=smoke,

@@ -65,9 +65,11 @@ def plan(req: Request, soft_float: bool) -> list[spec.BuildSpec]:
                     )
                 req.notes.append(f"{lib.title}: no {config!r} config, skipped")
                 continue
-            eccs: tuple[str | None, ...] = req.ecc or (None,)
-            if name != "wolfssl":
-                eccs = (None,)
+            eccs: tuple[str | None, ...] = (None,)
+            if req.ecc and spec.ecc_choices(name, config):
+                eccs = req.ecc
+            elif req.ecc:
+                req.notes.append(f"{lib.title} {config}: no ECC choice, --ecc ignored")
             version = dict(req.versions).get(name)
             for ecc in eccs:
                 out.append(

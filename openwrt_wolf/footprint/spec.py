@@ -229,6 +229,16 @@ def compose_flags(
     return tuple(cflags), tuple(ldflags)
 
 
+def ecc_choices(library: str, config: str) -> list[str]:
+    """The ECC code choices a configuration offers ([] when it has none)."""
+    if library != "wolfssl":
+        return []
+    c = get_library(library).raw["config"].get(config, {})
+    if "include" in c:
+        c = _toml(c["include"])
+    return list(c.get("ecc", {}))
+
+
 def _wolfssl_config(
     lib: Library, config: str, ecc: str | None
 ) -> tuple[str, list[str], list[str], str | None, list[str]]:
