@@ -319,3 +319,17 @@ def test_unknown_config_for_a_single_library() -> None:
 
 def test_downloads_live_in_the_cache_dir() -> None:
     assert sources.download_dir().is_relative_to(paths.cache_dir())
+
+
+def test_toolchain_directory_is_searched(tmp_path: Path) -> None:
+    need_tools("mips-linux-gnu-gcc")
+    gcc = Path(str(subprocess.run(["which", "mips-linux-gnu-gcc"], capture_output=True,
+                                  text=True, check=True).stdout).strip())  # fmt: skip
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mips-linux-gnu-gcc").symlink_to(gcc)
+    tc = toolchain.find(spec.get_arch("mips_24kc"), str(tmp_path))
+    assert tc.prefix == str(tmp_path / "bin" / "mips-linux-gnu-")
+    assert tc.target == "mips-linux-gnu" and not tc.soft_float  # Debian's gcc: hard-float
+    with pytest.raises(WolfError) as e:
+        toolchain.find(spec.get_arch("mips_24kc"), str(tmp_path / "bin" / ".." / "nothing"))
+    _one_line(e)

@@ -53,10 +53,8 @@ def run(
         timeout=300,
     )  # fmt: skip
     start = time.monotonic()
-    argv: list[str | Path] = [qemu]
-    if not tc.soft_float:  # Debian's glibc sysroot; an SDK toolchain's binaries need its own
-        argv += ["-L", spec.arch.sysroot]
-    argv += ["-E", f"LD_LIBRARY_PATH={installed}", exe, SMOKE_INPUT]
+    argv: list[str | Path] = [qemu, "-L", tc.sysroot, "-E", f"LD_LIBRARY_PATH={installed}", exe,
+                              SMOKE_INPUT]  # fmt: skip
     try:
         done = proc.run(argv, timeout=RUN_TIMEOUT, check=False)
         output, rc = done.output, done.returncode

@@ -21,6 +21,7 @@ class Toolchain:
     soft_float: bool  # configured --with-float=soft (OpenWrt's); Debian's mips is hard-float
     origin: str  # "debian" or the --toolchain path
     gcc_sha256: str
+    sysroot: str  # where qemu-user finds the target's dynamic loader and C library
 
     def tool(self, name: str) -> str:
         return f"{self.prefix}{name}"
@@ -75,11 +76,16 @@ def find(arch: Arch, path: str | None = None) -> Toolchain:
         version = proc.run([gcc, "-dumpfullversion"], timeout=30).output.strip()
         target = proc.run([gcc, "-dumpmachine"], timeout=30).output.strip()
         verbose = proc.run([gcc, "-v"], timeout=30).output
+        printed = proc.run([gcc, "-print-sysroot"], timeout=30, check=False).output.strip()
     except WolfError as e:
         raise WolfError(f"the compiler {gcc} does not run: {e.message}", hint=_hint(arch)) from None
     if target.split("-")[0] != arch.debian_prefix.split("-")[0]:
         raise WolfError(f"{gcc} targets {target}, not {arch.name}", hint=_hint(arch))
     digest = hashlib.sha256(Path(gcc).resolve().read_bytes()).hexdigest()
+    if origin == "debian":
+        sysroot = arch.sysroot
+    else:  # OpenWrt's toolchains keep the C library beside bin/
+        sysroot = printed if printed and printed != "/" else str(Path(gcc).parent.parent)
     return Toolchain(
         prefix=prefix,
         version=version,
@@ -87,4 +93,5 @@ def find(arch: Arch, path: str | None = None) -> Toolchain:
         soft_float="--with-float=soft" in verbose,
         origin=origin,
         gcc_sha256=digest,
+        sysroot=sysroot,
     )
