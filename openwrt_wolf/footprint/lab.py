@@ -232,8 +232,10 @@ def run(req: Request) -> Outcome:
         Progress(*columns, console=console(stderr=True)) as progress,
         ThreadPoolExecutor(max_workers=workers) as pool,
     ):
-        futures = [pool.submit(build_one, bs, tc, req, progress) for bs in specs]
-        for i, fut in enumerate(futures):
+        # longest first, so two-at-a-time does not leave OpenSSL running alone at the end
+        order = sorted(range(len(specs)), key=lambda i: -specs[i].lib.raw["build"].get("cost", 1))
+        futures = {i: pool.submit(build_one, specs[i], tc, req, progress) for i in order}
+        for i, fut in sorted(futures.items()):
             try:
                 results[i] = fut.result()
             except WolfError as e:

@@ -51,15 +51,15 @@ def sstrip(data: bytes, *, zeroes: bool = True) -> bytes:
     is64 = data[4] == 2
     end = ">" if data[5] == 2 else "<"
     if is64:
-        phoff, shoff = struct.unpack_from(end + "QQ", data, 0x20)
+        (phoff,) = struct.unpack_from(end + "Q", data, 0x20)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 0x36)
         off_fmt, off_at, fsz_at = "Q", 8, 32
     else:
-        phoff, shoff = struct.unpack_from(end + "II", data, 0x1C)
+        (phoff,) = struct.unpack_from(end + "I", data, 0x1C)
         phentsize, phnum = struct.unpack_from(end + "HH", data, 0x2A)
         off_fmt, off_at, fsz_at = "I", 4, 16
     out = bytearray(data)
-    size = max(phoff + phentsize * phnum, 52)
+    size = max(phoff + phentsize * phnum, 64 if is64 else 52)  # at least the ELF header
     phdrs = []
     for i in range(phnum):
         at = phoff + i * phentsize
@@ -82,7 +82,6 @@ def sstrip(data: bytes, *, zeroes: bool = True) -> bytes:
     else:
         struct.pack_into(end + "I", out, 0x20, 0)
         struct.pack_into(end + "HH", out, 0x30, 0, 0)
-    del shoff
     return bytes(out)
 
 

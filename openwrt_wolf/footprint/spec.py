@@ -304,7 +304,8 @@ def resolve(
             hint="fix the TOML file (see docs/footprint.md)",
         ) from None
     cflags, ldflags = compose_flags(arch, lib, tuple(extra), soft_float)
-    build = {k: v for k, v in lib.raw["build"].items() if k not in ("smoke", "exports")}
+    # what the recipe reads (and the cache key covers); not the smoke/scheduling hints
+    build = {k: v for k, v in lib.raw["build"].items() if k not in ("smoke", "exports", "cost")}
     return BuildSpec(
         library=library,
         title=lib.title,
