@@ -5,7 +5,6 @@ OpenWrt's facts, and one clear line for each kind of bad input."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from openwrt_wolf import paths
 from openwrt_wolf.errors import CommandError, WolfError
-from openwrt_wolf.footprint import lab, sources, spec, toolchain
+from openwrt_wolf.footprint import lab, report, sources, spec, toolchain
 from openwrt_wolf.footprint.model import Footprint
 from openwrt_wolf.footprint.smoke import SMOKE_INPUT
 from tests.conftest import need_tools
@@ -37,9 +36,9 @@ def _xz_cli(path: Path) -> int:
     return len(out)
 
 
-def _footprint(library: str, config: str, **kw: object) -> Footprint:
+def _footprint(store: Path, library: str, config: str, **kw: object) -> Footprint:
     need_tools(*BUILD_TOOLS)
-    req = lab.Request(libraries=(library,), configs=(config,), store=os.environ.get("FP_STORE"),
+    req = lab.Request(libraries=(library,), configs=(config,), store=str(store),
                       **kw)  # type: ignore[arg-type]  # fmt: skip
     outcome = lab.run(req)
     if outcome.errors:
@@ -48,27 +47,27 @@ def _footprint(library: str, config: str, **kw: object) -> Footprint:
     return fp
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _store(tmp_path_factory: pytest.TempPathFactory) -> None:
+@pytest.fixture(scope="session")
+def fp_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # builds share the download/build cache (a second run is fast); results go to a tmp store
-    os.environ["FP_STORE"] = str(tmp_path_factory.mktemp("fp-store"))
+    return tmp_path_factory.mktemp("fp-store")
 
 
 @pytest.fixture(scope="session")
-def mbedtls() -> Footprint:
+def mbedtls(fp_store: Path) -> Footprint:
     need_tools("qemu-mips-static")
-    return _footprint("mbedtls", "openwrt", smoke=True)
+    return _footprint(fp_store, "mbedtls", "openwrt", smoke=True)
 
 
 @pytest.fixture(scope="session")
-def wolfssl_minimal() -> Footprint:
+def wolfssl_minimal(fp_store: Path) -> Footprint:
     need_tools("qemu-mips-static")
-    return _footprint("wolfssl", "minimal", smoke=True, versions=(("wolfssl", "5.9.2"),))
+    return _footprint(fp_store, "wolfssl", "minimal", smoke=True, versions=(("wolfssl", "5.9.2"),))
 
 
 @pytest.fixture(scope="session")
-def wolfssl_openwrt() -> Footprint:
-    return _footprint("wolfssl", "openwrt", versions=(("wolfssl", "5.9.2"),))
+def wolfssl_openwrt(fp_store: Path) -> Footprint:
+    return _footprint(fp_store, "wolfssl", "openwrt", versions=(("wolfssl", "5.9.2"),))
 
 
 def _root(fp: Footprint) -> Path:
@@ -165,10 +164,13 @@ def test_wolfssl_minimal_half_of_openwrt(
     assert small <= full / 2, (small, full)
 
 
-def test_cached_rerun_does_not_rebuild(mbedtls: Footprint) -> None:
+def test_cached_rerun_does_not_rebuild(mbedtls: Footprint, fp_store: Path) -> None:
     log = Path(mbedtls.log)
     before = log.stat().st_mtime_ns
-    again = _footprint("mbedtls", "openwrt")
+    again = _footprint(fp_store, "mbedtls", "openwrt")
+    # the record is in the results store, readable as the typed model
+    stored = {f.cache_key for f in report.stored(str(fp_store))}
+    assert mbedtls.cache_key in stored
     assert again.cache_key == mbedtls.cache_key
     assert log.stat().st_mtime_ns == before
 
@@ -180,8 +182,8 @@ def test_squashfs_cost_is_near_xz(mbedtls: Footprint) -> None:
 
 
 @pytest.mark.slow
-def test_openssl_openwrt_build() -> None:
-    fp = _footprint("openssl", "openwrt")
+def test_openssl_openwrt_build(fp_store: Path) -> None:
+    fp = _footprint(fp_store, "openssl", "openwrt")
     assert sorted(f.name for f in fp.files) == ["libcrypto.so.3", "libssl.so.3"]
     xz = _check_files(fp)
     assert abs(xz - PUBLISHED["openssl"]) / PUBLISHED["openssl"] <= 0.10, xz
