@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +44,8 @@ def unpack(tarball: Path, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    with tarfile.open(tarball) as tf:
-        tf.extractall(dest, filter="data")
+    # tar (with bzip2/gzip) unpacks these trees several times faster than Python's tarfile
+    proc.run(["tar", "-xf", tarball, "-C", dest], timeout=600)
     tops = [p for p in dest.iterdir() if p.is_dir()]
     if len(tops) != 1:
         raise WolfError(f"{tarball.name}: expected one top directory, found {len(tops)}")

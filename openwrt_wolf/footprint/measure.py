@@ -4,6 +4,7 @@ zeros), xz -9e, the growth of an xz squashfs, and Berkeley .text/.data/.bss."""
 
 from __future__ import annotations
 
+import functools
 import lzma
 import shutil
 import struct
@@ -128,11 +129,15 @@ def squashfs_cost(files: list[Path], block: int) -> int:
     OpenWrt's own mksquashfs patches)."""
     with tempfile.TemporaryDirectory(prefix="footprint-sqfs-") as tmp:
         t = Path(tmp)
-        without, with_ = t / "without", t / "with"
-        (without / "usr" / "lib").mkdir(parents=True)
-        (with_ / "usr" / "lib").mkdir(parents=True)
+        (t / "with" / "usr" / "lib").mkdir(parents=True)
         for f in files:
-            shutil.copyfile(f, with_ / "usr" / "lib" / f.name)
-        return _squashfs(with_, t / "with.sqfs", block) - _squashfs(
-            without, t / "without.sqfs", block
-        )
+            shutil.copyfile(f, t / "with" / "usr" / "lib" / f.name)
+        return _squashfs(t / "with", t / "with.sqfs", block) - _empty_squashfs(block)
+
+
+@functools.cache
+def _empty_squashfs(block: int) -> int:
+    """The image without the library (an empty usr/lib): made once per block size."""
+    with tempfile.TemporaryDirectory(prefix="footprint-sqfs-") as tmp:
+        (Path(tmp) / "root" / "usr" / "lib").mkdir(parents=True)
+        return _squashfs(Path(tmp) / "root", Path(tmp) / "empty.sqfs", block)
