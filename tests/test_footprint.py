@@ -102,7 +102,8 @@ def _exports(fp: Footprint) -> set[str]:
     names: set[str] = set()
     for f in fp.files:
         out = _run("mips-linux-gnu-nm", "-D", "--defined-only", _root(fp) / "stripped" / f.name)
-        names |= {line.split()[-1] for line in out.splitlines() if line.strip()}
+        # versioned names (OpenSSL) read "SSL_CTX_new@@OPENSSL_3.0.0"
+        names |= {ln.split()[-1].split("@")[0] for ln in out.splitlines() if ln.strip()}
     return names
 
 
