@@ -403,6 +403,36 @@ def flash(
 # --- footprint lab (issue 7) -----------------------------------------------------------
 
 
+@task(
+    help={
+        "arch": "OpenWrt package architecture (data/footprint/arch.toml), default mips_24kc",
+        "release": "OpenWrt release whose versions and options to build: 25.12.5 or snapshot",
+        "library": "mbedtls,wolfssl,openssl or all (default all)",
+        "config": "openwrt (package defaults), minimal (USE_WOLFSSL wolfSSL), small (OpenSSL), all",
+        "ecc": "wolfSSL minimal ECC code: sp-p256 (default), generic, or all",
+        "toolchain": "an OpenWrt SDK/toolchain directory or a *-gcc (default: Debian's cross gcc)",
+        "smoke": "run a smoke program per library under qemu-user",
+        "sources": "directories holding source tarballs (comma-separated)",
+        "mirror": "base URLs of OpenWrt source mirrors to try (comma-separated)",
+        "rebuild": "ignore cached builds",
+        "markdown": "print the table as Markdown",
+        "store": "results store directory",
+        "version": "override a release's library version, e.g. wolfssl=5.9.2 (25.12.5's 5.9.1 "
+        "is not in Debian)",
+    }
+)
+@guarded
+def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=None,
+              toolchain=None, smoke=False, sources=None, mirror=None, rebuild=False,
+              markdown=False, store=None, version=None):  # fmt: skip
+    """Cross-build the TLS libraries at OpenWrt's settings and compare their flash cost."""
+    from openwrt_wolf.footprint import cli
+
+    cli.main(arch=arch, release=release, library=library, config=config, ecc=ecc,
+             toolchain=toolchain, smoke=smoke, sources=sources, mirror=mirror, rebuild=rebuild,
+             markdown=markdown, store=store, version=version)  # fmt: skip
+
+
 # --- development -----------------------------------------------------------------------
 
 

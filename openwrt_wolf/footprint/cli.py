@@ -1,0 +1,84 @@
+"""`invoke footprint` behind tasks.py: parse the comma lists, run the lab, print the table."""
+
+from __future__ import annotations
+
+from .. import releases
+from ..errors import WolfError
+from ..term import console
+from . import lab, report, spec
+from .model import Footprint
+
+
+def _list(value: str | None, default: tuple[str, ...], every: tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        return default
+    if value.strip() == "all":
+        return every
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def main(
+    *,
+    arch: str = "mips_24kc",
+    release: str | None = None,
+    library: str | None = None,
+    config: str | None = None,
+    ecc: str | None = None,
+    toolchain: str | None = None,
+    smoke: bool = False,
+    sources: str | None = None,
+    mirror: str | None = None,
+    rebuild: bool = False,
+    markdown: bool = False,
+    store: str | None = None,
+    parallel: int = 2,
+    version: str | None = None,
+) -> list[Footprint]:
+    rel = releases.get(release)
+    req = lab.Request(
+        arch=arch,
+        release=rel.name,
+        libraries=_list(library, spec.LIBRARIES, spec.LIBRARIES),
+        configs=_list(config, ("openwrt",), ("openwrt", "minimal", "small")),
+        ecc=_list(ecc, (), ("sp-p256", "generic")),
+        toolchain=toolchain,
+        smoke=smoke,
+        sources=_list(sources, (), ()),
+        mirrors=_list(mirror, (), ()),
+        rebuild=rebuild,
+        store=store,
+        parallel=parallel,
+        versions=_versions(version),
+    )
+    outcome = lab.run(req)
+    fps = outcome.footprints
+    out = console()
+    for note in req.notes:
+        out.print(f"note: {note}")
+    if fps and markdown:
+        out.print(report.markdown(fps), markup=False, highlight=False)
+    elif fps:
+        out.print(report.table(fps, f"TLS libraries for {arch}, OpenWrt {rel.name} settings"))
+    if fps:
+        out.print(report.caption(fps), markup=False, highlight=False)
+    for fp in fps:
+        if fp.smoke is not None and not fp.smoke.ok:
+            bad = {k: v for k, v in fp.smoke.checks.items() if v != "ok"}
+            out.print(f"smoke FAILED for {fp.title} {fp.config}: {bad}", markup=False)
+    if outcome.errors:
+        raise outcome.errors[0]  # the other builds are done, stored and cached
+    return fps
+
+
+def _versions(value: str | None) -> tuple[tuple[str, str], ...]:
+    """'wolfssl=5.9.2,mbedtls=3.6.7' -> (("wolfssl", "5.9.2"), ("mbedtls", "3.6.7"))."""
+    out = []
+    for item in _list(value, (), ()):
+        lib, sep, ver = item.partition("=")
+        if not sep or lib not in spec.LIBRARIES or not ver:
+            raise WolfError(
+                f"--version {item!r}: expected LIBRARY=VERSION",
+                hint=f"e.g. wolfssl=5.9.2; libraries: {', '.join(spec.LIBRARIES)}",
+            )
+        out.append((lib, ver))
+    return tuple(out)

@@ -1,0 +1,80 @@
+"""The footprint result model, stored as store.Record(kind="footprint", data=asdict(...))."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+KIND = "footprint"
+XZ_SETTINGS = "xz -9e (LZMA2 preset 9 extreme, CRC64), each file compressed on its own, summed"
+
+
+@dataclass(frozen=True)
+class LibraryFile:
+    name: str  # the installed file, e.g. libmbedtls.so.3.6.6
+    unstripped: int
+    stripped: int  # strip --strip-all
+    installed: int  # strip --strip-all + sstrip -z: what OpenWrt's rstrip puts in the image
+    xz: int  # len(xz -9e of the installed file)
+    text: int  # Berkeley sizes, as `size` prints them
+    data: int
+    bss: int
+
+
+@dataclass(frozen=True)
+class Smoke:
+    ok: bool
+    seconds: float
+    checks: dict[str, str]  # check -> "ok" or what went wrong
+    output: str
+
+
+@dataclass(frozen=True)
+class Footprint:
+    library: str
+    title: str
+    version: str
+    release: str
+    arch: str
+    config: str
+    config_title: str
+    ecc: str | None
+    toolchain: str  # gcc -dumpmachine + version
+    float_abi: str
+    source_file: str
+    source_sha256: str
+    options: list[str]
+    cflags: list[str]
+    ldflags: list[str]
+    files: list[LibraryFile]
+    installed: int  # sum of files' installed sizes
+    xz: int  # sum of files' xz sizes
+    xz_settings: str
+    squashfs_cost: int  # growth of an xz squashfs (block squashfs_block) when the files are added
+    squashfs_block: int
+    text: int
+    data: int
+    bss: int
+    build_seconds: float
+    cache_key: str
+    commands: list[str]
+    log: str
+    smoke: Smoke | None = None
+    notes: list[str] = field(default_factory=list)
+    exports: list[str] = field(default_factory=list)  # exported-symbol patterns; [] = all
+
+    @property
+    def stripped(self) -> int:
+        return sum(f.stripped for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Footprint:
+        known = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known}
+        kw["files"] = [LibraryFile(**f) for f in d.get("files", [])]
+        smoke = d.get("smoke")
+        kw["smoke"] = Smoke(**smoke) if smoke else None
+        return cls(**kw)

@@ -1,0 +1,153 @@
+"""Source tarballs: local directories first, then OpenWrt's PKG_SOURCE_URL, user mirrors,
+OpenWrt's source mirrors and Debian's archive; every file checked against OpenWrt's PKG_HASH
+and kept in the cache under OpenWrt's file name."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import requests
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from .. import paths
+from ..errors import WolfError
+from ..term import console
+from .spec import Source
+
+CONNECT_TIMEOUT = 15.0
+READ_TIMEOUT = 60.0
+SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated directories holding tarballs
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """An exclusive lock file: one downloader or builder per cache entry, also across
+    processes (pytest-xdist workers, two shells)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def download_dir() -> Path:
+    return paths.cache_dir() / "footprint" / "dl"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def local_dirs(extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
+    dirs = [Path(d).expanduser() for d in extra]
+    env = os.environ.get(SOURCES_ENV, "")
+    dirs += [Path(d).expanduser() for d in env.split(":") if d]
+    return dirs
+
+
+def _mismatch(src: Source, where: str, got: str) -> WolfError:
+    return WolfError(
+        f"hash mismatch: {where} has sha256 {got}, but OpenWrt's PKG_HASH for "
+        f"{src.library} {src.version} is {src.sha256}",
+        hint="delete or replace that file (a corrupt download or a different release)",
+    )
+
+
+def _download(url: str, dest: Path, label: str) -> str:
+    """Stream url to dest (via a .part file); return the sha256 of what arrived."""
+    part = dest.with_name(dest.name + ".part")
+    h = hashlib.sha256()
+    with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)) as r:
+        r.raise_for_status()
+        total = int(r.headers.get("content-length") or 0) or None
+        columns = (TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn())
+        with Progress(*columns, console=console(stderr=True), transient=True) as bar:
+            task = bar.add_task(label, total=total)
+            with part.open("wb") as fh:
+                for chunk in r.iter_content(1 << 16):
+                    fh.write(chunk)
+                    h.update(chunk)
+                    bar.advance(task, len(chunk))
+    os.replace(part, dest)
+    return h.hexdigest()
+
+
+def fetch(
+    src: Source,
+    *,
+    local: Sequence[str | os.PathLike[str]] = (),
+    mirrors: Sequence[str] = (),
+    origins: Iterable[str] | None = None,
+) -> Path:
+    """The verified tarball in the cache. ``origins`` limits which kinds of URL are tried
+    (openwrt, mirror, openwrt-mirror, debian); local directories are always looked at."""
+    with locked(download_dir() / f"{src.file}.lock"):
+        return _fetch(src, local=local, mirrors=mirrors, origins=origins)
+
+
+def _fetch(
+    src: Source,
+    *,
+    local: Sequence[str | os.PathLike[str]] = (),
+    mirrors: Sequence[str] = (),
+    origins: Iterable[str] | None = None,
+) -> Path:
+    dest_dir = download_dir()
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    dest = dest_dir / src.file
+    if dest.exists():
+        if sha256_file(dest) == src.sha256:
+            return dest
+        dest.unlink()  # a stale or damaged cache entry: fetch again
+
+    names = {src.file} | {Path(u).name for _, u in src.urls}
+    for d in local_dirs(local):
+        for name in sorted(names):
+            cand = d / name
+            if cand.is_file():
+                got = sha256_file(cand)
+                if got != src.sha256:
+                    raise _mismatch(src, str(cand), got)
+                tmp = dest.with_name(dest.name + ".part")
+                tmp.write_bytes(cand.read_bytes())
+                os.replace(tmp, dest)
+                return dest
+
+    urls = [("mirror", f"{m.rstrip('/')}/{src.file}") for m in mirrors] + list(src.urls)
+    allowed = set(origins) if origins is not None else None
+    failures: list[str] = []
+    for origin, url in urls:
+        if allowed is not None and origin not in allowed:
+            continue
+        try:
+            got = _download(url, dest, f"{src.file} ({origin})")
+        except (requests.RequestException, OSError) as e:
+            reason = type(e).__name__
+            if isinstance(e, requests.HTTPError) and e.response is not None:
+                reason = f"HTTP {e.response.status_code}"
+            failures.append(f"{origin}: {reason}")
+            continue
+        if got != src.sha256:
+            with contextlib.suppress(FileNotFoundError):
+                dest.unlink()
+            raise _mismatch(src, url, got)
+        return dest
+    debian = any(o == "debian" for o, _ in src.urls)
+    tried = "; ".join(dict.fromkeys(failures)) or "no URL allowed"
+    no_deb = "" if debian else ", and Debian has no upload of this version"
+    raise WolfError(
+        f"no source reachable for {src.library} {src.version} ({src.file}): {tried}{no_deb}",
+        hint=f"put {src.file} (sha256 {src.sha256[:12]}…) in a directory and pass --sources DIR "
+        f"or set {SOURCES_ENV}, or give --mirror URL of an OpenWrt source mirror",
+    )
