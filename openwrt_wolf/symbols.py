@@ -118,9 +118,10 @@ def export_patterns(path: Path = CONSUMERS_FILE) -> list[str]:
     return pats
 
 
-def version_script(path: Path = CONSUMERS_FILE) -> str:
-    """The linker version script of the minimal library: the wolfCrypt namespaces whole, plus
-    each other symbol a required consumer imports; everything else local (so LTO can drop it)."""
+def export_list(path: Path = CONSUMERS_FILE) -> list[str]:
+    """What the minimal library exports: the wolfCrypt namespaces whole (glob patterns), plus
+    each other symbol a required consumer imports. The patch set's map and the footprint lab's
+    minimal build both come from this one list."""
     pats = export_patterns(path)
     names = sorted(
         {
@@ -131,7 +132,13 @@ def version_script(path: Path = CONSUMERS_FILE) -> str:
             if not any(fnmatch.fnmatchcase(s, p) for p in pats)
         }
     )
-    body = "".join(f"    {n};\n" for n in [*pats, *names])
+    return [*pats, *names]
+
+
+def version_script(path: Path = CONSUMERS_FILE) -> str:
+    """The linker version script of the minimal library (export_list); everything else local,
+    so LTO can drop it."""
+    body = "".join(f"    {n};\n" for n in export_list(path))
     return (
         "/* libwolfssl minimal mode: what OpenWrt's default wolfSSL packages import.\n"
         " * Generated from openwrt-wolf data/wolfssl_consumers.toml. */\n"

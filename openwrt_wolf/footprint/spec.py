@@ -248,6 +248,10 @@ def _wolfssl_config(
     options = list(spec["configure"])
     cflags = list(spec.get("cflags", ()))
     exports = sorted({n for names in spec.get("exports", {}).values() for n in names})
+    if spec.get("exports_from") == "wolfssl_consumers":
+        from .. import symbols  # the patch set's consumer symbol lists: one export list
+
+        exports = symbols.export_list()
     if "ecc" in spec:
         ecc = ecc or spec["default_ecc"]
         _pick("ECC choice", ecc, list(spec["ecc"]))
