@@ -280,7 +280,7 @@ def _memory(store: FileStore, got: _Collected) -> None:
 
 
 def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
-    """Newest footprint record per (flavour, config, arch)."""
+    """Newest footprint record per (flavour, config with its ECC choice, arch)."""
     latest: dict[tuple[str, str, str], Footprint] = {}
     for rec in store.query("footprint"):
         d = rec.data
@@ -289,7 +289,7 @@ def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
             continue
         fp = Footprint(
             flavour=flav,
-            config=str(d.get("config", "?")),
+            config=str(d.get("config", "?")) + (f" ({d['ecc']})" if d.get("ecc") else ""),
             arch=d.get("arch"),
             version=d.get("version"),
             installed=d.get("installed"),
@@ -351,7 +351,8 @@ def build(
                 deltas=_deltas(cells),
             )
         )
-    if not reports:
+    footprints = _footprints(fs, wanted_flavours)
+    if not reports and not (footprints and not device and not from_dirs):
         where = ", ".join(got.sources) or str(fs.root)
         what = f" for {device}" if device else ""
         raise WolfError(
@@ -360,7 +361,7 @@ def build(
         )
     return SizeReport(
         devices=reports,
-        footprints=_footprints(fs, wanted_flavours),
+        footprints=footprints,
         sources=got.sources,
         notes=got.notes,
         top_packages=top_packages,

@@ -230,3 +230,20 @@ def test_cli_writes_json_atomically_to_output(lab: Lab, tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     doc = json.loads(out.read_text())
     assert doc["devices"][0]["cells"]["wolfssl"]["rootfs"] == lab.rootfs["wolfssl"]
+
+
+def test_footprint_records_alone_make_a_report(tmp_path: Path) -> None:
+    """`invoke footprint` alone (no image built yet) is enough for a report; the two wolfSSL
+    ECC choices of the minimal mode stay two rows."""
+    store = FileStore(tmp_path / "store")
+    for key, ecc, xz in (("a", "sp-p256", 244_812), ("b", "generic", 218_732)):
+        data = {"library": "wolfssl", "version": "5.9.2", "config": "minimal", "ecc": ecc,
+                "arch": "mips_24kc", "installed": xz * 2, "xz": xz, "squashfs_cost": xz + 6000}  # fmt: skip
+        store.put(Record("footprint", key, "25.12.5", None, "wolfssl", data))
+    report = sizereport.build(store=str(store.root))
+    assert report.devices == []
+    got = json.loads(render(report, "json"))
+    rows = {(f["config"], f["xz"]) for f in got["footprints"]}
+    assert rows == {("minimal (sp-p256)", 244_812), ("minimal (generic)", 218_732)}
+    with pytest.raises(WolfError, match="nothing to report for tl-wr902ac"):
+        sizereport.build(store=str(store.root), device="tl-wr902ac")
