@@ -238,7 +238,8 @@ def test_footprint_records_alone_make_a_report(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "store")
     for key, ecc, xz in (("a", "sp-p256", 244_812), ("b", "generic", 218_732)):
         data = {"library": "wolfssl", "version": "5.9.2", "config": "minimal", "ecc": ecc,
-                "arch": "mips_24kc", "installed": xz * 2, "xz": xz, "squashfs_cost": xz + 6000}  # fmt: skip
+                "arch": "mips_24kc", "installed": xz * 2, "xz": xz,
+                "squashfs_cost": xz + 6000}  # fmt: skip
         store.put(Record("footprint", key, "25.12.5", None, "wolfssl", data))
     report = sizereport.build(store=str(store.root))
     assert report.devices == []
