@@ -8,7 +8,6 @@ downloaded with ``apt-get download`` and unpacked with ``dpkg-deb -x``, cached b
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import getpass
 import json
 import logging
@@ -18,7 +17,6 @@ import shutil
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 from . import hosttools, paths, proc
 from .errors import CommandError, WolfError
+from .locks import locked
 from .store import write_atomic
 
 log = logging.getLogger("openwrt_wolf.debian")
@@ -57,18 +56,6 @@ class MaltaKernel:
     release: str  # the kernel release (uname -r), e.g. 6.1.0-NN-4kc-malta
     vmlinuz: Path  # a self-decompressing ELF that QEMU's -kernel boots
     modules: Path  # lib/modules/<release>
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One apt run per private root at a time (pytest-xdist workers share the cache)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class AptRoot:
@@ -193,7 +180,7 @@ class AptRoot:
     def fetch(self, package: str) -> Unpacked:
         """Download and unpack the candidate version of ``package``; cached by version."""
         hosttools.ensure(["apt-get", "dpkg-deb"])
-        with _locked(self.base / ".lock"):
+        with locked(self.base / ".lock"):
             self.update()
             version = self.version(package)
             dest = self.base / "unpacked" / f"{package}_{version.replace(':', '%3a')}"
@@ -238,7 +225,7 @@ def malta_kernel() -> MaltaKernel:
     """Debian 12's mipsel 4Kc Malta kernel, downloaded and unpacked under the cache."""
     spec = data()["malta_kernel"]
     apt = AptRoot(spec["arch"])
-    with _locked(apt.base / ".lock"):
+    with locked(apt.base / ".lock"):
         apt.update()
         package = apt.depends(spec["meta_package"], spec["package_pattern"])
     pkg = apt.fetch(package)

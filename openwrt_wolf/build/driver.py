@@ -10,7 +10,6 @@ the build again from a clean BIN_DIR."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import queue
@@ -42,6 +41,7 @@ from .. import (
 from ..devices import Device
 from ..errors import WolfError
 from ..imageformats import squashfs_sb
+from ..locks import locked
 from . import buildroot, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
@@ -337,18 +337,10 @@ def _stamp(top: Path) -> str:
     return f"{top}:{st.st_mtime_ns}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> contextlib.AbstractContextManager[None]:
     """Another openwrt-wolf run must not build in the same tree at the same time."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", str(path))[-120:]
-    lock = paths.cache_dir() / "locks" / f"{name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    return locked(paths.cache_dir() / "locks" / f"{name}.lock")
 
 
 def _kill_our_make_groups() -> None:

@@ -16,10 +16,10 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .. import hosttools, paths, proc, releases, store
 from ..errors import WolfError
+from ..locks import locked as _locked
 from ..term import console
 from . import build, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint
-from .sources import locked as _locked
 
 RESULT = "footprint.json"
 

@@ -5,10 +5,9 @@ and kept in the cache under OpenWrt's file name."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import requests
@@ -16,6 +15,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from .. import paths
 from ..errors import WolfError
+from ..hashing import file_sha256
+from ..locks import locked
 from ..term import console
 from .spec import Source
 
@@ -24,29 +25,8 @@ READ_TIMEOUT = 60.0
 SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated directories holding tarballs
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock file: one downloader or builder per cache entry, also across
-    processes (pytest-xdist workers, two shells)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def download_dir() -> Path:
     return paths.cache_dir() / "footprint" / "dl"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def local_dirs(extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
@@ -107,7 +87,7 @@ def _fetch(
     dest_dir.mkdir(parents=True, exist_ok=True)
     dest = dest_dir / src.file
     if dest.exists():
-        if sha256_file(dest) == src.sha256:
+        if file_sha256(dest) == src.sha256:
             return dest
         dest.unlink()  # a stale or damaged cache entry: fetch again
 
@@ -116,7 +96,7 @@ def _fetch(
         for name in sorted(names):
             cand = d / name
             if cand.is_file():
-                got = sha256_file(cand)
+                got = file_sha256(cand)
                 if got != src.sha256:
                     raise _mismatch(src, str(cand), got)
                 tmp = dest.with_name(dest.name + ".part")
