@@ -443,6 +443,7 @@ def test(c, k=None, serial=False):
     from openwrt_wolf import hosttools as ht
 
     ht.ensure("test")
+    os.chdir(os.path.dirname(os.path.abspath(__file__)))  # the suite runs from the project root
     args = [sys.executable, "-m", "pytest", "-q"]
     if not serial:
         args += ["-n", "auto"]
@@ -454,6 +455,7 @@ def test(c, k=None, serial=False):
 @task
 def lint(c):
     """ruff (lint + format check) and mypy over openwrt_wolf."""
+    os.chdir(os.path.dirname(os.path.abspath(__file__)))
     paths = " ".join(p for p in ("openwrt_wolf", "tests", "tasks.py", "bench") if os.path.exists(p))
     c.run(f"{sys.executable} -m ruff check {paths}")
     c.run(f"{sys.executable} -m ruff format --check {paths}")
