@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import re
 import statistics
 import time
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from . import meminfo
 from .errors import WolfError
 from .hashing import file_sha256
+from .router.board import Board, board
 from .store import FileStore, Record
 from .target import Target
 from .vm.image import inspect_kernel, raw_rootfs
@@ -252,32 +252,6 @@ def measure(
 # -- a router over SSH ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Board:
-    """`ubus call system board` of a router: what the record names it by."""
-
-    board_name: str
-    model: str
-    release: str | None  # its release.version (procd reads /etc/openwrt_release for it)
-
-
-def board(target: Target) -> Board:
-    r = target.run("ubus call system board", timeout=30)
-    try:
-        d = json.loads(r.output) if r.exit_status == 0 else None
-    except json.JSONDecodeError:
-        d = None
-    if not isinstance(d, dict) or not d.get("board_name"):
-        raise WolfError(
-            f"`ubus call system board` on {target.name} failed (exit {r.exit_status}): "
-            f"{' '.join(r.output.split())[:160]}",
-            hint="measure-memory --host needs an OpenWrt router",
-        )
-    rel = d.get("release")
-    version = rel.get("version") if isinstance(rel, dict) else None
-    return Board(str(d["board_name"]), str(d.get("model", "")), str(version) if version else None)
-
-
 def router_boots(target: SSHTarget, *, wait_up: float = 180.0) -> BootStep:
     """`reboot` per boot; settled once SSH answers and the login works again (so the LAN and
     dropbear are up). The connection stays open for the next reboot."""
@@ -308,7 +282,7 @@ def measure_router(
 ) -> MemoryResult:
     """Reboot the router ``boots`` times and summarise; the current boot is not measured.
     ``known``: its board, when the caller asked already."""
-    b = known or board(target)
+    b = known or board(target, hint="measure-memory --host needs an OpenWrt router")
     results, kernel, release = measure_boots(
         router_boots(target, wait_up=wait_up), boots=boots, idle=idle, on_boot=on_boot
     )

@@ -12,6 +12,8 @@ from rich.table import Table
 from . import devices, flavours, hosttools, paths, term
 from . import memory as mem
 from .errors import WolfError
+from .router.board import Board
+from .router.board import board as read_board
 from .store import FileStore
 
 
@@ -130,7 +132,7 @@ def _table(out: Console, result: mem.MemoryResult, boots: int) -> None:
     out.print(table)
 
 
-def _device_for(board: mem.Board, device: str | None, release: str | None) -> str | None:
+def _device_for(board: Board, device: str | None, release: str | None) -> str | None:
     """The catalogue profile of the router: --device checked against its board_name, else
     the entry whose supported_devices name it (the router's release first)."""
     if device:
@@ -174,7 +176,7 @@ def _router(
 
     target = open_target(host, **ssh)
     try:
-        board = mem.board(target)
+        board = read_board(target, hint="measure-memory --host needs an OpenWrt router")
         profile = _device_for(board, device, release)
         flav = _flavour_of(target, flavour)
         out.print(

@@ -11,7 +11,6 @@ progress) for the router to go away and come back, then check what it runs."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import time
@@ -32,6 +31,7 @@ from ..errors import WolfError
 from ..store import FileStore, Record, now_utc
 from . import image as images
 from . import packages, ssh
+from .board import board
 from .errors import AuthFailed, CommandTimeout, ConnectionLost
 
 
@@ -271,19 +271,9 @@ class Flasher:
 
     def identify(self) -> State:
         t = self.req.timeouts.command
-        status, out = self._run("ubus call system board", t)
-        try:
-            board = json.loads(out) if status == 0 else None
-        except json.JSONDecodeError:
-            board = None
-        if not isinstance(board, dict) or not board.get("board_name"):
-            raise WolfError(
-                f"`ubus call system board` on {self.req.login.host_entry} failed "
-                f"(exit {status}): {_oneline(out)[:200]}",
-                hint="is this an OpenWrt router?",
-            )
-        self.result.board_name = name = str(board["board_name"])
-        self.result.model = str(board.get("model", ""))
+        b = board(self.target, timeout=t)  # type: ignore[arg-type]
+        self.result.board_name = name = b.board_name
+        self.result.model = b.model
         self.result.before = self._release()
         img = self.req.image
         if not images.board_supported(img, name):
