@@ -424,25 +424,10 @@ def test_missing_host_tools_are_listed_with_packages(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
     only = _tool_dir(tmp_path, ["python3", "sh"])
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "build",
-            "--flavour",
-            "mbedtls",
-            "--device",
-            V1,
-            "--imagebuilder",
-            str(tree(mirror_dir)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PATH": str(only)},
-    )
+    p = cli(
+        "--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
+        env={"PATH": str(only)}, timeout=120,
+    )  # fmt: skip
     line = error_line(p)
     assert "missing host tools: make" in line and "apt-get install" in line and " make" in line
 
@@ -471,25 +456,10 @@ def test_imagebuilder_prerequisite_failure_names_debian_packages(
     only = _tool_dir(tmp_path, names)
     (only / "python3").unlink(missing_ok=True)  # a real interpreter, not a version-manager shim
     (only / "python3").symlink_to(os.path.realpath(sys.executable))
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "invoke",
-            "build",
-            "--flavour",
-            "mbedtls",
-            "--device",
-            V1,
-            "--imagebuilder",
-            str(tree(mirror_dir)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PATH": str(only)},
-    )
+    p = cli(
+        "--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
+        env={"PATH": str(only)}, timeout=120,
+    )  # fmt: skip
     line = error_line(p)
     assert "prerequisite check failed: missing mksquashfs (squashfs-tools)" in line
 
