@@ -268,37 +268,34 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _obtain(target: str, opts: Options, con: Any) -> tuple[ImageBuilder, str, str | None]:
-    if opts.imagebuilder:
-        top = Path(opts.imagebuilder).expanduser().resolve()
+def _obtain_tree(
+    kind: str, local: Path | None, target: str, opts: Options, con: Any
+) -> tuple[Path, str, str | None]:
+    """An unpacked ImageBuilder or SDK ("imagebuilder"/"sdk"): the --imagebuilder/--sdk path,
+    or the release's archive downloaded (mirror, sha256sums) and unpacked into the cache."""
+    if local:
+        top = Path(local).expanduser().resolve()
         if not top.is_dir():
-            raise WolfError(f"--imagebuilder {top} is not a directory")
-        return ImageBuilder(top), str(top), None
+            raise WolfError(f"--{kind} {top} is not a directory")
+        return top, str(top), None
     rel = releases.get(opts.release).name
     src = download.Source(opts.mirror)
-    archive = download.resolve("imagebuilder", rel, target, src)
-    con.print(f"imagebuilder {archive.name} from {src.base}")
+    archive = download.resolve(kind, rel, target, src)
+    con.print(f"{kind} {archive.name} from {src.base}")
     path = download.fetch(archive)
     t, s = target.split("/")
-    into = paths.cache_dir() / "imagebuilder" / rel / f"{t}-{s}"
-    top = download.extract(path, into, archive.sha256)
-    return ImageBuilder(top), archive.name, archive.sha256
+    into = paths.cache_dir() / kind / rel / f"{t}-{s}"
+    return download.extract(path, into, archive.sha256), archive.name, archive.sha256
+
+
+def _obtain(target: str, opts: Options, con: Any) -> tuple[ImageBuilder, str, str | None]:
+    top, name, sha = _obtain_tree("imagebuilder", opts.imagebuilder, target, opts, con)
+    return ImageBuilder(top), name, sha
 
 
 def _obtain_sdk(target: str, opts: Options, con: Any) -> tuple[sdk_mod.SDK, str, str | None]:
-    if opts.sdk:
-        top = Path(opts.sdk).expanduser().resolve()
-        if not top.is_dir():
-            raise WolfError(f"--sdk {top} is not a directory")
-        return sdk_mod.SDK(top), str(top), None
-    rel = releases.get(opts.release).name
-    src = download.Source(opts.mirror)
-    archive = download.resolve("sdk", rel, target, src)
-    con.print(f"sdk {archive.name} from {src.base}")
-    path = download.fetch(archive)
-    t, s = target.split("/")
-    into = paths.cache_dir() / "sdk" / rel / f"{t}-{s}"
-    return sdk_mod.SDK(download.extract(path, into, archive.sha256)), archive.name, archive.sha256
+    top, name, sha = _obtain_tree("sdk", opts.sdk, target, opts, con)
+    return sdk_mod.SDK(top), name, sha
 
 
 def _slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Path]:
