@@ -25,21 +25,18 @@ from openwrt_wolf.cli import guarded
 @guarded
 def devices(c, release=None, tree=None, write=False, device=None, target=None):
     """List the device catalogue; with --tree, read devices from an OpenWrt tree."""
-    from openwrt_wolf import devices_cmd
+    from openwrt_wolf.catalogue import cli as catalogue_cli
 
-    devices_cmd.main(release=release, tree=tree, write=write, device=device, target=target)
+    catalogue_cli.main(release=release, tree=tree, write=write, device=device, target=target)
 
 
 @task
 @guarded
 def hosttools(c, group="test", install=False):
     """List the host tools a job needs and their Debian packages; --install installs them."""
-    from openwrt_wolf import hosttools as ht
+    from openwrt_wolf.host import cli as host_cli
 
-    for t in ht.tools_for(group):
-        print(f"{'ok     ' if t.present() else 'MISSING'} {t.name:24} {t.package:24} {t.why}")
-    if install:
-        ht.ensure(group)
+    host_cli.main(group=group, install=install)
 
 
 # --- size report (issue 2) -------------------------------------------------------------
@@ -65,9 +62,9 @@ def size_report(
     output=None, packages=0,
 ):  # fmt: skip
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
-    from openwrt_wolf import sizereport_cmd
+    from openwrt_wolf.report import cli as report_cli
 
-    sizereport_cmd.main(
+    report_cli.main(
         store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
         release=release, fmt=format, output=output, packages=int(packages),
     )  # fmt: skip
@@ -104,9 +101,9 @@ def bench_size(c, size_mb=4.5, repeat=1):
 @guarded
 def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False, json=False):
     """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
-    from openwrt_wolf import fit_cmd
+    from openwrt_wolf.firmware import cli as firmware_cli
 
-    fit_cmd.main(
+    firmware_cli.main(
         device=device,
         image=image,
         kernel=kernel,
@@ -149,8 +146,8 @@ def build(
     files=None, feed=None, patches=None, report=True,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
-    from openwrt_wolf import sizereport_cmd
     from openwrt_wolf.build import cli as build_cli
+    from openwrt_wolf.report import cli as report_cli
 
     build_cli.main_args(
         flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
@@ -158,7 +155,7 @@ def build(
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
     )  # fmt: skip
     if report:
-        sizereport_cmd.main(
+        report_cli.main(
             store=store, from_dirs=[], device=device, flavour=flavour, release=release,
             fmt="terminal", output=None,
         )  # fmt: skip
@@ -207,9 +204,9 @@ def build_config(
 @guarded
 def patch(c, tree=None, check=False, revert=False, status=False, patches=None):
     """Apply the USE_WOLFSSL patch set (patches/series and per-feed series) to an OpenWrt tree."""
-    from openwrt_wolf import patch_cmd
+    from openwrt_wolf.patchset import cli as patchset_cli
 
-    patch_cmd.main(tree, check=check, revert=revert, status=status, patches=patches)
+    patchset_cli.main(tree, check=check, revert=revert, status=status, patches=patches)
 
 
 @task(
@@ -222,9 +219,9 @@ def patch(c, tree=None, check=False, revert=False, status=False, patches=None):
 @guarded
 def patch_defaults(c, tree=None, targets=None, store=None):
     """Compare each profile's default packages: pristine vs. patched, USE_WOLFSSL off and on."""
-    from openwrt_wolf import patch_cmd
+    from openwrt_wolf.patchset import cli as patchset_cli
 
-    if patch_cmd.defaults_main(tree, targets, store):
+    if patchset_cli.defaults_main(tree, targets, store):
         raise SystemExit(1)
 
 
@@ -237,9 +234,9 @@ def patch_defaults(c, tree=None, targets=None, store=None):
 @guarded
 def wolfssl_symbols(c, lib=None, store=None):
     """Does libwolfssl.so export every wolfSSL symbol the USE_WOLFSSL packages import?"""
-    from openwrt_wolf import patch_cmd
+    from openwrt_wolf.patchset import cli as patchset_cli
 
-    if patch_cmd.symbols_main(lib, store):
+    if patchset_cli.symbols_main(lib, store):
         raise SystemExit(1)
 
 
@@ -258,9 +255,9 @@ def wolfssl_consumers(
     c, wolfssl=None, ustream=None, hostap=None, openwrt=None, libubox=None, write=False
 ):
     """Re-derive the wolfSSL symbols each USE_WOLFSSL package imports, from its sources."""
-    from openwrt_wolf import patch_cmd
+    from openwrt_wolf.patchset import cli as patchset_cli
 
-    patch_cmd.consumers_main(
+    patchset_cli.consumers_main(
         wolfssl, ustream=ustream, hostap=hostap, openwrt=openwrt, libubox=libubox, write=write
     )
 
@@ -281,21 +278,9 @@ def wolfssl_consumers(
 @guarded
 def vm(c, image, ssh=False, rootfs=None, initrd=None, append=None, memory=0):
     """Boot a malta image in QEMU with its serial console on this terminal (Ctrl-] quits)."""
-    from pathlib import Path
+    from openwrt_wolf.targets import cli as targets_cli
 
-    from openwrt_wolf import memory as mem
-    from openwrt_wolf.vm.interactive import session, write_out
-    from openwrt_wolf.vm.machine import VM
-
-    spec = mem.spec_for(
-        Path(image),
-        memory_mb=int(memory),
-        rootfs=Path(rootfs) if rootfs else None,
-        initrd=Path(initrd) if initrd else None,
-        append=append,
-    )
-    with VM(spec, echo=write_out) as machine:
-        session(machine, ssh=ssh)
+    targets_cli.vm(image, ssh=ssh, rootfs=rootfs, initrd=initrd, append=append, memory=int(memory))
 
 
 @task(
@@ -329,11 +314,11 @@ def measure_memory(
     key=None, password=False, accept_new=False, known_hosts=None, wait_up=180.0,
 ):  # fmt: skip
     """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
-    from openwrt_wolf import memory_cmd
+    from openwrt_wolf.measure import cli as measure_cli
 
     ssh = dict(port=int(port) if port else None, user=user, key=key, password=password,
                accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
-    memory_cmd.main(
+    measure_cli.main(
         device=device, flavour=flavour, image=image, release=release, boots=int(boots),
         idle=float(idle), memory=int(memory), rootfs=rootfs, initrd=initrd, append=append,
         store=store, host=host, ssh=ssh, wait_up=float(wait_up),
@@ -380,9 +365,9 @@ def flash(
     store=None,
 ):
     """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
-    from openwrt_wolf.router import flash as fl
+    from openwrt_wolf.targets import cli as targets_cli
 
-    fl.main(
+    targets_cli.flash(
         device=device,
         host=host,
         port=int(port),
@@ -433,6 +418,18 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
              markdown=markdown, store=store, version=version)  # fmt: skip
 
 
+# --- OpenWrt host image tools, what-if (issue 14) --------------------------------------
+
+
+# --- performance lab (issue 13) --------------------------------------------------------
+
+
+# --- reports: history (issue 15) -------------------------------------------------------
+
+
+# --- work queue (issue 16) -------------------------------------------------------------
+
+
 # --- development -----------------------------------------------------------------------
 
 
@@ -440,7 +437,7 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
 @guarded
 def test(c, k=None, serial=False):
     """Run the test suite (installs the host tools it needs on first use)."""
-    from openwrt_wolf import hosttools as ht
+    from openwrt_wolf.host import hosttools as ht
 
     ht.ensure("test")
     os.chdir(os.path.dirname(os.path.abspath(__file__)))  # the suite runs from the project root

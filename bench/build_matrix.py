@@ -21,7 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from openwrt_wolf.build.driver import Options, build  # noqa: E402
+from openwrt_wolf.build.driver import build  # noqa: E402
+from openwrt_wolf.build.jobs import Options  # noqa: E402
 from tests.standin import make_standin  # noqa: E402
 from tests.standin.server import serve  # noqa: E402
 

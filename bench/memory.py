@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openwrt_wolf import memory
-from openwrt_wolf.vm import qemu, reaper, standin
-from openwrt_wolf.vm.image import inspect_kernel
+from openwrt_wolf.measure import memory
+from openwrt_wolf.targets.vm import qemu, reaper, standin
+from openwrt_wolf.targets.vm.image import inspect_kernel
 
 CONSOLE = b"Please press Enter to activate this console."
 PROMPT = b"root@OpenWrt:/# "

@@ -3,7 +3,7 @@
 
 Side by side in one run:
   tools  unsquashfs -s (rootfs size) + unsquashfs -d (extract) + xz -9e -c per TLS library
-  ours   openwrt_wolf.rootfs.measure_rootfs (pure-Python squashfs reader + liblzma 9e),
+  ours   openwrt_wolf.firmware.rootfs.measure_rootfs (pure-Python squashfs reader + liblzma 9e),
          with a cold cache, then the whole `size-report --from DIR` twice: cold and repeated
 Prints the times and the ratios (targets: ours/tools ≤ 1.5, repeated/first ≤ 0.1).
 The libraries: the host's real libcrypto/libssl (OpenSSL) and other real shared objects
@@ -27,8 +27,11 @@ from typing import Any, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from openwrt_wolf import hosttools, proc, rootfs, sizereport
-from openwrt_wolf.render import render
+from openwrt_wolf import proc
+from openwrt_wolf.firmware import rootfs
+from openwrt_wolf.host import hosttools
+from openwrt_wolf.report import sizereport
+from openwrt_wolf.report.render import render
 
 T = TypeVar("T")
 PROFILE = "tplink_tl-wr902ac-v1"

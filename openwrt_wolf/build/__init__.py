@@ -1,1 +1,2 @@
-"""The build driver (issue 3): flavour package changes, the ImageBuilder backend, build records."""
+"""Builds: one job per (device, flavour) through OpenWrt's ImageBuilder, SDK or buildroot.
+Takes a request (flavours, devices, release, backend); gives images in bin/ and build records."""

@@ -1,5 +1,5 @@
 """OpenWrt's buildroot (a full source tree), driven through its own interface: the USE_WOLFSSL
-patch set applied with openwrt_wolf.patchset, a .config seed (templates/buildroot-config.j2,
+patch set applied with openwrt_wolf.patchset.series, a .config seed (templates/buildroot-config.j2,
 data/buildroot.toml), `make defconfig`, `make -j N`, and what the build leaves in
 bin/targets/<t>/<s>/ and in $(KDIR) = build_dir/target-*/linux-<t>_<s>/.
 
@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import patchset, proc
-from ..devices import Device
+from .. import proc
+from ..catalogue.devices import Device
 from ..errors import CommandError, WolfError
+from ..patchset import series
 from ..paths import DATA_DIR
 from . import packages
 from .imagebuilder import SIZE_LINES
@@ -86,7 +87,7 @@ def seed_changes(
 def patch_set_hash(patches_dir: Path) -> str:
     """Every series' name and its patches' names and contents, in order."""
     h = hashlib.sha256()
-    for s in patchset.load(patches_dir):
+    for s in series.load(patches_dir):
         h.update(f"series {s.name}\0".encode())
         for p in s.patches:
             h.update(f"{p.name}\0{p.sha256()}\0".encode())
@@ -161,9 +162,9 @@ class Tree:
             hint="use a git checkout or an OpenWrt source tarball (it has a `version` file)",
         )
 
-    def apply_patches(self, patches_dir: Path) -> list[patchset.Outcome]:
+    def apply_patches(self, patches_dir: Path) -> list[series.Outcome]:
         """The patch set, idempotently: an applied series is left as it is."""
-        return patchset.apply(self.top, patchset.load(patches_dir))
+        return series.apply(self.top, series.load(patches_dir))
 
     def seed(self, c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
         return render_seed(c, fl, dev, release)

@@ -6,9 +6,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .. import flavours, releases, term
+from .. import term
+from ..catalogue import flavours, releases
 from ..errors import WolfError
-from .driver import Options, Outcome, build
+from .driver import build
+from .jobs import Options, Outcome
 
 
 def _num(v: object) -> str:
@@ -111,8 +113,8 @@ def render(
 
     With --imagebuilder the profile's default packages come from its `make info`; without,
     every replacement of the flavour applies."""
-    from .. import devices as devs
     from .. import paths as pth
+    from ..catalogue import devices as devs
     from . import packages as pk
     from .imagebuilder import ImageBuilder
 

@@ -25,79 +25,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .. import (
-    devices,
-    download,
-    fit,
-    flavours,
-    hosttools,
-    patchset,
-    paths,
-    proc,
-    releases,
-    store,
-    term,
-)
-from ..devices import Device
+from .. import paths, proc, term
+from ..catalogue import releases
+from ..catalogue.devices import Device
 from ..errors import WolfError
-from ..imageformats import squashfs_sb
-from ..locks import locked
-from . import buildroot, packages
+from ..firmware import fit
+from ..firmware.imageformats import squashfs_sb
+from ..host import hosttools
+from ..results import store
+from . import buildroot, download, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
-from .record import BACKENDS, KIND, Artifact, BuildRecord, BuildRequest
+from .jobs import Job, Options, Outcome, plan
+from .record import KIND, Artifact, BuildRecord
+from .trees import kill_our_make_groups, obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
 TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)")
-
-
-@dataclass(frozen=True)
-class Options:
-    flavour: str
-    device: str
-    release: str | None = None
-    backend: str | None = None
-    mirror: str | None = None
-    imagebuilder: Path | None = None
-    sdk: Path | None = None
-    tree: Path | None = None
-    jobs: int = 1
-    force: bool = False
-    store: str | None = None
-    luci_https: bool = False
-    packages: tuple[str, ...] = ()
-    files: Path | None = None
-    feed: Path | None = None  # the local feed the sdk backend builds from
-    patches: Path | None = None  # the patch set the buildroot backend applies
-
-    def local_feed(self) -> Path:
-        return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
-
-    def patches_dir(self) -> Path:
-        return (self.patches or patchset.PATCHES_DIR).expanduser().resolve()
-
-
-@dataclass(frozen=True)
-class Job:
-    device: Device
-    flavour: str
-    rules: packages.Rules
-    request: BuildRequest
-
-    @property
-    def key(self) -> str:
-        return self.request.key()
-
-    @property
-    def label(self) -> str:
-        return f"{self.device.profile} {self.flavour}"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    job: Job
-    record: BuildRecord
-    cached: bool
-    path: Path
 
 
 @dataclass
@@ -110,88 +53,6 @@ class _Group:
     seconds: dict[str, float] = field(default_factory=dict)
     local: list[Path] = field(default_factory=list)  # packages the SDK built
     sdk: tuple[str | None, str | None] = (None, None)  # SDK name and archive sha256
-
-
-def _backend(opts: Options, r: packages.Rules) -> str:
-    """--backend, else what the paths given imply, else the SDK only when the request needs
-    packages of our local feed (the issue: imagebuilder for stock flavours)."""
-    if opts.backend:
-        backend = opts.backend
-    elif opts.tree:
-        backend = "buildroot"
-    elif opts.sdk or r.needs_sdk(opts.luci_https):
-        backend = "sdk"
-    else:
-        backend = "imagebuilder"
-    if backend not in BACKENDS:
-        raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
-    if backend == "buildroot" and not opts.tree:
-        raise WolfError("the buildroot backend needs --tree PATH (an OpenWrt source tree)")
-    if backend == "buildroot":
-        given = {"--imagebuilder": opts.imagebuilder, "--sdk": opts.sdk, "--mirror": opts.mirror,
-                 "--files": opts.files}  # fmt: skip
-        unused = [n for n, v in given.items() if v]
-        if unused:
-            raise WolfError(
-                f"{', '.join(unused)}: not used by the buildroot backend",
-                hint="a tree builds everything itself; FILES go into <tree>/files/",
-            )
-    if backend != "buildroot" and opts.tree:
-        raise WolfError(f"--tree is for the buildroot backend, not {backend}")
-    return backend
-
-
-def plan(opts: Options) -> list[Job]:
-    rel = releases.get(opts.release)
-    if opts.jobs < 1:
-        raise WolfError(f"-j {opts.jobs}: need at least 1 job")
-    devs = devices.resolve_many(opts.device, rel.name)
-    if not devs:
-        raise WolfError("no device given", hint="--device NAME[,NAME...]")
-    jobs = []
-    tree_id: str | None = None
-    for dev in devs:
-        if not dev.has_flash:
-            raise WolfError(
-                f"{dev.profile} has no flash image to build ({dev.recipe})",
-                hint="pick a flash device, see `./wolf devices`",
-            )
-        for fl in flavours.resolve_many(opts.flavour):
-            r = packages.rules(fl.name, rel.name)
-            backend = _backend(opts, r)
-            if backend == "buildroot":
-                assert opts.tree is not None
-                if tree_id is None:
-                    tree_id = buildroot.Tree(opts.tree).identity()
-                brf = buildroot.flavour(fl.name)
-                seed = buildroot.seed_changes(r, brf, luci_https=opts.luci_https,
-                                              extra=opts.packages)  # fmt: skip
-                req = BuildRequest(
-                    release=rel.name,
-                    target=dev.target_path,
-                    profile=dev.profile,
-                    flavour=fl.name,
-                    packages=tuple(sorted(seed.spec() + brf.symbols())),
-                    patch_set=buildroot.patch_set_hash(opts.patches_dir()),
-                    backend=backend,
-                    tree=tree_id,
-                )
-                jobs.append(Job(dev, fl.name, r, req))
-                continue
-            spec = packages.changes(
-                r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
-            )
-            req = BuildRequest(
-                release=rel.name,
-                target=dev.target_path,
-                profile=dev.profile,
-                flavour=fl.name,
-                packages=tuple(spec.spec()),
-                patch_set=sdk_mod.feed_hash(opts.local_feed()) if spec.local else "none",
-                backend=backend,
-            )
-            jobs.append(Job(dev, fl.name, r, req))
-    return jobs
 
 
 def build(opts: Options) -> list[Outcome]:
@@ -268,94 +129,11 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
-def _obtain_tree(
-    kind: str, local: Path | None, target: str, opts: Options, con: Any
-) -> tuple[Path, str, str | None]:
-    """An unpacked ImageBuilder or SDK ("imagebuilder"/"sdk"): the --imagebuilder/--sdk path,
-    or the release's archive downloaded (mirror, sha256sums) and unpacked into the cache."""
-    if local:
-        top = Path(local).expanduser().resolve()
-        if not top.is_dir():
-            raise WolfError(f"--{kind} {top} is not a directory")
-        return top, str(top), None
-    rel = releases.get(opts.release).name
-    src = download.Source(opts.mirror)
-    archive = download.resolve(kind, rel, target, src)
-    con.print(f"{kind} {archive.name} from {src.base}")
-    path = download.fetch(archive)
-    t, s = target.split("/")
-    into = paths.cache_dir() / kind / rel / f"{t}-{s}"
-    return download.extract(path, into, archive.sha256), archive.name, archive.sha256
-
-
-def _obtain(target: str, opts: Options, con: Any) -> tuple[ImageBuilder, str, str | None]:
-    top, name, sha = _obtain_tree("imagebuilder", opts.imagebuilder, target, opts, con)
-    return ImageBuilder(top), name, sha
-
-
-def _obtain_sdk(target: str, opts: Options, con: Any) -> tuple[sdk_mod.SDK, str, str | None]:
-    top, name, sha = _obtain_tree("sdk", opts.sdk, target, opts, con)
-    return sdk_mod.SDK(top), name, sha
-
-
-def _slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Path]:
-    """Working copies for parallel profiles: the tree itself plus n-1 copies (kept in the
-    cache and refreshed when the source tree changes). ``copies_only``: n copies and not the
-    tree, which must not collect the SDK's local packages."""
-    slots = [] if copies_only else [ib.top]
-    stamp_src = _stamp(ib.top)
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(ib.top))[-100:]
-    root = paths.cache_dir() / "slots" / (f"sdk-{name}" if copies_only else name)
-    for i in range(0 if copies_only else 1, n):
-        d = root / f"slot-{i}"
-        stamp = d / ".openwrt-wolf-slot"
-        if not (stamp.exists() and stamp.read_text() == stamp_src):
-            shutil.rmtree(d, ignore_errors=True)
-            tmp = d.with_name(d.name + ".copying")
-            shutil.rmtree(tmp, ignore_errors=True)
-            try:
-                shutil.copytree(ib.top, tmp, symlinks=True)
-                (tmp / ".openwrt-wolf-slot").write_text(stamp_src)
-                os.replace(tmp, d)
-            except OSError as e:
-                shutil.rmtree(tmp, ignore_errors=True)
-                if e.errno == 28:
-                    raise download.disk_full(tmp, e) from None
-                raise
-        slots.append(d)
-    return slots
-
-
-def _stamp(top: Path) -> str:
-    mark = top.parent / download.EXTRACTED_MARK
-    if mark.exists():
-        return mark.read_text()
-    st = (top / "Makefile").stat()
-    return f"{top}:{st.st_mtime_ns}"
-
-
-def _locked(path: Path) -> contextlib.AbstractContextManager[None]:
-    """Another openwrt-wolf run must not build in the same tree at the same time."""
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", str(path))[-120:]
-    return locked(paths.cache_dir() / "locks" / f"{name}.lock")
-
-
-def _kill_our_make_groups() -> None:
-    """Stop the make process groups our worker threads started (by their ids)."""
-    me = os.getpid()
-    for children in Path(f"/proc/{me}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            for pid in map(int, children.read_text().split()):
-                with contextlib.suppress(OSError):
-                    if os.getpgid(pid) == pid:  # proc.run starts each in its own group
-                        os.killpg(pid, signal.SIGTERM)
-
-
 def _run_group(
     target: str, backend: str, jobs: list[Job], opts: Options, st: store.FileStore, con: Any
 ) -> list[Outcome]:
     t0 = time.monotonic()
-    ib, ib_name, ib_sha = _obtain(target, opts, con)
+    ib, ib_name, ib_sha = obtain_imagebuilder(target, opts, con)
     t1 = time.monotonic()
     work = paths.cache_dir() / "builds"
     work.mkdir(parents=True, exist_ok=True)
@@ -387,9 +165,9 @@ def _run_group(
     group = _Group(ib_name, ib_sha, info, seconds, local, sdk_id)
     n = min(opts.jobs, len(jobs))
     slots: queue.Queue[Path] = queue.Queue()
-    for d in _slot_dirs(ib, n, copies_only=backend == "sdk"):
+    for d in slot_dirs(ib, n, copies_only=backend == "sdk"):
         if backend == "sdk":
-            with _locked(d):
+            with tree_lock(d):
                 sdk_mod.put_local_packages(d, local)
         slots.put(d)
     total = len(jobs)
@@ -399,7 +177,7 @@ def _run_group(
     def one(job: Job) -> Outcome:
         slot = slots.get()
         try:
-            with _locked(slot):
+            with tree_lock(slot):
                 out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st, con)
         finally:
             slots.put(slot)
@@ -430,7 +208,7 @@ def _run_group(
     except KeyboardInterrupt:
         for f in futures:
             f.cancel()
-        _kill_our_make_groups()
+        kill_our_make_groups()
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -446,11 +224,11 @@ def _sdk_packages(
         names += [n for n in c.local if n not in names]
     if not names:
         return [], (None, None)
-    sdk, sdk_name, sdk_sha = _obtain_sdk(target, opts, con)
+    sdk, sdk_name, sdk_sha = obtain_sdk(target, opts, con)
     log = paths.cache_dir() / "builds" / f"sdk-{target.replace('/', '-')}.log"
     log.write_text(f"# openwrt-wolf SDK {sdk_name}: {' '.join(names)}\n")
     con.print(f"sdk: building {', '.join(names)} from {opts.local_feed()}")
-    with _locked(sdk.top), proc.recording() as sdk_cmds:
+    with tree_lock(sdk.top), proc.recording() as sdk_cmds:
         built = sdk.build(
             tuple(names), release=jobs[0].request.release, flavour=jobs[0].flavour,
             feed=opts.local_feed(), log=log, jobs=opts.jobs,
@@ -497,7 +275,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         if re.match(r"^ make\[\d+\] \S", line):
             con.print(f"  {job.label}:{line.rstrip()}", markup=False)
 
-    with _locked(tree.top), proc.recording() as cmds:
+    with tree_lock(tree.top), proc.recording() as cmds:
         t = time.monotonic()
         for o in tree.apply_patches(opts.patches_dir()):
             con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import hosttools, proc
+from .. import proc
 from ..errors import CommandError, WolfError
+from ..host import hosttools
 
 MAKE_TIMEOUT = 3 * 3600.0
 # What OpenWrt prints when an image does not fit (check-size, tplink-safeloader, mktplinkfw2).

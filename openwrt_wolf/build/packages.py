@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from .. import flavours, releases
+from ..catalogue import flavours, releases
 from ..errors import WolfError
 from ..paths import DATA_DIR, PROJECT_ROOT
 

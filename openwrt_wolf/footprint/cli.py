@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .. import releases
+from ..catalogue import releases
 from ..errors import WolfError
 from ..term import console
 from . import lab, report, spec

@@ -14,9 +14,12 @@ from pathlib import Path
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from .. import hosttools, paths, proc, releases, store
+from .. import paths, proc
+from ..catalogue import releases
 from ..errors import WolfError
+from ..host import hosttools
 from ..locks import locked as _locked
+from ..results import store
 from ..term import console
 from . import build, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint

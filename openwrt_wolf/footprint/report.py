@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .. import paths, store
+from .. import paths
+from ..results import store
 from .model import KIND, Footprint
 from .spec import _toml
 

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import releases
+from ..catalogue import releases
 from ..errors import WolfError
 from ..paths import DATA_DIR
 from ..units import parse_size
@@ -249,7 +249,7 @@ def _wolfssl_config(
     cflags = list(spec.get("cflags", ()))
     exports = sorted({n for names in spec.get("exports", {}).values() for n in names})
     if spec.get("exports_from") == "wolfssl_consumers":
-        from .. import symbols  # the patch set's consumer symbol lists: one export list
+        from ..patchset import symbols  # the patch set's consumer symbol lists: one export list
 
         exports = symbols.export_list()
     if "ecc" in spec:

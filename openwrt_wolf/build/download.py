@@ -1,0 +1,284 @@
+"""Getting OpenWrt's ImageBuilder and SDK archives: names from data (data/imagebuilders.toml
+and the release's sha256sums), streamed download with progress and resume (HTTP Range),
+sha256 check against sha256sums, a cache by release/target, and extraction of .tar.zst.
+
+Sources: OpenWrt's download server (data/releases.toml [server]), or --mirror URL|DIR laid out
+like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+import tarfile
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import IO, Any
+
+import requests
+import zstandard
+from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+from .. import paths, term
+from ..catalogue import releases
+from ..errors import WolfError
+from ..hashing import file_sha256
+
+CHUNK = 1 << 16
+TIMEOUT = (10.0, 60.0)  # connect, read
+EXTRACTED_MARK = ".openwrt-wolf-extracted"
+
+
+@dataclass(frozen=True)
+class Archive:
+    kind: str  # "imagebuilder" or "sdk"
+    release: str
+    target: str  # "ath79/generic"
+    name: str
+    sha256: str
+    url: str  # where it came from (URL or file path)
+    pinned: bool  # sha256 also known independently of the server (data/imagebuilders.toml)
+
+
+@cache
+def _data() -> dict[str, Any]:
+    return tomllib.loads((paths.DATA_DIR / "imagebuilders.toml").read_text())
+
+
+def pinned(kind: str, release: str, target: str) -> dict[str, str] | None:
+    for p in _data().get("pinned", []):
+        if (p["kind"], p["release"], p["target"]) == (kind, release, target):
+            return dict(p)
+    return None
+
+
+def name_pattern(kind: str, release: str, target: str) -> re.Pattern[str]:
+    t, s = target.split("/")
+    pats = _data()["kinds"][kind]
+    pat = pats["snapshot"] if release == "snapshot" else pats["release"]
+    return re.compile("^" + pat.format(release=re.escape(release), target=t, subtarget=s) + "$")
+
+
+def unreachable_hint() -> str:
+    return (
+        "use --mirror URL|DIR (a copy of OpenWrt's download tree) or --imagebuilder PATH "
+        "(an unpacked ImageBuilder)"
+    )
+
+
+def disk_full(path: Path | str, e: OSError) -> WolfError:
+    return WolfError(
+        f"disk full while writing {path} ({e.strerror})",
+        hint=f"free space there or set OPENWRT_WOLF_CACHE to a bigger disk ({paths.cache_dir()})",
+    )
+
+
+class Source:
+    """OpenWrt's server, an HTTP mirror, or a local directory with the same layout."""
+
+    def __init__(self, mirror: str | None = None) -> None:
+        self.base = (mirror or releases.server_base()).rstrip("/")
+        self.is_dir = not re.match(r"^https?://", self.base)
+        self.official = mirror is None
+
+    def target_dir(self, release: str, target: str) -> str:
+        t, s = target.split("/")
+        return releases.get(release).target_url(self.base, t, s).rstrip("/")
+
+    def read_text(self, where: str) -> str:
+        if self.is_dir:
+            try:
+                return Path(where).read_text()
+            except FileNotFoundError:
+                raise WolfError(f"{where} does not exist in the mirror directory") from None
+        try:
+            r = requests.get(where, timeout=TIMEOUT)
+        except requests.RequestException as e:
+            raise WolfError(
+                f"download server {self.base} unreachable ({type(e).__name__})",
+                hint=unreachable_hint(),
+            ) from None
+        if r.status_code == 404:
+            raise WolfError(f"{where} not found on the server (404)", hint=unreachable_hint())
+        if not r.ok:
+            raise WolfError(f"{where}: HTTP {r.status_code}", hint=unreachable_hint())
+        return r.text
+
+
+def parse_sha256sums(text: str) -> dict[str, str]:
+    """OpenWrt's sha256sums: '<hex> *<name>' (rules.mk sha256sums), also '<hex>  <name>'."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([0-9a-f]{64})\s+\*?(\S.*)$", line.strip())
+        if m:
+            out[m.group(2)] = m.group(1)
+    return out
+
+
+def resolve(kind: str, release: str, target: str, source: Source) -> Archive:
+    """Which archive to fetch and its sha256, from the release's sha256sums."""
+    where = source.target_dir(release, target)
+    sums = parse_sha256sums(source.read_text(f"{where}/sha256sums"))
+    pat = name_pattern(kind, release, target)
+    names = sorted(n for n in sums if pat.match(n))
+    if not names:
+        raise WolfError(
+            f"no {kind} for {release} {target} in {where}/sha256sums",
+            hint="check the release and target, or use --imagebuilder PATH",
+        )
+    name = names[0]
+    pin = pinned(kind, release, target)
+    if pin and source.official and pin["sha256"] != sums[name]:
+        raise WolfError(
+            f"{where}/sha256sums lists {name} as {sums[name]}, but OpenWrt published "
+            f"{pin['sha256']}",
+            hint="the server is not serving OpenWrt's release; use another --mirror",
+        )
+    return Archive(
+        kind, release, target, name, sums[name], f"{where}/{name}", pinned=pin is not None
+    )
+
+
+def cache_path(a: Archive) -> Path:
+    t, s = a.target.split("/")
+    return paths.cache_dir() / "downloads" / a.release / t / s / a.name
+
+
+@contextlib.contextmanager
+def _progress(label: str, total: int | None) -> Iterator[Any]:
+    cols = ("[progress.description]{task.description}", BarColumn(), DownloadColumn())
+    with Progress(*cols, TransferSpeedColumn(), console=term.console(stderr=True),
+                  transient=True) as prog:  # fmt: skip
+        yield prog, prog.add_task(label, total=total)
+
+
+def _copy_stream(src: IO[bytes] | Iterator[bytes], dst: IO[bytes], prog: Any, task: Any) -> None:
+    chunks = iter(lambda: src.read(CHUNK), b"") if hasattr(src, "read") else src
+    for chunk in chunks:
+        dst.write(chunk)
+        prog.advance(task, len(chunk))
+
+
+def fetch(a: Archive) -> Path:
+    """The archive in the cache: downloaded (resumed when a .part exists) and sha256-checked."""
+    dest = cache_path(a)
+    if dest.exists() and file_sha256(dest) == a.sha256:
+        return dest
+    part = dest.with_name(dest.name + ".part")
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if re.match(r"^https?://", a.url):
+            _fetch_http(a, part)
+        else:
+            src = Path(a.url)
+            if not src.is_file():
+                raise WolfError(f"{src} does not exist in the mirror directory")
+            size = src.stat().st_size
+            with src.open("rb") as fi, part.open("wb") as fo, _progress(a.name, size) as (p, t):
+                _copy_stream(fi, fo, p, t)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            part.unlink(missing_ok=True)
+            raise disk_full(part, e) from None
+        raise
+    got = file_sha256(part)
+    if got != a.sha256:
+        part.unlink()
+        raise WolfError(
+            f"checksum mismatch for {a.name} from {a.url}: sha256 {got}, sha256sums says "
+            f"{a.sha256}; the bad file was removed",
+            hint="re-run to download it again, or use another --mirror",
+        )
+    os.replace(part, dest)
+    return dest
+
+
+def _fetch_http(a: Archive, part: Path) -> None:
+    have = part.stat().st_size if part.exists() else 0
+    headers = {"Range": f"bytes={have}-"} if have else {}
+    try:
+        r = requests.get(a.url, stream=True, timeout=TIMEOUT, headers=headers)
+    except requests.RequestException as e:
+        raise WolfError(
+            f"download server unreachable for {a.url} ({type(e).__name__})",
+            hint=unreachable_hint(),
+        ) from None
+    with r:
+        if r.status_code == 416:  # nothing left to send: the .part is complete (or bad)
+            return
+        if r.status_code not in (200, 206):
+            raise WolfError(f"{a.url}: HTTP {r.status_code}", hint=unreachable_hint())
+        mode = "ab" if r.status_code == 206 else "wb"
+        if mode == "wb":
+            have = 0
+        length = r.headers.get("Content-Length")
+        total = have + int(length) if length else None
+        try:
+            with part.open(mode) as fo, _progress(a.name, total) as (prog, task):
+                prog.advance(task, have)
+                _copy_stream(r.iter_content(CHUNK), fo, prog, task)
+        except requests.RequestException as e:
+            raise WolfError(
+                f"download of {a.url} broke off ({type(e).__name__}); the partial file is kept",
+                hint="re-run to resume it",
+            ) from None
+
+
+def _open_tar(path: Path) -> tarfile.TarFile:
+    if path.name.endswith(".zst"):
+        stream = zstandard.ZstdDecompressor().stream_reader(path.open("rb"))
+        return tarfile.open(fileobj=stream, mode="r|")
+    return tarfile.open(path, mode="r|*")
+
+
+def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
+    """Unpack once into ``into``; returns the tree's top directory (the archive's only one).
+
+    ``digest`` (the archive's sha256) says which archive the tree came from: a snapshot keeps
+    its name from day to day. Unpacks into a temporary sibling and renames it, so a killed run
+    leaves no half tree."""
+    mark = into / EXTRACTED_MARK
+    digest = f"{archive.name} {digest or ''}".strip()
+    if mark.exists() and mark.read_text().strip() == digest:
+        tops = [p for p in into.iterdir() if p.is_dir()]
+        if len(tops) == 1:
+            return tops[0]
+    tmp = into.with_name(into.name + ".unpacking")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(into, ignore_errors=True)
+    try:
+        tmp.mkdir(parents=True)
+        with _open_tar(archive) as tar, _progress(f"unpacking {archive.name}", None) as (p, t):
+            for member in tar:
+                try:
+                    tar.extract(member, tmp, filter="tar")
+                except TypeError:  # a Python without extraction filters
+                    tar.extract(member, tmp)
+                p.advance(t, member.size)
+        (tmp / EXTRACTED_MARK).write_text(digest + "\n")
+        os.replace(tmp, into)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if e.errno == errno.ENOSPC:
+            raise disk_full(into, e) from None
+        raise
+    except (tarfile.TarError, zstandard.ZstdError) as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WolfError(f"cannot unpack {archive}: {e}", hint="delete it and re-run") from None
+    tops = [p for p in into.iterdir() if p.is_dir()]
+    if len(tops) != 1:
+        raise WolfError(f"{archive} does not hold one top directory", hint="is it an ImageBuilder?")
+    return tops[0]
+
+
+def imagebuilder(release: str, target: str, mirror: str | None = None) -> Path:
+    """An unpacked ImageBuilder for release and target ("ath79/generic"), from the cache."""
+    a = resolve("imagebuilder", release, target, Source(mirror))
+    path = fetch(a)
+    t, s = target.split("/")
+    return extract(path, paths.cache_dir() / "imagebuilder" / release / f"{t}-{s}", a.sha256)

@@ -1,0 +1,150 @@
+"""What to build: the request (Options), one Job per (device, flavour) and its Outcome.
+
+`plan` resolves what the user typed (devices, flavours, release, backend) into jobs, each keyed
+by the request hash the results store files it under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import paths
+from ..catalogue import devices, flavours, releases
+from ..catalogue.devices import Device
+from ..errors import WolfError
+from ..patchset import series
+from . import buildroot, packages
+from . import sdk as sdk_mod
+from .record import BACKENDS, BuildRecord, BuildRequest
+
+
+@dataclass(frozen=True)
+class Options:
+    flavour: str
+    device: str
+    release: str | None = None
+    backend: str | None = None
+    mirror: str | None = None
+    imagebuilder: Path | None = None
+    sdk: Path | None = None
+    tree: Path | None = None
+    jobs: int = 1
+    force: bool = False
+    store: str | None = None
+    luci_https: bool = False
+    packages: tuple[str, ...] = ()
+    files: Path | None = None
+    feed: Path | None = None  # the local feed the sdk backend builds from
+    patches: Path | None = None  # the patch set the buildroot backend applies
+
+    def local_feed(self) -> Path:
+        return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
+
+    def patches_dir(self) -> Path:
+        return (self.patches or series.PATCHES_DIR).expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class Job:
+    device: Device
+    flavour: str
+    rules: packages.Rules
+    request: BuildRequest
+
+    @property
+    def key(self) -> str:
+        return self.request.key()
+
+    @property
+    def label(self) -> str:
+        return f"{self.device.profile} {self.flavour}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    job: Job
+    record: BuildRecord
+    cached: bool
+    path: Path
+
+
+def _backend(opts: Options, r: packages.Rules) -> str:
+    """--backend, else what the paths given imply, else the SDK only when the request needs
+    packages of our local feed (the issue: imagebuilder for stock flavours)."""
+    if opts.backend:
+        backend = opts.backend
+    elif opts.tree:
+        backend = "buildroot"
+    elif opts.sdk or r.needs_sdk(opts.luci_https):
+        backend = "sdk"
+    else:
+        backend = "imagebuilder"
+    if backend not in BACKENDS:
+        raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
+    if backend == "buildroot" and not opts.tree:
+        raise WolfError("the buildroot backend needs --tree PATH (an OpenWrt source tree)")
+    if backend == "buildroot":
+        given = {"--imagebuilder": opts.imagebuilder, "--sdk": opts.sdk, "--mirror": opts.mirror,
+                 "--files": opts.files}  # fmt: skip
+        unused = [n for n, v in given.items() if v]
+        if unused:
+            raise WolfError(
+                f"{', '.join(unused)}: not used by the buildroot backend",
+                hint="a tree builds everything itself; FILES go into <tree>/files/",
+            )
+    if backend != "buildroot" and opts.tree:
+        raise WolfError(f"--tree is for the buildroot backend, not {backend}")
+    return backend
+
+
+def plan(opts: Options) -> list[Job]:
+    rel = releases.get(opts.release)
+    if opts.jobs < 1:
+        raise WolfError(f"-j {opts.jobs}: need at least 1 job")
+    devs = devices.resolve_many(opts.device, rel.name)
+    if not devs:
+        raise WolfError("no device given", hint="--device NAME[,NAME...]")
+    jobs = []
+    tree_id: str | None = None
+    for dev in devs:
+        if not dev.has_flash:
+            raise WolfError(
+                f"{dev.profile} has no flash image to build ({dev.recipe})",
+                hint="pick a flash device, see `./wolf devices`",
+            )
+        for fl in flavours.resolve_many(opts.flavour):
+            r = packages.rules(fl.name, rel.name)
+            backend = _backend(opts, r)
+            if backend == "buildroot":
+                assert opts.tree is not None
+                if tree_id is None:
+                    tree_id = buildroot.Tree(opts.tree).identity()
+                brf = buildroot.flavour(fl.name)
+                seed = buildroot.seed_changes(r, brf, luci_https=opts.luci_https,
+                                              extra=opts.packages)  # fmt: skip
+                req = BuildRequest(
+                    release=rel.name,
+                    target=dev.target_path,
+                    profile=dev.profile,
+                    flavour=fl.name,
+                    packages=tuple(sorted(seed.spec() + brf.symbols())),
+                    patch_set=buildroot.patch_set_hash(opts.patches_dir()),
+                    backend=backend,
+                    tree=tree_id,
+                )
+                jobs.append(Job(dev, fl.name, r, req))
+                continue
+            spec = packages.changes(
+                r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
+            )
+            req = BuildRequest(
+                release=rel.name,
+                target=dev.target_path,
+                profile=dev.profile,
+                flavour=fl.name,
+                packages=tuple(spec.spec()),
+                patch_set=sdk_mod.feed_hash(opts.local_feed()) if spec.local else "none",
+                backend=backend,
+            )
+            jobs.append(Job(dev, fl.name, r, req))
+    return jobs

@@ -1,0 +1,137 @@
+"""The device catalogue (data/devices.toml): loading, and resolving what a user typed to one
+OpenWrt profile of one release."""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import WolfError
+from ..paths import DATA_DIR
+from ..units import parse_size
+from . import releases
+
+# "other": a sysupgrade pipeline none of the fit models covers (read from a tree; fit says UNKNOWN)
+RECIPES = ("ath79-default", "tplink-safeloader", "tplink-v2", "malta-initramfs", "other")
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Device:
+    profile: str  # OpenWrt's profile id, e.g. tplink_tl-wr902ac-v1
+    release: str
+    target: str
+    subtarget: str
+    arch_packages: str
+    recipe: str
+    squashfs_block: int
+    title: str = ""
+    soc: str = ""
+    aliases: tuple[str, ...] = ()
+    flash_size: int | None = None
+    image_size: int | None = None  # IMAGE_SIZE, bytes; what check-size compares against
+    kernel_size: int | None = None  # KERNEL_SIZE when the device sets it
+    blocksize: int | None = None  # BLOCKSIZE: the erase block pad-to and padjffs2 align to
+    firmware_partition: Partition | None = None
+    device_packages: tuple[str, ...] = ()
+    supported_devices: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)  # recipe parameters (tplink ids, ...)
+
+    @property
+    def target_path(self) -> str:
+        return f"{self.target}/{self.subtarget}"
+
+    @property
+    def has_flash(self) -> bool:
+        return self.image_size is not None
+
+
+_SIZE_FIELDS = ("flash_size", "image_size", "kernel_size", "blocksize", "squashfs_block")
+_KNOWN = {
+    "profile", "release", "target", "subtarget", "arch_packages", "recipe", "title",
+    "soc", "aliases", "device_packages", "supported_devices", "firmware_partition",
+    *_SIZE_FIELDS,
+}  # fmt: skip
+
+
+def device_from_dict(d: dict[str, Any], where: str = "devices.toml") -> Device:
+    try:
+        sizes = {k: parse_size(d[k], what=k) for k in _SIZE_FIELDS if k in d}
+        part = d.get("firmware_partition")
+        recipe = d["recipe"]
+        if recipe not in RECIPES:
+            raise WolfError(f"{where}: {d['profile']}: unknown recipe {recipe!r}")
+        return Device(
+            profile=d["profile"],
+            release=str(d["release"]),
+            target=d["target"],
+            subtarget=d["subtarget"],
+            arch_packages=d["arch_packages"],
+            recipe=recipe,
+            title=d.get("title", ""),
+            soc=d.get("soc", ""),
+            aliases=tuple(d.get("aliases", ())),
+            device_packages=tuple(d.get("device_packages", ())),
+            supported_devices=tuple(d.get("supported_devices", ())),
+            firmware_partition=Partition(**part) if part else None,
+            extra={k: v for k, v in d.items() if k not in _KNOWN},
+            **sizes,
+        )
+    except KeyError as e:
+        raise WolfError(f"{where}: a device entry lacks {e.args[0]!r}") from None
+
+
+@cache
+def catalogue(path: Path | None = None) -> tuple[Device, ...]:
+    path = path or DATA_DIR / "devices.toml"
+    raw = tomllib.loads(path.read_text())
+    return tuple(device_from_dict(d, path.name) for d in raw.get("device", []))
+
+
+def for_release(release: str | None = None) -> list[Device]:
+    rel = releases.get(release).name
+    return [d for d in catalogue() if d.release == rel]
+
+
+def _norm(name: str) -> str:
+    return name.strip().lower().replace("_", "-")
+
+
+def resolve(name: str, release: str | None = None) -> Device:
+    """Find the device a user meant: exact profile id, then an alias, in the release.
+
+    'tl-wr902ac' -> tplink_tl-wr902ac-v1 (the ath79 device of the published comparison).
+    """
+    rel = releases.get(release).name
+    devs = for_release(rel)
+    want = _norm(name)
+    for d in devs:
+        if _norm(d.profile) == want or want in (_norm(a) for a in d.aliases):
+            return d
+    elsewhere = [d.release for d in catalogue() if _norm(d.profile) == want]
+    if elsewhere:
+        raise WolfError(
+            f"device {name!r} does not exist in release {rel}",
+            hint=f"it is in: {', '.join(sorted(set(elsewhere)))}",
+        )
+    names = [d.profile for d in devs] + [a for d in devs for a in d.aliases]
+    close = difflib.get_close_matches(name, names, n=4, cutoff=0.5)
+    hint = f"did you mean: {', '.join(close)}" if close else "see `./wolf devices`"
+    raise WolfError(f"unknown device {name!r} for release {rel}", hint=hint)
+
+
+def resolve_many(names: str, release: str | None = None) -> list[Device]:
+    """A comma-separated list; 'all' means every device of the release."""
+    if names.strip() == "all":
+        return for_release(release)
+    return [resolve(n, release) for n in names.split(",") if n.strip()]

@@ -1,0 +1,489 @@
+"""Measuring what an OpenWrt build produced: an output directory
+(bin/targets/<target>/<subtarget>/), or one sysupgrade image file alone.
+
+One ``Artifacts`` per device profile: image sizes (from profiles.json when it has them,
+else from the files), the kernel and rootfs as the image recipe appends them (from the
+kernel/rootfs pieces when they are there, else split out of the sysupgrade image), the rootfs
+measured (rootfs.RootfsInfo: TLS libraries and their xz sizes, per-package bytes) and the fit
+verdict (fit.evaluate). Build records store ``asdict(Artifacts)`` under data["artifacts"].
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..catalogue import devices
+from ..catalogue.devices import Device
+from ..errors import WolfError
+from . import fit, imageformats
+from .rootfs import RootfsInfo, measure_rootfs
+
+SCHEMA = "openwrt-wolf/artifacts/1"
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    name: str  # file name in the output directory
+    type: str  # sysupgrade, factory, kernel, initramfs-kernel, rootfs, ...
+    size: int | None  # bytes; None when listed but gone (OpenWrt deleted a too-big image)
+    sha256: str | None = None
+    source: str = "file"  # "profiles.json" (its images[].size) or "file" (stat)
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """An installed package as the image's .manifest lists it, and its archive's size when
+    the output (packages/ beside the images, or bin/packages/) has the archive."""
+
+    name: str
+    version: str
+    file: str | None = None  # path relative to the output directory
+    size: int | None = None  # bytes of the .apk/.ipk
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    profile: str  # OpenWrt profile id ("tplink_tl-wr902ac-v1"), or the image file's stem
+    source: str  # the directory or file measured
+    layout: str  # "profiles.json 25.12", "profiles.json 24.10", "files", "image"
+    release: str | None = None  # version_number from profiles.json, when known
+    target: str | None = None  # "ath79/generic"
+    images: list[ImageFile] = field(default_factory=list)
+    file_size_limits: dict[str, int] = field(default_factory=dict)  # profiles.json (25.12+)
+    kernel_size: int | None = None  # bytes of the kernel as the recipe appends it
+    kernel_source: str | None = None  # "<file>" or "<image> (split: <format>)"
+    metadata_size: int | None = None  # append-metadata trailer, when a split found it
+    split: dict[str, Any] | None = None  # imageformats.SplitImage as a dict
+    rootfs: RootfsInfo | None = None
+    fit: dict[str, Any] | None = None  # fit.FitReport.to_dict()
+    flavour: str | None = None  # the TLS flavour the rootfs shows (rootfs.flavour_guess)
+    manifest: list[PackageFile] = field(default_factory=list)  # from <image prefix>.manifest
+    notes: list[str] = field(default_factory=list)
+    schema: str = SCHEMA
+
+    @property
+    def sysupgrade(self) -> ImageFile | None:
+        return next((i for i in self.images if i.type == "sysupgrade"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Artifacts:
+        if d.get("schema") != SCHEMA:
+            raise WolfError(
+                f"artifacts data has schema {d.get('schema')!r}, this tool reads {SCHEMA}",
+                hint="re-run the build that wrote it",
+            )
+        d = dict(d)
+        d["images"] = [ImageFile(**i) for i in d.get("images", [])]
+        d["rootfs"] = RootfsInfo.from_dict(d["rootfs"]) if d.get("rootfs") else None
+        d["manifest"] = [PackageFile(**p) for p in d.get("manifest", [])]
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+# --- finding a device for the fit model -----------------------------------------------
+
+
+def find_device(profile: str, release: str | None) -> tuple[Device | None, str | None]:
+    """The catalogue entry for a profile: in its release, else in any release (with a note)."""
+    for rel in (release, None):
+        try:
+            return devices.resolve(profile, rel), None
+        except WolfError:
+            continue
+    others = [d for d in devices.catalogue() if d.profile == profile]
+    if others:
+        d = others[0]
+        return d, f"no {profile} entry for release {release}; fit uses the {d.release} entry"
+    return None, f"{profile} is not in the device catalogue: no fit verdict"
+
+
+def _evaluate(a: Artifacts, device: Device | None) -> dict[str, Any] | None:
+    if device is None:
+        return None
+    report = fit.evaluate(
+        device,
+        kernel_size=a.kernel_size,
+        rootfs_size=a.rootfs.size if a.rootfs else None,
+        metadata_size=a.metadata_size,
+    )
+    out: dict[str, Any] = report.to_dict()
+    return out
+
+
+# --- one image file --------------------------------------------------------------------
+
+
+def measure_image(image: Path, profile: str | None = None) -> Artifacts:
+    """A sysupgrade image alone: split it into kernel and rootfs and measure both."""
+    image = Path(image)
+    if not image.is_file():
+        raise WolfError(f"image not found: {image}", hint="give a sysupgrade .bin file")
+    parts = imageformats.split(image)
+    rootfs = measure_rootfs(image, parts.rootfs_offset)
+    name = profile or _profile_from_name(image.name) or image.stem
+    device, note = find_device(name, None)
+    notes = [note] if note else []
+    want = fit.RECIPE_FORMATS.get(device.recipe) if device else None
+    if device and want and want != parts.format:
+        notes.append(f"{image.name} is a {parts.format} image; {device.profile} makes {want}")
+    a = Artifacts(
+        profile=device.profile if device else name,
+        source=str(image),
+        layout="image",
+        target=device.target_path if device else None,
+        images=[ImageFile(image.name, "sysupgrade", image.stat().st_size)],
+        kernel_size=parts.kernel_size,
+        kernel_source=f"{image.name} (split: {parts.format})",
+        metadata_size=parts.metadata_size,
+        split=asdict(parts),
+        rootfs=rootfs,
+        flavour=rootfs.flavour_guess(),
+        notes=notes,
+    )
+    return _with_fit(a, device)
+
+
+def measure_rootfs_only(path: Path, profile: str | None = None) -> Artifacts:
+    """A bare squashfs (or malta's .img.gz): the rootfs rows only; no kernel, so no fit."""
+    rootfs = measure_rootfs(path)
+    return Artifacts(
+        profile=profile or path.name,
+        source=str(path),
+        layout="rootfs",
+        images=[ImageFile(path.name, "rootfs", path.stat().st_size)],
+        rootfs=rootfs,
+        flavour=rootfs.flavour_guess(),
+        notes=["a rootfs alone: no kernel, so no fit verdict"],
+    )
+
+
+def _with_fit(a: Artifacts, device: Device | None) -> Artifacts:
+    return replace(a, fit=_evaluate(a, device))
+
+
+_PROFILE_IN_NAME = re.compile(
+    r"(?:^|-)(?P<profile>[a-z0-9]+_[a-z0-9._-]+?)-(?:squashfs-|initramfs-|kernel\.bin$)"
+)
+
+
+def _profile_from_name(name: str) -> str | None:
+    """openwrt-25.12.5-ath79-generic-tplink_tl-wr902ac-v1-squashfs-sysupgrade.bin and KDIR's
+    tplink_tl-wr902ac-v1-kernel.bin -> tplink_tl-wr902ac-v1 (profile ids have a vendor_)."""
+    m = _PROFILE_IN_NAME.search(name)
+    return m.group("profile") if m else None
+
+
+# --- an output directory ---------------------------------------------------------------
+
+
+def measure_dir(outdir: Path, profiles: list[str] | None = None) -> list[Artifacts]:
+    """Every device profile of an output directory (or only ``profiles``)."""
+    outdir = Path(outdir)
+    if not outdir.is_dir():
+        raise WolfError(
+            f"output directory not found: {outdir}",
+            hint="give bin/targets/<target>/<subtarget>/ of an OpenWrt build or ImageBuilder",
+        )
+    pj = outdir / "profiles.json"
+    if pj.is_file():
+        out = _from_profiles_json(outdir, pj, profiles)
+        # A profile all of whose images OpenWrt deleted (too big) is missing from
+        # profiles.json; its kernel piece still names it.
+        listed = {a.profile for a in out}
+        out += [
+            a for a in _from_files(outdir, profiles, kernel_only=True) if a.profile not in listed
+        ]
+    else:
+        out = _from_files(outdir, profiles)
+    if not out:
+        want = f" for {', '.join(profiles)}" if profiles else ""
+        raise WolfError(
+            f"no images or rootfs found in {outdir}{want}",
+            hint="expected profiles.json, *-sysupgrade.bin, *-kernel.bin or a squashfs rootfs",
+        )
+    return out
+
+
+def _load_profiles_json(pj: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(pj.read_text())
+        if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
+            raise ValueError("no 'profiles' object")
+        return data
+    except (ValueError, UnicodeDecodeError) as e:
+        raise WolfError(f"cannot read {pj}: {e}", hint="is it OpenWrt's profiles.json?") from None
+
+
+def _from_profiles_json(outdir: Path, pj: Path, profiles: list[str] | None) -> list[Artifacts]:
+    data = _load_profiles_json(pj)
+    release = data.get("version_number")
+    out = []
+    for pid, spec in sorted(data["profiles"].items()):
+        if profiles and pid not in profiles:
+            continue
+        imgs = spec.get("images", [])
+        has_sizes = any("size" in i for i in imgs) or "file_size_limits" in spec
+        layout = "profiles.json 25.12" if has_sizes else "profiles.json 24.10"
+        notes = [] if has_sizes else ["profiles.json has no image sizes (24.10): files measured"]
+        images = []
+        for i in imgs:
+            f = outdir / i["name"]
+            on_disk = f.stat().st_size if f.is_file() else None
+            size = i.get("size", on_disk)
+            if "size" in i and on_disk is not None and on_disk != i["size"]:
+                notes.append(f"{i['name']}: profiles.json says {i['size']} B, file has {on_disk}")
+            src = "profiles.json" if "size" in i else "file"
+            images.append(ImageFile(i["name"], i.get("type", "?"), size, i.get("sha256"), src))
+        limits = {k: int(v) for k, v in spec.get("file_size_limits", {}).items()}
+        out.append(
+            _assemble(outdir, pid, layout, release, data.get("target"), images, limits, notes)
+        )
+    return out
+
+
+def _from_files(
+    outdir: Path, profiles: list[str] | None, *, kernel_only: bool = False
+) -> list[Artifacts]:
+    """No profiles.json (legacy targets like malta, or a hand-made directory): group files
+    by the profile in their names. Files without one (root.squashfs, malta's images) are
+    shared by every profile, or form the target's own group when there is no profile."""
+    groups: dict[str, list[Path]] = {}
+    shared: list[Path] = []
+    for f in sorted(outdir.iterdir()):
+        if f.is_file() and _image_type(f.name):
+            pid = _profile_from_name(f.name)
+            if pid:
+                groups.setdefault(pid, []).append(f)
+            else:
+                shared.append(f)
+    if kernel_only:  # only profiles that have a kernel piece
+        groups = {
+            k: v for k, v in groups.items() if any(_image_type(f.name) == "kernel" for f in v)
+        }
+    elif not groups:
+        for f in shared:
+            groups.setdefault(_target_name(f.name), []).append(f)
+    else:
+        for files in groups.values():
+            files += shared
+    out = []
+    for pid, files in groups.items():
+        if profiles and pid not in profiles:
+            continue
+        images = [ImageFile(f.name, _image_type(f.name) or "?", f.stat().st_size) for f in files]
+        out.append(_assemble(outdir, pid, "files", None, None, images, {}, []))
+    return out
+
+
+def _target_name(name: str) -> str:
+    """openwrt-25.12.5-malta-be-vmlinux-initramfs.elf -> malta-be (the profile id the
+    catalogue uses for targets without device profiles)."""
+    m = re.match(r"openwrt-(?:[0-9][^-]*-)?(?P<t>[a-z0-9]+-[a-z0-9]+)-", name)
+    return m.group("t") if m else name
+
+
+_TYPES = (
+    ("-squashfs-sysupgrade.", "sysupgrade"),
+    ("-squashfs-factory.", "factory"),
+    ("-initramfs-kernel.", "initramfs-kernel"),
+    ("-vmlinux-initramfs.elf", "initramfs-kernel"),
+    ("-initramfs-", "initramfs-kernel"),
+    ("-kernel.bin", "kernel"),
+    ("-vmlinux.elf", "kernel"),
+    ("rootfs-squashfs.img", "rootfs"),
+    ("squashfs-rootfs.img", "rootfs"),
+    ("root.squashfs", "rootfs"),
+    ("-rootfs.squashfs", "rootfs"),
+)
+
+
+def _image_type(name: str) -> str | None:
+    if name.endswith((".manifest", ".json", ".buildinfo", ".sha256sum", "sha256sums")):
+        return None
+    return next((t for pat, t in _TYPES if pat in name), None)
+
+
+def _manifest(outdir: Path, pid: str) -> list[PackageFile]:
+    """<IMG_PREFIX>-<profile>.manifest ("name - version" per line, apk and opkg alike)."""
+    found = sorted(outdir.glob("*.manifest"))
+    mine = [f for f in found if f.name.endswith(f"-{pid}.manifest")]
+    if not mine and len(found) == 1:
+        mine = found  # one target-wide manifest
+    if not mine:
+        return []
+    archives: dict[str, Path] = {}
+    bases = [outdir]
+    real = outdir.resolve()
+    if real.parent.parent.name == "targets":  # bin/targets/<t>/<s> -> bin/packages
+        bases.append(real.parent.parent.parent / "packages")
+    for base in bases:
+        if base.is_dir():
+            for f in base.rglob("*"):
+                if f.suffix in (".apk", ".ipk") and f.is_file():
+                    archives.setdefault(f.name, f)
+    out = []
+    for line in mine[0].read_text(errors="replace").splitlines():
+        name, sep, version = line.partition(" - ")
+        if not sep:
+            continue
+        name, version = name.strip(), version.strip()
+        arc = archives.get(f"{name}-{version}.apk") or next(
+            (p for n, p in archives.items() if n.startswith(f"{name}_{version}_")), None
+        )
+        if arc is None:
+            out.append(PackageFile(name, version))
+        else:
+            rel = arc.relative_to(outdir) if arc.is_relative_to(outdir) else arc
+            out.append(PackageFile(name, version, str(rel), arc.stat().st_size))
+    return out
+
+
+def _pieces(outdir: Path, pid: str) -> tuple[Path | None, Path | None]:
+    """The kernel and rootfs as separate files, when the build left them: OpenWrt's KDIR
+    names (<profile>-kernel.bin, root.squashfs[+pkg=...]) copied into the directory, or a
+    target's own rootfs image (malta: *-rootfs-squashfs.img.gz)."""
+    kernel = rootfs = None
+    for f in sorted(outdir.iterdir()):
+        if not f.is_file():
+            continue
+        t = _image_type(f.name)
+        mine = pid in f.name or _profile_from_name(f.name) is None
+        if t == "kernel" and mine and f.name.endswith("-kernel.bin"):
+            kernel = kernel or f
+        elif t == "rootfs" and mine:
+            rootfs = rootfs if rootfs and pid in rootfs.name else f
+    return kernel, rootfs
+
+
+def _assemble(
+    outdir: Path,
+    pid: str,
+    layout: str,
+    release: str | None,
+    target: str | None,
+    images: list[ImageFile],
+    limits: dict[str, int],
+    notes: list[str],
+) -> Artifacts:
+    device, note = find_device(pid, release)
+    if note:
+        notes.append(note)
+    kernel_file, rootfs_file = _pieces(outdir, pid)
+    kernel_size = kernel_file.stat().st_size if kernel_file else None
+    kernel_source = kernel_file.name if kernel_file else None
+    metadata_size = None
+    split = None
+    rootfs = measure_rootfs(rootfs_file) if rootfs_file else None
+    sysupgrade = next((i for i in images if i.type == "sysupgrade"), None)
+    sys_path = outdir / sysupgrade.name if sysupgrade else None
+    if sys_path and sys_path.is_file():
+        try:
+            parts = imageformats.split(sys_path)
+        except WolfError as e:
+            if kernel_size is None or rootfs is None:
+                raise  # the image is all there is: its error is the answer
+            notes.append(f"{sys_path.name} not split ({e}); pieces used")
+        else:
+            split = asdict(parts)
+            metadata_size = parts.metadata_size
+            if kernel_size is None:
+                kernel_size = parts.kernel_size
+                kernel_source = f"{sys_path.name} (split: {parts.format})"
+            if rootfs is None:
+                rootfs = measure_rootfs(sys_path, parts.rootfs_offset)
+    elif sysupgrade and sysupgrade.size is None:
+        notes.append(f"{sysupgrade.name} is listed but absent (OpenWrt deletes too-big images)")
+    if rootfs is None:
+        notes.append("no rootfs found (no squashfs piece and no sysupgrade image to split)")
+    if device and not device.has_flash:
+        notes.append(f"{device.profile} has no flash (IMAGE_SIZE unset): nothing to fit")
+        device = None
+    a = Artifacts(
+        profile=pid,
+        source=str(outdir),
+        layout=layout,
+        release=release,
+        target=target or (device.target_path if device else None),
+        images=images,
+        file_size_limits=limits,
+        kernel_size=kernel_size,
+        kernel_source=kernel_source,
+        metadata_size=metadata_size,
+        split=split,
+        rootfs=rootfs,
+        flavour=rootfs.flavour_guess() if rootfs else None,
+        manifest=_manifest(outdir, pid),
+        notes=notes,
+    )
+    return _with_fit(a, device) if kernel_size is not None or rootfs is not None else a
+
+
+# file types of a build record's file list that are not images
+_NOT_IMAGES = ("kernel", "rootfs", "manifest", "profiles.json", "sha256sums", "other")
+
+
+def from_build_files(
+    files: list[dict[str, Any]],
+    fit_report: dict[str, Any] | None,
+    *,
+    profile: str,
+    release: str | None,
+    flavour: str | None,
+    manifest: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> Artifacts:
+    """Artifacts from a build record that lists its files ({name, path, sha256, size, type},
+    the build job's shape) and carries its fit report: image sizes from the list, the rootfs
+    piece measured now (cached) when it is still on disk."""
+    notes = list(notes or [])
+    images = [
+        ImageFile(f["name"], f["type"], f.get("size"), f.get("sha256"), "build record")
+        for f in files
+        if f.get("type") not in _NOT_IMAGES
+    ]
+    kernel = next((f for f in files if f.get("type") == "kernel"), None)
+    piece = next((f for f in files if f.get("type") == "rootfs"), None)
+    rootfs = None
+    if piece and Path(piece["path"]).is_file():
+        rootfs = measure_rootfs(Path(piece["path"]))
+    elif piece:
+        notes.append(f"rootfs piece {piece['path']} is gone: no TLS library sizes")
+    else:
+        notes.append("the build record lists no rootfs piece: no TLS library sizes")
+    return Artifacts(
+        profile=profile,
+        source="build record",
+        layout="build record",
+        release=release,
+        images=images,
+        kernel_size=kernel.get("size") if kernel else None,
+        kernel_source=kernel.get("name") if kernel else None,
+        metadata_size=(fit_report or {}).get("metadata_size"),
+        rootfs=rootfs,
+        fit=fit_report,
+        flavour=flavour or (rootfs.flavour_guess() if rootfs else None),
+        manifest=[PackageFile(n, v) for n, v in sorted((manifest or {}).items())],
+        notes=notes,
+    )
+
+
+def measure(path: Path, profiles: list[str] | None = None) -> list[Artifacts]:
+    """A directory or a single image file."""
+    path = Path(path)
+    if path.is_dir():
+        return measure_dir(path, profiles)
+    if path.is_file():
+        profile = profiles[0] if profiles else None
+        with path.open("rb") as fh:
+            bare = fh.read(4) == b"hsqs" or path.name.endswith(".img.gz")
+        return [measure_rootfs_only(path, profile) if bare else measure_image(path, profile)]
+    raise WolfError(
+        f"output directory not found: {path}",
+        hint="give bin/targets/<target>/<subtarget>/ or a sysupgrade image file",
+    )

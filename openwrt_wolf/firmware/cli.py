@@ -1,0 +1,82 @@
+"""`invoke fit`: the fit of one image (or its kernel and rootfs) on one device, as a table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from ..catalogue import devices
+from ..errors import WolfError
+from ..term import console
+from . import fit
+
+
+def _n(v: int | None, blocks: bool = False) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,}" + (" blocks" if blocks else " B")
+
+
+def report_table(rep: fit.FitReport, title: str) -> Table:
+    t = Table(title=title, show_header=False)
+    t.add_column("what", style="bold")
+    t.add_column("value", justify="right")
+    t.add_column("", style="dim")
+    verdict = {"FITS": "[green]FITS[/]", "TOO_BIG": "[red]TOO BIG[/]"}.get(rep.verdict, "UNKNOWN")
+    rows = [
+        ("recipe", rep.recipe, ""),
+        ("kernel", _n(rep.kernel_size), "as appended"),
+        ("root filesystem", _n(rep.rootfs_size), "squashfs"),
+        ("padding", _n(rep.padding), "pad-to / pad-rootfs fill"),
+        ("checked size", _n(rep.checked_size), "what check-size compares"),
+        (
+            "erase blocks",
+            _n(rep.erase_blocks, True),
+            f"{rep.blocksize:,} B each" if rep.blocksize else "",
+        ),
+        ("limit", _n(rep.limit), rep.limit_name),
+        ("headroom", _n(rep.headroom), _n(rep.headroom_blocks, True)),
+        ("verdict", verdict, ""),
+        ("metadata", _n(rep.metadata_size), "append-metadata trailer"),
+        ("final size", _n(rep.final_size), "file size"),
+    ]
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def main(
+    *,
+    device: str,
+    image: str | None,
+    kernel: str | None,
+    rootfs: str | None,
+    release: str | None,
+    check: bool,
+    as_json: bool = False,
+) -> None:
+    if image and (kernel or rootfs):
+        raise WolfError("give --image, or --kernel with --rootfs, not both")
+    if not image and not (kernel and rootfs):
+        raise WolfError("fit needs --image PATH, or --kernel PATH and --rootfs PATH")
+    dev = devices.resolve(device, release)
+    out = console()
+    if dev.profile != device and not as_json:
+        out.print(f"device {device!r}: using profile {dev.profile} ({dev.release})")
+    if image:
+        rep = fit.evaluate_image(dev, Path(image))
+        title = f"{dev.profile}: {Path(image).name}"
+    else:
+        assert kernel and rootfs
+        rep = fit.evaluate_files(dev, Path(kernel), Path(rootfs))
+        title = f"{dev.profile}: {Path(kernel).name} + {Path(rootfs).name}"
+    if as_json:
+        print(json.dumps({"schema": 1, "fit": rep.to_dict()}, indent=2))
+    else:
+        out.print(report_table(rep, title))
+        for note in rep.notes:
+            out.print(f"note: {note}")
+    if check and rep.verdict == "TOO_BIG":
+        raise SystemExit(1)

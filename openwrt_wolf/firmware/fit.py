@@ -1,0 +1,420 @@
+"""The firmware fit model: does a sysupgrade image fit the device's flash, to the byte.
+
+Each recipe kind of data/devices.toml is modelled from the OpenWrt and firmware-utils sources
+that build it (docs/fit.md has the arithmetic and where each rule comes from). The model works
+from the kernel and rootfs sizes alone, so it still answers when OpenWrt deleted a too-big
+image; ``evaluate_image`` splits a finished sysupgrade file and checks the model against it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from ..catalogue.devices import Device
+from ..errors import WolfError
+from ..paths import DATA_DIR
+
+Verdict = Literal["FITS", "TOO_BIG", "UNKNOWN"]
+
+# padjffs2, tplink-safeloader -j and mktplinkfw2 -j all end the image with the JFFS2
+# end-of-filesystem marker de ad c0 de; it begins the first block of the rootfs_data overlay.
+JFFS2_EOF = b"\xde\xad\xc0\xde"
+MARKER = len(JFFS2_EOF)
+TPLINK_HEADER = 512  # sizeof(struct fw_header), mktplinkfw.c and mktplinkfw2.c alike
+SAFELOADER_ALIGN = 0x10000  # tplink-safeloader read_file() aligns with a fixed 64 KiB
+
+
+@dataclass(frozen=True)
+class FitReport:
+    profile: str  # device profile id
+    recipe: str  # devices.RECIPES kind
+    kernel_size: int | None  # bytes of the kernel as the recipe appends it
+    rootfs_size: int | None  # bytes of the squashfs as appended (before pad-rootfs)
+    checked_size: int | None  # the size check-size compares (before append-metadata)
+    limit: int | None  # the binding limit in bytes (smallest headroom)
+    limit_name: str  # "IMAGE_SIZE", "safeloader kernel+rootfs", "8Mmtk firmware", ...
+    blocksize: int | None  # BLOCKSIZE (erase block)
+    erase_blocks: int | None  # erase blocks of kernel+rootfs (the end marker not counted)
+    padding: int | None  # fill bytes the recipe added (pad-to, pad-rootfs, alignment)
+    headroom: int | None  # limit - checked_size; negative when too big
+    headroom_blocks: int | None  # whole erase blocks of headroom (floor; negative when too big)
+    verdict: Verdict
+    metadata_size: int | None  # append-metadata trailer, when known
+    final_size: int | None  # file size with the trailer, when known
+    notes: tuple[str, ...] = ()  # e.g. "OpenWrt would print: WARNING: Image file ... is too big"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["notes"] = list(self.notes)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FitReport:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise WolfError(f"fit report has unknown fields: {', '.join(sorted(unknown))}")
+        try:
+            return cls(**{**d, "notes": tuple(d.get("notes", ()))})
+        except TypeError as e:
+            raise WolfError(f"fit report is incomplete: {e}") from None
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One size limit a build step enforces, and what OpenWrt prints when it is exceeded."""
+
+    name: str
+    limit: int
+    measured: int  # what that step compares with its limit
+    fails: bool
+    message: str  # OpenWrt's words on failure
+
+    @property
+    def headroom(self) -> int:
+        return self.limit - self.measured
+
+
+@dataclass(frozen=True)
+class _Layout:
+    checked: int  # file size when check-size runs
+    padding: int  # fill bytes (zero or 0xff), not headers, not markers
+    end_marker: bool  # the file ends with the 4-byte JFFS2 end marker
+    checks: tuple[_Check, ...]
+    notes: tuple[str, ...] = ()
+
+
+def align(n: int, to: int) -> int:
+    """Round n up to a multiple of ``to`` (C's ALIGN for powers of two, and dd conv=sync)."""
+    return -(-n // to) * to
+
+
+def _check_size(device: Device, size: int) -> _Check:
+    # include/image-commands.mk Build/check-size: [ limit -ge size ] or warn and rm the image.
+    assert device.image_size is not None
+    return _Check(
+        "IMAGE_SIZE",
+        device.image_size,
+        size,
+        size > device.image_size,
+        f"WARNING: Image file ... is too big: {size} > {device.image_size}",
+    )
+
+
+def _ath79_default(device: Device, kernel: int, rootfs: int) -> _Layout:
+    """append-kernel | pad-to BLOCKSIZE | append-rootfs | pad-rootfs | check-size."""
+    bs = _blocksize(device)
+    kernel_padded = align(kernel, bs)  # Image/pad-to: dd bs=BLOCKSIZE conv=sync (zeros)
+    data = kernel_padded + rootfs
+    # padjffs2 <file> 64: 0xff up to the next multiple of the block, then the marker. An
+    # already aligned file still gets the marker (padjffs2.c pad_image).
+    checked = align(data, bs) + MARKER
+    padding = (kernel_padded - kernel) + (align(data, bs) - data)
+    return _Layout(checked, padding, True, (_check_size(device, checked),))
+
+
+def _safeloader(device: Device, kernel: int, rootfs: int) -> _Layout:
+    """append-rootfs | tplink-safeloader sysupgrade (-j -S) | check-size.
+
+    tplink-safeloader moves the file-system partition to right after the kernel inside the
+    firmware partition (base = firmware.base + kernel) but sizes it as firmware.size minus
+    that absolute base, so kernel + padded rootfs may not exceed firmware.size - firmware.base.
+    """
+    fw = device.firmware_partition
+    if fw is None:
+        raise WolfError(
+            f"{device.profile}: the tplink-safeloader model needs firmware_partition",
+            hint="add it to data/devices.toml from tplink-safeloader.c's partition table",
+        )
+    fs_base = fw.offset + kernel
+    # read_file(..., add_jffs2_eof, file_system_partition): aligned at the absolute address.
+    fs_len = align(rootfs + fs_base, SAFELOADER_ALIGN) + MARKER - fs_base
+    image = kernel + fs_len  # generate_sysupgrade_image: os-image then file-system, no header
+    padding = fs_len - rootfs - MARKER
+    checks: list[_Check] = []
+    notes: list[str] = []
+    if kernel > fw.size:
+        checks.append(
+            _Check(
+                "safeloader kernel",
+                fw.size,
+                kernel,
+                True,
+                "tplink-safeloader: kernel overflowed firmware partition",
+            )
+        )
+    elif fs_base > fw.size:
+        # file_system_partition->size is a uint32_t: it wraps and the tool checks nothing.
+        notes.append("tplink-safeloader's file-system size wraps (uint32); only IMAGE_SIZE applies")
+    else:
+        limit = fw.size - fw.offset
+        declared = device.extra.get("safeloader_max_kernel_rootfs")
+        if declared is not None and int(declared) != limit:
+            raise WolfError(
+                f"{device.profile}: safeloader_max_kernel_rootfs {int(declared):#x} disagrees "
+                f"with firmware_partition ({limit:#x})",
+                hint="fix data/devices.toml",
+            )
+        fs_max = fw.size - fs_base
+        checks.append(
+            _Check(
+                "safeloader kernel+rootfs",
+                limit,
+                image,
+                fs_len > fs_max,  # the same as image > limit
+                f"tplink-safeloader: file-system partition too big (more than {fs_max} bytes)",
+            )
+        )
+    checks.append(_check_size(device, image))
+    return _Layout(image, padding, True, tuple(checks), tuple(notes))
+
+
+@cache
+def _mktplinkfw2_layouts() -> dict[str, int]:
+    raw = tomllib.loads((DATA_DIR / "tplink_layouts.toml").read_text())
+    return {k: int(v) for k, v in raw["mktplinkfw2"].items()}
+
+
+def _tplink_v2(device: Device, kernel: int, rootfs: int) -> _Layout:
+    """tplink-v2-image -s -e (mktplinkfw2 -a 0x4 -j) | check-size."""
+    layout_id = str(device.extra.get("tplink_flashlayout", ""))
+    fw_max = _mktplinkfw2_layouts().get(layout_id)
+    if fw_max is None:
+        raise WolfError(
+            f"{device.profile}: unknown TPLINK_FLASHLAYOUT {layout_id!r}",
+            hint="add it to data/tplink_layouts.toml from mktplinkfw2.c",
+        )
+    rootfs_ofs = align(TPLINK_HEADER + kernel, 4)  # -a 0x4
+    end = rootfs_ofs + rootfs
+    # pad_jffs2 (mktplinkfw-lib.c): markers at the 4 KiB and then the 64 KiB boundary, only
+    # while the length is below fw_max_len; -s keeps the file at that length.
+    pad_mask = {4096, 65536}
+    markers = 0
+    while end < fw_max and pad_mask:
+        end = align(end, min(pad_mask))
+        pad_mask = {m for m in pad_mask if end % m}
+        end += MARKER
+        markers += 1
+    padding = end - TPLINK_HEADER - kernel - rootfs - markers * MARKER
+    exceed = kernel + rootfs - (fw_max - TPLINK_HEADER)
+    checks = (
+        _Check(
+            f"{layout_id} firmware",
+            fw_max,
+            TPLINK_HEADER + kernel + rootfs,
+            exceed > 0,
+            f"mktplinkfw2: images are too big by {exceed} bytes",
+        ),
+        _check_size(device, end),
+    )
+    return _Layout(end, padding, markers > 0, checks)
+
+
+_RECIPES = {
+    "ath79-default": _ath79_default,
+    "tplink-safeloader": _safeloader,
+    "tplink-v2": _tplink_v2,
+}
+
+
+def _blocksize(device: Device) -> int:
+    if not device.blocksize:
+        raise WolfError(f"{device.profile}: BLOCKSIZE is not set in data/devices.toml")
+    return device.blocksize
+
+
+def _unknown(
+    device: Device,
+    kernel_size: int | None,
+    rootfs_size: int | None,
+    metadata_size: int | None,
+    why: str,
+) -> FitReport:
+    return FitReport(
+        profile=device.profile,
+        recipe=device.recipe,
+        kernel_size=kernel_size,
+        rootfs_size=rootfs_size,
+        checked_size=None,
+        limit=device.image_size,
+        limit_name="IMAGE_SIZE" if device.image_size else "",
+        blocksize=device.blocksize,
+        erase_blocks=None,
+        padding=None,
+        headroom=None,
+        headroom_blocks=None,
+        verdict="UNKNOWN",
+        metadata_size=metadata_size,
+        final_size=None,
+        notes=(why,),
+    )
+
+
+def evaluate(
+    device: Device,
+    *,
+    kernel_size: int | None,
+    rootfs_size: int | None,
+    metadata_size: int | None = None,
+) -> FitReport:
+    """The fit of a kernel and a rootfs of these sizes, as the device's recipe assembles them.
+
+    Works from the pieces alone, so it answers for images OpenWrt deleted as too big.
+    ``metadata_size`` is append-metadata's fwtool trailer (known only from a finished file).
+    """
+    for what, v in (("kernel", kernel_size), ("rootfs", rootfs_size), ("metadata", metadata_size)):
+        if v is not None and v < 0:
+            raise WolfError(f"{device.profile}: {what} size {v} is negative")
+    recipe = _RECIPES.get(device.recipe)
+    if recipe is None or not device.has_flash:
+        return _unknown(
+            device, kernel_size, rootfs_size, metadata_size,
+            f"recipe {device.recipe} writes no flash image; nothing to fit"
+            if not device.has_flash
+            else f"recipe {device.recipe} is not modelled by openwrt-wolf; no verdict",
+        )  # fmt: skip
+    if kernel_size is None or rootfs_size is None:
+        missing = "kernel" if kernel_size is None else "rootfs"
+        return _unknown(
+            device, kernel_size, rootfs_size, metadata_size, f"the {missing} size is not known"
+        )
+    lay = recipe(device, kernel_size, rootfs_size)
+    binding = min(lay.checks, key=lambda c: c.headroom)
+    bs = device.blocksize
+    notes = list(lay.notes)
+    failed = [c for c in lay.checks if c.fails]
+    if failed:
+        notes += [f"OpenWrt would print: {c.message}" for c in failed]
+        notes.append("OpenWrt deletes this image: it never reaches bin/ or profiles.json")
+    erase_blocks = headroom_blocks = None
+    if bs:
+        data = lay.checked - (MARKER if lay.end_marker else 0)
+        erase_blocks = -(-data // bs)
+        headroom_blocks = binding.headroom // bs
+    final = None if metadata_size is None else lay.checked + metadata_size
+    return FitReport(
+        profile=device.profile,
+        recipe=device.recipe,
+        kernel_size=kernel_size,
+        rootfs_size=rootfs_size,
+        checked_size=lay.checked,
+        limit=binding.limit,
+        limit_name=binding.name,
+        blocksize=bs,
+        erase_blocks=erase_blocks,
+        padding=lay.padding,
+        headroom=binding.headroom,
+        headroom_blocks=headroom_blocks,
+        verdict="TOO_BIG" if failed else "FITS",
+        metadata_size=metadata_size,
+        final_size=final,
+        notes=tuple(notes),
+    )
+
+
+# What split() calls each recipe's sysupgrade image.
+RECIPE_FORMATS = {
+    "ath79-default": "uimage+squashfs",
+    "tplink-safeloader": "tplink-safeloader",
+    "tplink-v2": "tplink-v2",
+}
+
+
+def evaluate_image(device: Device, image: Path) -> FitReport:
+    """The fit of a finished sysupgrade file: split it, evaluate, and compare with the file."""
+    from . import imageformats
+
+    sp = imageformats.split(image)
+    want = RECIPE_FORMATS.get(device.recipe)
+    if want is None:
+        raise WolfError(
+            f"{image}: {device.profile} ({device.recipe}) has no sysupgrade image to check",
+            hint="pick a device with flash",
+        )
+    if sp.format != want:
+        raise WolfError(
+            f"{image} is a {sp.format} image, but {device.profile} ({device.recipe} recipe) "
+            f"takes {want} images",
+            hint="check --device",
+        )
+    rep = evaluate(
+        device,
+        kernel_size=sp.kernel_size,
+        rootfs_size=sp.rootfs_size,
+        metadata_size=sp.metadata_size if sp.metadata_size is not None else 0,
+    )
+    size = image.stat().st_size
+    body = size - (sp.metadata_size or 0)
+    notes = list(rep.notes)
+    if sp.metadata_size is None:
+        notes.append("no append-metadata trailer in the file")
+    if rep.checked_size != body:
+        notes.append(
+            f"the file has {body} bytes before its metadata but the {device.recipe} model "
+            f"gives {rep.checked_size}: it was not assembled the way this recipe does"
+        )
+    return dataclasses.replace(rep, final_size=size, notes=tuple(notes))
+
+
+# The props byte OpenWrt's `lzma e -lc1 -lp2 -pb2` writes: (pb * 5 + lp) * 9 + lc.
+_OPENWRT_LZMA_PROPS = 0x6D
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise WolfError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise WolfError(f"{what} {path} is a directory, not a file") from None
+    except OSError as e:
+        raise WolfError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def _check_kernel(device: Device, kernel: bytes, path: Path) -> list[str]:
+    """The kernel piece must be what the recipe appends; say so clearly when it is not."""
+    from .imageformats import tplink, uimage
+
+    if device.recipe == "ath79-default":
+        if not uimage.looks_like(kernel):
+            raise WolfError(
+                f"kernel {path} is not a uImage, but {device.profile} appends a uImage kernel",
+                hint="use the *-kernel.bin OpenWrt wrote for this device",
+            )
+        uimage.parse(kernel, where=f"kernel {path}")
+    elif device.recipe == "tplink-safeloader":
+        if not tplink.looks_like_v1(kernel):
+            raise WolfError(
+                f"kernel {path} has no TP-Link v1 header, but {device.profile}'s kernel has one",
+                hint="use the *-kernel.bin OpenWrt wrote for this device",
+            )
+    elif device.recipe == "tplink-v2":
+        headers = (uimage.looks_like, tplink.looks_like_v1, tplink.looks_like_v2)
+        if any(h(kernel) for h in headers):
+            raise WolfError(
+                f"kernel {path} has a header, but {device.profile} appends the bare lzma kernel",
+                hint="use the lzma kernel (KERNEL := kernel-bin | append-dtb | lzma)",
+            )
+        if kernel[:1] != bytes([_OPENWRT_LZMA_PROPS]):
+            return [f"kernel {path} does not start like OpenWrt's lzma (-lc1 -lp2 -pb2)"]
+    return []
+
+
+def evaluate_files(device: Device, kernel: Path, rootfs: Path) -> FitReport:
+    """The fit from the kernel and rootfs files (what is left when OpenWrt deleted the image)."""
+    from .imageformats import squashfs_sb
+
+    kdata = _read(kernel, "kernel")
+    rdata = _read(rootfs, "rootfs")
+    notes = _check_kernel(device, kdata, kernel)
+    sb = squashfs_sb.parse(rdata, where=f"rootfs {rootfs}")
+    if sb.bytes_used != len(rdata):
+        # append-rootfs (dd) appends the whole file, padding included.
+        notes.append(f"rootfs file is {len(rdata) - sb.bytes_used} bytes longer than its squashfs")
+    rep = evaluate(device, kernel_size=len(kdata), rootfs_size=len(rdata))
+    return dataclasses.replace(rep, notes=(*rep.notes, *notes))

@@ -1,0 +1,85 @@
+"""append-metadata's trailer, as fwtool writes it (openwrt/fwtool fwtool.c, fwimage.h).
+
+Each chunk appended to the image is: data, then a 16-byte big-endian trailer
+``magic "FWx0" | crc32 | type (0 signature, 1 metadata) | 3 pad | size``. ``size`` counts the
+data and the trailer; the metadata chunk's data is an 8-byte header (version 0, flags) then
+the JSON. ``crc32`` is the CRC of every byte of the file before the trailer, started at
+0xffffffff and not inverted at the end. Chunks are read from the end backwards.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...errors import WolfError
+
+MAGIC = b"FWx0"
+TRAILER = 16
+HEADER = 8
+SIGNATURE, METADATA = 0, 1
+_FMT = struct.Struct(">4sIB3xI")
+
+
+@dataclass(frozen=True)
+class Trailer:
+    start: int  # where the appended chunks begin: the end of the image proper
+    size: int  # bytes of all chunks
+    metadata: dict[str, Any] = field(default_factory=dict)
+    signed: bool = False
+
+
+def fwtool_crc(data: bytes | memoryview) -> int:
+    """fwtool's running CRC: zlib's CRC32 without its final inversion."""
+    return zlib.crc32(data) ^ 0xFFFFFFFF
+
+
+def find(data: bytes, *, where: str = "image") -> Trailer | None:
+    """The fwtool chunks at the end of ``data``, or None when there are none."""
+    end = len(data)
+    metadata: dict[str, Any] = {}
+    signed = False
+    view = memoryview(data)
+    while end >= TRAILER and data[end - TRAILER : end - TRAILER + 4] == MAGIC:
+        _, crc, kind, size = _FMT.unpack_from(data, end - TRAILER)
+        if size < TRAILER or size > end:
+            raise WolfError(f"{where}: corrupt metadata trailer (chunk size {size})")
+        if fwtool_crc(view[: end - TRAILER]) != crc:
+            raise WolfError(
+                f"{where}: metadata trailer CRC mismatch (the image was changed or truncated)"
+            )
+        start = end - size
+        if kind == METADATA:
+            if size < TRAILER + HEADER:
+                raise WolfError(f"{where}: corrupt metadata chunk (size {size})")
+            raw = bytes(view[start + HEADER : end - TRAILER])
+            try:
+                metadata = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise WolfError(f"{where}: metadata chunk is not JSON") from None
+        elif kind == SIGNATURE:
+            signed = True
+        end = start
+    if end == len(data):
+        return None
+    return Trailer(start=end, size=len(data) - end, metadata=metadata, signed=signed)
+
+
+def read_metadata(image: Path) -> dict[str, Any] | None:
+    """The metadata JSON of an image file, or None when it has no valid fwtool metadata (no
+    trailer, a CRC mismatch, not JSON) — as sysupgrade treats such an image."""
+    try:
+        data = image.read_bytes()
+    except OSError as e:
+        raise WolfError(f"cannot read image {image}: {e.strerror or e}") from None
+    try:
+        trailer = find(data, where=str(image))
+    except WolfError:
+        return None
+    if trailer is None or not isinstance(trailer.metadata, dict) or not trailer.metadata:
+        return None
+    return trailer.metadata

@@ -1,0 +1,269 @@
+"""Measuring a squashfs root filesystem: its size, the TLS libraries inside it with their xz
+sizes, and what each installed package contributes. Results are cached by the file's
+identity (path, size, mtime, inode), xz sizes by the library's sha256, so a repeated report
+over unchanged artifacts costs a small fraction of the first.
+
+xz settings: every library is compressed alone as ``xz -9e`` does it: liblzma preset
+9 | PRESET_EXTREME, .xz container, CRC64 check, one thread (byte-identical to xz-utils 5.4's
+output, which the tests check against the command itself).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import hashlib
+import io
+import json
+import lzma
+import os
+import tempfile
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+from .. import paths
+from ..catalogue import flavours
+from ..errors import WolfError
+from ..results.store import write_atomic
+from .squashfs import Entry, SquashFS
+
+XZ_SETTINGS = "xz -9e: liblzma preset 9|PRESET_EXTREME, .xz container, CRC64, each file alone"
+CACHE_VERSION = "rootfs-2"
+
+# Where package managers keep the file list of each installed package inside the rootfs:
+# OpenWrt's apk packages ship /lib/apk/packages/<pkg>.list (25.12+), opkg keeps
+# /usr/lib/opkg/info/<pkg>.list (24.10 and older). Both: one "/path" per line.
+_PKG_LIST_DIRS = ("/lib/apk/packages", "/usr/lib/opkg/info")
+
+
+@dataclass(frozen=True)
+class Library:
+    path: str  # inside the rootfs, e.g. /usr/lib/libmbedtls.so.3.6.6
+    group: str  # the flavour whose lib_globs match ("mbedtls", ...) or "glue" (libustream-ssl)
+    size: int  # bytes in the rootfs (OpenWrt installs libraries stripped)
+    xz_size: int  # the file alone through xz -9e (XZ_SETTINGS)
+    stored_size: int  # bytes it occupies inside the squashfs (its blocks + fragment share)
+    package: str | None = None  # the installed package that owns it, when the rootfs says
+    stripped: bool | None = None  # False: it still has a .symtab (sizes overstate); None: not ELF
+
+
+@dataclass(frozen=True)
+class PackageUsage:
+    name: str
+    files: int  # regular files it owns
+    size: int  # their bytes, uncompressed
+    stored_size: int  # their bytes inside the squashfs (compressed, as flashed)
+
+
+@dataclass(frozen=True)
+class RootfsInfo:
+    source: str  # file the squashfs was read from
+    offset: int  # where it starts in that file (non-zero inside a sysupgrade image)
+    size: int  # superblock bytes_used: what the image recipe appends
+    compressor: str
+    block_size: int
+    inodes: int
+    files: int
+    files_size: int  # sum of regular files' bytes
+    tls_libraries: list[Library] = field(default_factory=list)
+    packages: list[PackageUsage] = field(default_factory=list)
+    package_source: str | None = None  # which package database the per-package sizes use
+    xz_settings: str = XZ_SETTINGS
+
+    @property
+    def tls_xz(self) -> int:
+        return sum(lib.xz_size for lib in self.tls_libraries)
+
+    @property
+    def tls_size(self) -> int:
+        return sum(lib.size for lib in self.tls_libraries)
+
+    def flavour_guess(self) -> str | None:
+        """The TLS flavour this rootfs was built with: the ustream-ssl variant installed
+        (libustream-<flavour>), else the one flavour whose libraries are present."""
+        for p in self.packages:
+            for name in flavours.names():
+                if p.name.startswith(f"libustream-{name}"):
+                    return name
+        groups = {lib.group for lib in self.tls_libraries} - {"glue"}
+        return groups.pop() if len(groups) == 1 else None
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RootfsInfo:
+        d = dict(d)
+        d["tls_libraries"] = [Library(**x) for x in d.get("tls_libraries", [])]
+        d["packages"] = [PackageUsage(**x) for x in d.get("packages", [])]
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def tls_patterns() -> list[tuple[str, str]]:
+    """(glob, group) for every TLS library file name of data/flavours.toml."""
+    out = [(g, f.name) for f in flavours.flavours().values() for g in f.lib_globs]
+    return out + [(g, "glue") for g in flavours.glue_globs()]
+
+
+def _group(name: str) -> str | None:
+    for pattern, group in tls_patterns():
+        if fnmatch.fnmatchcase(name, pattern):
+            return group
+    return None
+
+
+def is_stripped(data: bytes) -> bool | None:
+    """Whether an ELF file has lost its symbol table (.symtab), as OpenWrt's build strips
+    every library it installs; None when the bytes are not ELF."""
+    if data[:4] != b"\x7fELF":
+        return None
+    try:
+        return ELFFile(io.BytesIO(data)).get_section_by_name(".symtab") is None
+    except ELFError:
+        return None
+
+
+def _cache(*parts: str) -> Path:
+    return paths.cache_dir().joinpath("size-report", *parts)
+
+
+def xz_size(data: bytes) -> int:
+    """Bytes of data through xz -9e; cached by content so each library is compressed once."""
+    digest = hashlib.sha256(data).hexdigest()
+    hit = _cache("xz9e", digest[:2], digest)
+    try:
+        return int(hit.read_text())
+    except (FileNotFoundError, ValueError):
+        pass
+    n = len(
+        lzma.compress(
+            data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=9 | lzma.PRESET_EXTREME
+        )
+    )
+    write_atomic(hit, str(n))
+    return n
+
+
+def _identity(path: Path, offset: int) -> str:
+    st = path.stat()
+    ident = f"{CACHE_VERSION}|{path.resolve()}|{offset}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    ident += "|" + json.dumps(tls_patterns())  # a changed flavours.toml invalidates it
+    return hashlib.sha256(ident.encode()).hexdigest()
+
+
+def unpack_gzip(path: Path) -> Path:
+    """An .img.gz rootfs (malta) as a squashfs file in the cache: only the filesystem's own
+    bytes (bytes_used), not the zero padding to the partition size."""
+    out = _cache("unpacked", _identity(path, 0) + ".squashfs")
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with gzip.open(path, "rb") as src:
+            head = src.read(96)
+            if len(head) < 96 or head[:4] != b"hsqs":
+                raise WolfError(f"not a squashfs filesystem: {path} (gunzipped, no 'hsqs' magic)")
+            used = int.from_bytes(head[40:48], "little")
+            fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
+            with os.fdopen(fd, "wb") as dst:
+                dst.write(head)
+                left = used - len(head)
+                while left > 0:
+                    chunk = src.read(min(left, 1 << 20))
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    left -= len(chunk)
+            os.replace(tmp, out)
+    except (OSError, EOFError, gzip.BadGzipFile) as e:
+        raise WolfError(
+            f"cannot gunzip rootfs {path}: {e}", hint="re-download or rebuild it"
+        ) from None
+    return out
+
+
+def measure_rootfs(path: Path, offset: int = 0, *, jobs: int | None = None) -> RootfsInfo:
+    """Measure the squashfs at ``offset`` in ``path`` (cached by the file's identity)."""
+    path = Path(path)
+    if not path.is_file():
+        raise WolfError(f"rootfs not found: {path}", hint="check the path")
+    if path.name.endswith(".gz"):
+        return measure_rootfs(unpack_gzip(path), 0, jobs=jobs)
+    hit = _cache("rootfs", _identity(path, offset) + ".json")
+    try:
+        return RootfsInfo.from_dict(json.loads(hit.read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+        pass
+    info = _measure(path, offset, jobs)
+    write_atomic(hit, json.dumps(asdict(info)))
+    return info
+
+
+def _measure(path: Path, offset: int, jobs: int | None) -> RootfsInfo:
+    with SquashFS(path, offset) as fs:
+        sb = fs.superblock
+        entries = fs.entries()
+        files = [e for e in entries if e.is_file]
+        owners, pkg_source, pkg_lists = _package_owners(fs, entries)
+        libs = [(e, g) for e in files if (g := _group(e.name))]
+        # Read in this thread (one file handle), compress in parallel: liblzma drops the GIL.
+        # biggest first, so the longest compression starts at once (shortest wall time)
+        contents = sorted(((e, g, fs.read(e)) for e, g in libs), key=lambda c: -c[0].size)
+        with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+            sizes = list(pool.map(lambda item: xz_size(item[2]), contents))
+        tls = [
+            Library(e.path, g, e.size, xz, fs.stored_size(e), owners.get(e.path), is_stripped(d))
+            for (e, g, d), xz in sorted(
+                zip(contents, sizes, strict=True), key=lambda c: c[0][0].path
+            )
+        ]
+        packages = _package_usage(fs, files, pkg_lists)
+        return RootfsInfo(
+            source=str(path),
+            offset=offset,
+            size=sb.bytes_used,
+            compressor=sb.compressor,
+            block_size=sb.block_size,
+            inodes=sb.inode_count,
+            files=len(files),
+            files_size=sum(e.size for e in files),
+            tls_libraries=tls,
+            packages=packages,
+            package_source=pkg_source,
+        )
+
+
+def _package_owners(
+    fs: SquashFS, entries: Iterable[Entry]
+) -> tuple[dict[str, str], str | None, dict[str, list[str]]]:
+    """path -> package, from the package lists inside the rootfs."""
+    lists: dict[str, list[str]] = {}
+    source = None
+    for e in entries:
+        parent, _, name = e.path.rpartition("/")
+        if e.is_file and parent in _PKG_LIST_DIRS and name.endswith(".list"):
+            text = fs.read(e).decode("utf-8", "replace")
+            lists[name[: -len(".list")]] = [
+                line.split("\t")[0].strip() for line in text.splitlines() if line.strip()
+            ]
+            source = f"{parent}/*.list"
+    owners = {p: pkg for pkg, ps in lists.items() for p in ps}
+    return owners, source, lists
+
+
+def _package_usage(
+    fs: SquashFS, files: list[Entry], lists: dict[str, list[str]]
+) -> list[PackageUsage]:
+    by_path = {e.path: e for e in files}
+    out = []
+    for pkg, ps in lists.items():
+        owned = [by_path[p] for p in ps if p in by_path]
+        out.append(
+            PackageUsage(
+                pkg, len(owned), sum(e.size for e in owned), sum(fs.stored_size(e) for e in owned)
+            )
+        )
+    return sorted(out, key=lambda p: (-p.stored_size, p.name))

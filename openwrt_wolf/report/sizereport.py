@@ -1,0 +1,370 @@
+"""The size report: per device, the comparison the published article made: TLS libraries
+(xz), root filesystem, firmware image, erase blocks, erase-block padding, limit, headroom,
+fits; one column per flavour, deltas against Mbed TLS (OpenWrt's default).
+
+Sources: build records in the results store (kind "build", data["artifacts"] is an
+artifacts.Artifacts dict) and/or OpenWrt output directories measured now (``--from``).
+Footprint and memory records, when present, are shown beside them (docs/results.md).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+from ..catalogue import devices, flavours
+from ..errors import WolfError
+from ..firmware import artifacts
+from ..firmware.artifacts import Artifacts
+from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
+from ..results.store import FileStore, Record, now_utc
+
+SCHEMA = "openwrt-wolf/size-report/1"
+BASELINE = "mbedtls"
+
+# (field, label): the rows of each device table, in order
+ROWS: tuple[tuple[str, str], ...] = (
+    ("tls_xz", "TLS libraries (xz)"),
+    ("rootfs", "Root filesystem"),
+    ("image", "Firmware image"),
+    ("erase_blocks", "Erase blocks"),
+    ("padding", "Erase-block padding"),
+    ("limit", "Limit"),
+    ("headroom", "Headroom"),
+    ("fits", "Fits"),
+)
+DELTA_ROWS = ("tls_xz", "rootfs", "image", "erase_blocks", "headroom")
+MEMORY_FIELDS = ("MemTotal", "MemFree", "MemAvailable")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One flavour of one device."""
+
+    flavour: str
+    source: str  # "store:build/<key>" or the directory/file measured
+    tls_xz: int | None = None  # sum of xz -9e sizes of the TLS libraries in the rootfs
+    tls_size: int | None = None  # their bytes in the rootfs
+    rootfs: int | None = None  # squashfs bytes_used
+    image: int | None = None  # firmware image bytes (file size, or computed when deleted)
+    image_computed: bool = False  # True: the file is absent, size from the fit model
+    erase_blocks: int | None = None
+    padding: int | None = None
+    limit: int | None = None
+    limit_name: str | None = None
+    headroom: int | None = None
+    headroom_blocks: int | None = None
+    verdict: str = "UNKNOWN"  # FITS / TOO_BIG / UNKNOWN
+    libraries: list[dict[str, Any]] = field(default_factory=list)  # rootfs.Library dicts
+    packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
+    mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> str:
+        return {"FITS": "yes", "TOO_BIG": "does not fit"}.get(self.verdict, "unknown")
+
+    def value(self, row: str) -> int | str | None:
+        v: int | str | None = self.fits if row == "fits" else getattr(self, row)
+        return v
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    profile: str
+    title: str
+    release: str | None
+    target: str | None
+    blocksize: int | None
+    flavours: list[str]  # column order
+    cells: dict[str, Cell]
+    deltas: dict[str, dict[str, int | None]]  # flavour -> row -> value - mbedtls value
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """A cross-built library (kind "footprint", footprint.model.Footprint): its installed
+    bytes (stripped as OpenWrt strips), xz -9e bytes and squashfs cost, per config and arch."""
+
+    flavour: str
+    config: str
+    arch: str | None
+    version: str | None
+    installed: int | None
+    xz: int | None
+    squashfs_cost: int | None
+    source: str
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    devices: list[DeviceReport]
+    footprints: list[Footprint] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    xz_settings: str = XZ_SETTINGS
+    created: str = field(default_factory=now_utc)
+    notes: list[str] = field(default_factory=list)
+    top_packages: int = 0  # the tables show the N packages taking most squashfs bytes
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d = {"schema": d.pop("schema"), **d}
+        d["rows"] = [{"id": k, "label": label} for k, label in ROWS]
+        return d
+
+
+# --- building cells ------------------------------------------------------------------
+
+
+def cell_from_artifacts(flavour: str, a: Artifacts, source: str) -> Cell:
+    fit = a.fit or {}
+    sysupgrade = a.sysupgrade
+    image = sysupgrade.size if sysupgrade else None
+    computed = False
+    if image is None and fit:
+        image = fit.get("final_size") or fit.get("checked_size")
+        computed = image is not None
+    rootfs = a.rootfs
+    return Cell(
+        flavour=flavour,
+        source=source,
+        tls_xz=rootfs.tls_xz if rootfs else None,
+        tls_size=rootfs.tls_size if rootfs else None,
+        rootfs=rootfs.size if rootfs else None,
+        image=image,
+        image_computed=computed,
+        erase_blocks=fit.get("erase_blocks"),
+        padding=fit.get("padding"),
+        limit=fit.get("limit"),
+        limit_name=fit.get("limit_name"),
+        headroom=fit.get("headroom"),
+        headroom_blocks=fit.get("headroom_blocks"),
+        verdict=fit.get("verdict", "UNKNOWN"),
+        libraries=[asdict(lib) for lib in rootfs.tls_libraries] if rootfs else [],
+        packages=[asdict(p) for p in rootfs.packages] if rootfs else [],
+        notes=list(a.notes) + list(fit.get("notes", ())) + _unstripped(rootfs),
+    )
+
+
+def _unstripped(rootfs: RootfsInfo | None) -> list[str]:
+    libs = rootfs.tls_libraries if rootfs else []
+    return [
+        f"{lib.path} still has its symbol table: its sizes overstate what OpenWrt ships"
+        for lib in libs
+        if lib.stripped is False
+    ]
+
+
+def _deltas(cells: dict[str, Cell]) -> dict[str, dict[str, int | None]]:
+    base = cells.get(BASELINE)
+    if base is None:
+        return {}
+    out: dict[str, dict[str, int | None]] = {}
+    for name, c in cells.items():
+        if name == BASELINE:
+            continue
+        row: dict[str, int | None] = {}
+        for r in DELTA_ROWS:
+            v, b = getattr(c, r), getattr(base, r)
+            row[r] = v - b if isinstance(v, int) and isinstance(b, int) else None
+        out[name] = row
+    return out
+
+
+def _column_order(names: set[str]) -> list[str]:
+    known = [n for n in flavours.names() if n in names]
+    return known + sorted(names - set(known))
+
+
+# --- sources ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Collected:
+    cells: dict[str, dict[str, Cell]] = field(default_factory=dict)  # profile -> flavour -> Cell
+    meta: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)  # release, target
+    sources: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, profile: str, cell: Cell, release: str | None, target: str | None) -> None:
+        self.cells.setdefault(profile, {})[cell.flavour] = cell  # later sources win
+        old = self.meta.get(profile, (None, None))
+        self.meta[profile] = (release or old[0], target or old[1])
+
+
+def _build_artifacts(rec: Record, where: Path) -> Artifacts | None:
+    """A build record's artifacts: our Artifacts dict (schema openwrt-wolf/artifacts/1), or
+    the build job's file list (data["artifacts"] = [{name, path, sha256, size, type}] with
+    data["fit"] and data["manifest"])."""
+    art = rec.data.get("artifacts")
+    if not art or not rec.device:
+        return None
+    try:
+        if isinstance(art, dict):
+            return Artifacts.from_dict(art)
+        fit = rec.data.get("fit")
+        manifest = rec.data.get("manifest")
+        warnings = [f"OpenWrt printed: {w.strip()}" for w in rec.data.get("openwrt_warnings") or []]
+        return artifacts.from_build_files(
+            list(art),
+            fit if isinstance(fit, dict) else None,
+            profile=rec.device,
+            release=rec.release,
+            flavour=rec.flavour,
+            manifest=manifest if isinstance(manifest, dict) else None,
+            notes=warnings + [str(n) for n in rec.data.get("notes") or []],
+        )
+    except (TypeError, KeyError, AttributeError) as e:
+        raise WolfError(
+            f"build record {rec.key} in {where}: artifacts unreadable ({e})",
+            hint="re-run that build, or delete the record",
+        ) from None
+
+
+def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
+    for rec in store.query("build", release=release):  # oldest first: latest wins
+        a = _build_artifacts(rec, store.root)
+        if a is None or rec.device is None:
+            continue
+        flav = rec.flavour or a.flavour or "unknown"
+        cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}")
+        got.add(rec.device, cell, rec.release, a.target)
+    got.sources.append(f"store {store.root}")
+
+
+def parse_from(spec: str) -> tuple[str | None, Path]:
+    """'DIR' or 'FLAVOUR=DIR' (label a directory whose flavour cannot be told from it)."""
+    name, sep, path = spec.partition("=")
+    if sep and name and os.sep not in name:
+        return flavours.get(name).name, Path(path)
+    return None, Path(spec)
+
+
+def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) -> None:
+    for spec in specs:
+        label, path = parse_from(spec)
+        for a in artifacts.measure(path, profiles):
+            flav = label or a.flavour or "unknown"
+            if not label and not a.flavour:
+                got.notes.append(f"{path}: flavour not recognisable, use --from FLAVOUR={path}")
+            got.add(a.profile, cell_from_artifacts(flav, a, str(path)), a.release, a.target)
+        got.sources.append(str(path))
+
+
+def _median_kb(data: dict[str, Any]) -> dict[str, int]:
+    """Median /proc/meminfo fields of a memory record (vm.memory.MemoryResult):
+    data["summary"][field]["median"], else the flat memfree_kb/memavailable_kb/memtotal_kb."""
+    out: dict[str, int] = {}
+    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
+    flat = {"MemTotal": "memtotal_kb", "MemFree": "memfree_kb", "MemAvailable": "memavailable_kb"}
+    for key in MEMORY_FIELDS:
+        spread = summary.get(key) if summary else None
+        v = spread.get("median") if isinstance(spread, dict) else data.get(flat[key])
+        if isinstance(v, int | float):
+            out[key] = round(v)
+    return out
+
+
+def _memory(store: FileStore, got: _Collected) -> None:
+    """Memory records (kind "memory") of devices and flavours with a column, newest wins."""
+    for rec in store.query("memory"):
+        mem = _median_kb(rec.data)
+        if not rec.device or not rec.flavour or not mem:
+            continue
+        cells = got.cells.setdefault(rec.device, {})
+        old = cells.get(rec.flavour) or Cell(flavour=rec.flavour, source=f"store:memory/{rec.key}")
+        cells[rec.flavour] = Cell(**{**asdict(old), "mem_kb": mem})
+        got.meta.setdefault(rec.device, (rec.release, None))
+
+
+def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
+    """Newest footprint record per (flavour, config with its ECC choice, arch)."""
+    latest: dict[tuple[str, str, str], Footprint] = {}
+    for rec in store.query("footprint"):
+        d = rec.data
+        flav = rec.flavour or d.get("library")
+        if not flav or (wanted and flav not in wanted):
+            continue
+        fp = Footprint(
+            flavour=flav,
+            config=str(d.get("config", "?")) + (f" ({d['ecc']})" if d.get("ecc") else ""),
+            arch=d.get("arch"),
+            version=d.get("version"),
+            installed=d.get("installed"),
+            xz=d.get("xz"),
+            squashfs_cost=d.get("squashfs_cost"),
+            source=f"store:footprint/{rec.key}",
+        )
+        latest[(fp.flavour, fp.config, fp.arch or "")] = fp
+    return [latest[k] for k in sorted(latest)]
+
+
+# --- the report ------------------------------------------------------------------------
+
+
+def build(
+    *,
+    store: str | os.PathLike[str] | None = None,
+    from_dirs: list[str] | None = None,
+    device: str | None = None,
+    flavour: str | None = None,
+    release: str | None = None,
+    top_packages: int = 0,
+) -> SizeReport:
+    """Collect, filter and assemble the report. --from alone does not read build records."""
+    wanted_devices = devices.resolve_many(device, release) if device else None
+    profiles = [d.profile for d in wanted_devices] if wanted_devices else None
+    wanted_flavours = {f.name for f in flavours.resolve_many(flavour)} if flavour else None
+
+    got = _Collected()
+    fs = FileStore(paths.store_dir(store))
+    if not from_dirs or store:
+        _from_store(fs, release, got)
+    if from_dirs:
+        _from_dirs(from_dirs, profiles, got)
+    _memory(fs, got)
+
+    reports = []
+    for profile in sorted(got.cells):
+        if profiles and profile not in profiles:
+            continue
+        cells = {
+            k: v
+            for k, v in got.cells[profile].items()
+            if not wanted_flavours or k in wanted_flavours
+        }
+        if not cells:
+            continue
+        dev, _note = artifacts.find_device(profile, got.meta[profile][0])
+        order = _column_order(set(cells))
+        reports.append(
+            DeviceReport(
+                profile=profile,
+                title=dev.title if dev else profile,
+                release=got.meta[profile][0] or (dev.release if dev else None),
+                target=got.meta[profile][1] or (dev.target_path if dev else None),
+                blocksize=dev.blocksize if dev else None,
+                flavours=order,
+                cells={k: cells[k] for k in order},
+                deltas=_deltas(cells),
+            )
+        )
+    footprints = _footprints(fs, wanted_flavours)
+    if not reports and not (footprints and not device and not from_dirs):
+        where = ", ".join(got.sources) or str(fs.root)
+        what = f" for {device}" if device else ""
+        raise WolfError(
+            f"nothing to report{what}: no build records or artifacts in {where}",
+            hint="run `./wolf build ...` first, or give --from bin/targets/<target>/<subtarget>",
+        )
+    return SizeReport(
+        devices=reports,
+        footprints=footprints,
+        sources=got.sources,
+        notes=got.notes,
+        top_packages=top_packages,
+    )

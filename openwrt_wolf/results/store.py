@@ -1,0 +1,146 @@
+"""The results store: every capability (build, footprint, memory, ...) writes typed records
+here as schema-versioned JSON, atomically (temp file + rename), so nothing measured is ever
+half-written or lost. Layout: <root>/<kind>/<key>.json."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import WolfError
+
+SCHEMA_VERSION = 1
+_KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def now_utc() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored result. ``data`` is the capability's own typed model, as a dict."""
+
+    kind: str  # "build", "footprint", "memory", "size", ...
+    key: str  # the request hash, or another stable id
+    release: str
+    device: str | None
+    flavour: str | None
+    data: dict[str, Any]
+    created: str = field(default_factory=now_utc)
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": f"openwrt-wolf/record/{self.schema_version}", **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "record") -> Record:
+        if d.get("schema_version") != SCHEMA_VERSION:
+            raise WolfError(
+                f"{where}: schema version {d.get('schema_version')!r}, this tool reads "
+                f"{SCHEMA_VERSION}",
+                hint="re-run the job that wrote it, or use the matching openwrt-wolf version",
+            )
+        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**fields)
+
+
+class Store(Protocol):
+    def put(self, record: Record) -> Path: ...
+    def get(self, kind: str, key: str) -> Record | None: ...
+    def query(
+        self,
+        kind: str | None = None,
+        *,
+        release: str | None = None,
+        device: str | None = None,
+        flavour: str | None = None,
+        since: str | None = None,
+    ) -> list[Record]: ...
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write text so readers see the old file or the new one, never a partial one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class FileStore:
+    """The default Store: a directory of JSON files."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def _path(self, kind: str, key: str) -> Path:
+        for part, what in ((kind, "kind"), (key, "key")):
+            if not _KEY.match(part):
+                raise WolfError(f"invalid record {what} {part!r}")
+        return self.root / kind / f"{key}.json"
+
+    def put(self, record: Record) -> Path:
+        path = self._path(record.kind, record.key)
+        write_atomic(path, json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    def get(self, kind: str, key: str) -> Record | None:
+        path = self._path(kind, key)
+        if not path.exists():
+            return None
+        return self._load(path)
+
+    def _load(self, path: Path) -> Record:
+        try:
+            return Record.from_dict(json.loads(path.read_text()), str(path))
+        except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as e:
+            raise WolfError(
+                f"corrupt result record {path}: {e}", hint="delete it and re-run"
+            ) from None
+
+    def _paths(self, kind: str | None) -> Iterator[Path]:
+        if not self.root.is_dir():
+            return
+        kinds = [self.root / kind] if kind else sorted(p for p in self.root.iterdir() if p.is_dir())
+        for d in kinds:
+            if d.is_dir():
+                yield from sorted(d.glob("*.json"))
+
+    def query(
+        self,
+        kind: str | None = None,
+        *,
+        release: str | None = None,
+        device: str | None = None,
+        flavour: str | None = None,
+        since: str | None = None,
+    ) -> list[Record]:
+        out = []
+        for path in self._paths(kind):
+            r = self._load(path)
+            if release and r.release != release:
+                continue
+            if device and r.device != device:
+                continue
+            if flavour and r.flavour != flavour:
+                continue
+            if since and r.created < since:
+                continue
+            out.append(r)
+        return sorted(out, key=lambda r: r.created)

@@ -1,0 +1,87 @@
+"""Task glue for the targets: `invoke flash` (sysupgrade a router over SSH) and `invoke vm`
+(an interactive console on a malta image)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..catalogue import devices, flavours
+from ..errors import WolfError
+from ..paths import store_dir
+from ..results.store import FileStore
+from .router import image as images
+from .router import ssh
+from .router.flash import Flasher, FlashRequest, FlashResult, State, Timeouts, store_result
+
+
+def flash(
+    *,
+    device: str,
+    host: str,
+    port: int = 22,
+    user: str = "root",
+    key: str | None = None,
+    password: bool = False,
+    image: str | None = None,
+    flavour: str | None = None,
+    keep_settings: bool = False,
+    accept_new: bool = False,
+    release: str | None = None,
+    known_hosts: str | None = None,
+    wait_up: float = 300.0,
+    store: str | None = None,
+) -> FlashResult:
+    """The `invoke flash` task."""
+    dev = devices.resolve(device, release)
+    if dev.has_flash is False and not dev.supported_devices:
+        raise WolfError(f"{dev.profile} has no flash to write (a QEMU machine)")
+    login = ssh.login_from_cli(
+        host, port=port, user=user, key=key, password=password,
+        accept_new=accept_new, known_hosts=known_hosts,
+    )  # fmt: skip
+    root = store_dir(store)
+    fstore = FileStore(root)
+    if flavour:
+        flavour = flavours.get(flavour).name
+    if image:
+        img = images.inspect(Path(image), dev, flavour=flavour)
+        if flavour is None:
+            flavour = images.flavour_of(fstore, img.sha256)
+    elif flavour:
+        img = images.from_store(fstore, root, dev, flavour)
+    else:
+        raise WolfError("nothing to flash", hint="give --image PATH or --flavour NAME")
+    req = FlashRequest(login, dev, img, flavour, keep_settings, Timeouts(wait_up=float(wait_up)))
+    flasher = Flasher(req)
+    try:
+        result = flasher.run()
+    finally:
+        if any(s.state == State.UPGRADE for s in flasher.result.states):
+            path = store_result(fstore, dev, flasher.result)
+            flasher.out.print(f"record: {path}", markup=False)
+    return result
+
+
+def vm(
+    image: str,
+    *,
+    ssh: bool = False,
+    rootfs: str | None = None,
+    initrd: str | None = None,
+    append: str | None = None,
+    memory: int = 0,
+) -> None:
+    """The `invoke vm` task."""
+    from ..measure import memory as mem
+    from .vm.interactive import session, write_out
+    from .vm.machine import VM
+
+    spec = mem.spec_for(
+        Path(image),
+        memory_mb=int(memory),
+        rootfs=Path(rootfs) if rootfs else None,
+        initrd=Path(initrd) if initrd else None,
+        append=append,
+    )
+    with VM(spec, echo=write_out) as machine:
+        session(machine, ssh=ssh)

@@ -1,0 +1,72 @@
+"""The router's host key against a known_hosts file: fingerprints, and adding or removing one
+entry (atomically) without touching the other lines."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import paramiko
+import paramiko.auth_strategy
+
+from ...errors import WolfError
+from ...results.store import write_atomic
+
+
+class HostKeyChanged(WolfError):
+    """The router offers a different host key than known_hosts has for it."""
+
+    def __init__(self, message: str, *, hint: str, offered: paramiko.PKey) -> None:
+        super().__init__(message, hint=hint)
+        self.offered = offered
+
+
+def fingerprint(key: paramiko.PKey) -> str:
+    """OpenSSH's SHA256 fingerprint, as `ssh-keygen -l` prints it."""
+    return f"{key.get_name()} {key.fingerprint}"
+
+
+def load_known(path: Path) -> paramiko.HostKeys:
+    keys = paramiko.HostKeys()
+    if path.exists():
+        try:
+            keys.load(str(path))
+        except (OSError, paramiko.SSHException) as e:
+            raise WolfError(f"cannot read known_hosts {path}: {e}") from None
+    return keys
+
+
+def forget_host(path: Path, entry: str) -> None:
+    """Drop every known_hosts line for ``entry`` (hashed or not), keeping all others verbatim."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines(keepends=True):
+        parsed = None
+        if line.strip() and not line.lstrip().startswith("#"):
+            with contextlib.suppress(Exception):
+                parsed = paramiko.hostkeys.HostKeyEntry.from_line(line)
+        if parsed is not None and _entry_matches(parsed.hostnames, entry):
+            continue
+        kept.append(line)
+    write_atomic(path, "".join(kept))
+
+
+def _entry_matches(names: list[str], entry: str) -> bool:
+    for name in names:
+        if name.startswith("|1|"):
+            salt = name.split("|")[2]
+            if paramiko.HostKeys.hash_host(entry, salt) == name:
+                return True
+        elif name == entry:
+            return True
+    return False
+
+
+def remember_host(path: Path, entry: str, key: paramiko.PKey) -> None:
+    """Append one known_hosts line (what `ssh -o StrictHostKeyChecking=accept-new` does)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    old = path.read_text() if path.exists() else ""
+    if old and not old.endswith("\n"):
+        old += "\n"
+    write_atomic(path, f"{old}{entry} {key.get_name()} {key.get_base64()}\n")

@@ -1,0 +1,167 @@
+"""The sysupgrade image to flash: where it comes from (a path, or the newest build record of
+a device and flavour), its checksum, and which boards it is for — from its own fwtool
+metadata, else profiles.json beside it, else the device catalogue."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...catalogue.devices import Device
+from ...errors import WolfError
+from ...firmware.imageformats import fwtool
+from ...hashing import file_sha256
+from ...results.store import Record, Store
+
+
+@dataclass(frozen=True)
+class FlashImage:
+    path: Path
+    size: int
+    sha256: str
+    supported_devices: tuple[str, ...]  # board names (`ubus call system board` board_name)
+    devices_from: str  # "fwtool metadata", "profiles.json", "devices.toml"
+    compat_version: str
+    version: str | None  # OpenWrt version the image carries, e.g. 25.12.5
+    revision: str | None  # e.g. r32000-f0a60eee2f
+    target: str | None  # e.g. ath79/generic
+    flavour: str | None  # TLS flavour, when a build record says so
+
+
+def _supported(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """fwtool.sh's choice: images with compat_version other than 1.0 list the real boards in
+    new_supported_devices (supported_devices then holds a message for old routers)."""
+    compat = str(meta.get("compat_version") or "1.0")
+    key = "supported_devices" if compat == "1.0" else "new_supported_devices"
+    devs = meta.get(key) or []
+    return compat, tuple(str(d) for d in devs) if isinstance(devs, list) else ()
+
+
+def _from_profiles_json(image: Path) -> dict[str, Any] | None:
+    """The profiles.json entry that lists this image file, with the file's top-level fields."""
+    pj = image.parent / "profiles.json"
+    if not pj.is_file():
+        return None
+    try:
+        doc = json.loads(pj.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise WolfError(f"cannot read {pj}: {e}", hint="re-download or rebuild it") from None
+    for profile in (doc.get("profiles") or {}).values():
+        for img in profile.get("images") or []:
+            if img.get("name") == image.name:
+                return {
+                    "supported_devices": profile.get("supported_devices") or [],
+                    "version_number": doc.get("version_number"),
+                    "version_code": doc.get("version_code"),
+                    "target": doc.get("target"),
+                    "sha256": img.get("sha256"),
+                }
+    return None
+
+
+def inspect(path: Path, device: Device, *, flavour: str | None = None) -> FlashImage:
+    """Everything the flash needs to know about an image file, checked against ``device``."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise WolfError(f"image not found: {path}", hint="give the sysupgrade image with --image")
+    size = path.stat().st_size
+    digest = file_sha256(path)
+    meta = fwtool.read_metadata(path)
+    pj = _from_profiles_json(path)
+    if meta is not None:
+        compat, devs = _supported(meta)
+        ver = meta.get("version") or {}
+        img = FlashImage(
+            path, size, digest, devs, "fwtool metadata", compat,
+            ver.get("version"), ver.get("revision"), ver.get("target"), flavour,
+        )  # fmt: skip
+    elif pj is not None:
+        img = FlashImage(
+            path, size, digest, tuple(pj["supported_devices"]), "profiles.json", "1.0",
+            pj["version_number"], pj["version_code"], pj["target"], flavour,
+        )  # fmt: skip
+    else:
+        img = FlashImage(
+            path, size, digest, device.supported_devices, "devices.toml", "1.0",
+            None, None, device.target_path, flavour,
+        )  # fmt: skip
+    if pj and pj.get("sha256") and pj["sha256"] != digest:
+        raise WolfError(
+            f"{path.name}: sha256 {digest[:16]}… differs from profiles.json ({pj['sha256'][:16]}…)",
+            hint="the file is damaged or not the one profiles.json describes; download it again",
+        )
+    if not img.supported_devices:
+        raise WolfError(
+            f"{path.name}: no supported devices known (no fwtool metadata, no profiles.json, "
+            f"none in devices.toml for {device.profile})",
+            hint="put the release's profiles.json beside the image",
+        )
+    if device.supported_devices and not set(device.supported_devices) & set(img.supported_devices):
+        raise WolfError(
+            f"{path.name} is for {', '.join(img.supported_devices)} ({img.devices_from}), "
+            f"not for --device {device.profile} ({', '.join(device.supported_devices)})",
+            hint="pick the image built for this device",
+        )
+    return img
+
+
+def board_supported(image: FlashImage, board_name: str) -> bool:
+    return board_name in image.supported_devices
+
+
+def _artifacts(record: Record) -> list[dict[str, Any]]:
+    arts = record.data.get("artifacts") or []
+    if isinstance(arts, dict):  # {name: {path, sha256, ...}} or {name: path}
+        arts = [
+            {"name": k, **v} if isinstance(v, dict) else {"name": k, "path": v}
+            for k, v in arts.items()
+        ]
+    return [a for a in arts if isinstance(a, dict) and a.get("path")]
+
+
+def from_store(store: Store, root: Path, device: Device, flavour: str) -> FlashImage:
+    """The sysupgrade image of the newest build record for this device, release and flavour."""
+    records = store.query("build", release=device.release, device=device.profile, flavour=flavour)
+    if not records:
+        raise WolfError(
+            f"no build of {device.profile} {device.release} with {flavour} in the store {root}",
+            hint=f"build it first (./wolf build --device {device.profile} --flavour {flavour}) "
+            "or pass --image PATH",
+        )
+    record = records[-1]
+    arts = _artifacts(record)
+    sysupgrade = [
+        a for a in arts if "sysupgrade" in f"{a.get('type', '')} {a.get('name', '')} {a['path']}"
+    ]
+    if not sysupgrade:
+        raise WolfError(
+            f"build record {record.key} of {device.profile} ({flavour}) has no sysupgrade image "
+            "(OpenWrt may have deleted it as too big)",
+            hint="see ./wolf size-report, or pass --image PATH",
+        )
+    art = sysupgrade[0]
+    path = Path(art["path"])
+    if not path.is_absolute():
+        path = root / path
+    if not path.is_file():
+        raise WolfError(
+            f"build record {record.key} names {path}, which no longer exists",
+            hint="rebuild with --force, or pass --image PATH",
+        )
+    img = inspect(path, device, flavour=flavour)
+    if art.get("sha256") and art["sha256"] != img.sha256:
+        raise WolfError(
+            f"{path} changed since build record {record.key} was written (sha256 differs)",
+            hint="rebuild with --force, or pass --image PATH",
+        )
+    return img
+
+
+def flavour_of(store: Store, sha256: str) -> str | None:
+    """The flavour of the build that produced an image with this checksum, if any."""
+    for record in reversed(store.query("build")):
+        if any(a.get("sha256") == sha256 for a in _artifacts(record)):
+            return record.flavour
+    return None

@@ -1,0 +1,2 @@
+"""The QEMU malta VM Target: command line, boot state machine with timeouts, reaper, console.
+Takes a malta kernel (and rootfs/initramfs); gives a booted Target, or one line on what stalled."""

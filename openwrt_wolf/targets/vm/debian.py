@@ -1,0 +1,253 @@
+"""Real MIPS binaries from Debian's archive (data/debian.toml): a private apt configuration for a
+foreign architecture under the cache directory, so the host's apt state is never touched.
+
+``malta_kernel()`` gives Debian 12's mipsel 4Kc Malta kernel (the package name is resolved with
+``apt-cache depends``, never hard-coded), ``busybox_static()`` a static busybox. Packages are
+downloaded with ``apt-get download`` and unpacked with ``dpkg-deb -x``, cached by version."""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ... import paths, proc
+from ...errors import CommandError, WolfError
+from ...host import hosttools
+from ...locks import locked
+from ...results.store import write_atomic
+
+log = logging.getLogger("openwrt_wolf.targets.vm.debian")
+
+# An index older than this is refreshed before resolving names; a stale one would point at a
+# kernel ABI Debian has already removed from the pool.
+LISTS_MAX_AGE = 24 * 3600
+
+
+@cache
+def data() -> dict[str, Any]:
+    return tomllib.loads((paths.DATA_DIR / "debian.toml").read_text())
+
+
+@dataclass(frozen=True)
+class Unpacked:
+    """One Debian package, unpacked with dpkg-deb -x."""
+
+    package: str
+    version: str
+    arch: str
+    root: Path
+
+
+@dataclass(frozen=True)
+class MaltaKernel:
+    package: str  # linux-image-6.1.0-NN-4kc-malta
+    version: str  # the Debian package version
+    release: str  # the kernel release (uname -r), e.g. 6.1.0-NN-4kc-malta
+    vmlinuz: Path  # a self-decompressing ELF that QEMU's -kernel boots
+    modules: Path  # lib/modules/<release>
+
+
+class AptRoot:
+    """apt-get/apt-cache for one foreign architecture, with all state under ``base``."""
+
+    def __init__(self, arch: str, base: Path | None = None) -> None:
+        self.arch = arch
+        self.base = base or paths.cache_dir() / "debian" / arch
+        self.conf = self.base / "apt.conf"
+
+    def _setup(self) -> None:
+        d = data()
+        empty = self.base / "etc-empty"
+        for sub in ("state/lists/partial", "cache/archives/partial", "etc-empty", "debs"):
+            (self.base / sub).mkdir(parents=True, exist_ok=True)
+        status = self.base / "state" / "status"
+        if not status.exists():
+            status.write_text("")  # nothing "installed": apt resolves against the archive only
+        keyring = d["keyring"]
+        if not Path(keyring).exists():
+            raise WolfError(
+                f"Debian's archive keyring {keyring} is missing",
+                hint="apt-get install debian-archive-keyring",
+            )
+        lines = [
+            f"deb [signed-by={keyring}] {src['uri']} {suite} {' '.join(src['components'])}"
+            for src in d["source"]
+            for suite in src["suites"]
+        ]
+        (self.base / "sources.list").write_text("\n".join(lines) + "\n")
+        # Dir::Etc::Parts/Main point at an empty directory so the host's apt.conf.d hooks
+        # (docker-clean, proxies for other repositories) never run for our private root.
+        conf = {
+            "Dir::State": self.base / "state",
+            "Dir::State::status": status,
+            "Dir::Cache": self.base / "cache",
+            "Dir::Etc::SourceList": self.base / "sources.list",
+            "Dir::Etc::SourceParts": empty,
+            "Dir::Etc::Parts": empty,
+            "Dir::Etc::Main": empty / "apt.conf",
+            "Dir::Etc::Preferences": empty / "preferences",
+            "Dir::Etc::PreferencesParts": empty,
+            "APT::Architecture": self.arch,
+            "Acquire::Languages": "none",
+            # apt's binary caches would be 60+ MB per root, for a handful of queries
+            "Dir::Cache::pkgcache": "",
+            "Dir::Cache::srcpkgcache": "",
+            "APT::Sandbox::User": getpass.getuser(),
+        }
+        text = "".join(f'{k} "{v}";\n' for k, v in conf.items())
+        text += f'APT::Architectures {{ "{self.arch}"; }};\n'
+        if not self.conf.exists() or self.conf.read_text() != text:
+            self.conf.write_text(text)
+
+    def _env(self) -> dict[str, str]:
+        return {"APT_CONFIG": str(self.conf), "LC_ALL": "C"}
+
+    def _stamp(self) -> Path:
+        return self.base / "state" / "lists" / ".openwrt-wolf-updated"
+
+    def update(self, *, force: bool = False) -> None:
+        """apt-get update, unless the indexes are younger than LISTS_MAX_AGE."""
+        self._setup()
+        stamp = self._stamp()
+        if not force and stamp.exists() and time.time() - stamp.stat().st_mtime < LISTS_MAX_AGE:
+            return
+        try:
+            proc.run(["apt-get", "update", "-q"], timeout=600, env=self._env())
+        except CommandError as e:
+            if stamp.exists() and not force:
+                # Offline with indexes from an earlier run: they still name what is cached.
+                log.warning("apt-get update for %s failed; using the indexes from %s",
+                            self.arch, time.ctime(stamp.stat().st_mtime))  # fmt: skip
+                return
+            raise WolfError(
+                f"apt-get update for {self.arch} failed: {e.tail[-1] if e.tail else e.message}",
+                hint="Debian's archive (deb.debian.org) must be reachable",
+            ) from None
+        stamp.touch()
+
+    def cache_query(self, *args: str) -> str:
+        """apt-cache's answer, remembered until the indexes change: a warm run (every test
+        worker, every benchmark boot) then asks apt nothing."""
+        memo_path = self.base / "state" / "apt-cache-answers.json"
+        stamp = self._stamp()
+        key = " ".join(args)
+        version = str(stamp.stat().st_mtime_ns) if stamp.exists() else ""
+        memo: dict[str, Any] = {}
+        with contextlib.suppress(OSError, ValueError):
+            memo = json.loads(memo_path.read_text())
+        if memo.get("lists") != version:
+            memo = {"lists": version, "answers": {}}
+        if key in memo["answers"]:
+            return str(memo["answers"][key])
+        out = proc.run(["apt-cache", *args], timeout=120, env=self._env()).output
+        memo["answers"][key] = out
+        write_atomic(memo_path, json.dumps(memo))
+        return out
+
+    def depends(self, package: str, pattern: str) -> str:
+        """The one dependency of a meta package matching ``pattern`` (apt-cache depends)."""
+        out = self.cache_query("depends", package)
+        want = re.compile(pattern)
+        found = sorted(
+            {m.group(1) for m in re.finditer(r"Depends:\s*(\S+)", out) if want.match(m.group(1))}
+        )
+        if len(found) != 1:
+            raise WolfError(
+                f"apt-cache depends {package} ({self.arch}) names {found or 'no'} package "
+                f"matching {pattern}",
+                hint="the archive changed; check data/debian.toml",
+            )
+        return found[0]
+
+    def version(self, package: str) -> str:
+        out = self.cache_query("show", "--no-all-versions", package)
+        m = re.search(r"^Version:\s*(\S+)", out, re.MULTILINE)
+        if not m:
+            raise WolfError(f"apt-cache show {package} ({self.arch}) printed no Version")
+        return m.group(1)
+
+    def fetch(self, package: str) -> Unpacked:
+        """Download and unpack the candidate version of ``package``; cached by version."""
+        hosttools.ensure(["apt-get", "dpkg-deb"])
+        with locked(self.base / ".lock"):
+            self.update()
+            version = self.version(package)
+            dest = self.base / "unpacked" / f"{package}_{version.replace(':', '%3a')}"
+            if (dest / ".complete").exists():
+                return Unpacked(package, version, self.arch, dest)
+            deb = self._download(package, version)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+            try:
+                proc.run(["dpkg-deb", "-x", deb, tmp], timeout=300)
+                (tmp / ".complete").write_text(f"{package} {version} {self.arch}\n")
+                if dest.exists():
+                    shutil.rmtree(dest)
+                os.replace(tmp, dest)
+                deb.unlink()  # the unpacked tree is the cache; the .deb would double it
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            return Unpacked(package, version, self.arch, dest)
+
+    def _download(self, package: str, version: str) -> Path:
+        debs = self.base / "debs"
+        name = f"{package}_{version.replace(':', '%3a')}_"
+        have = sorted(debs.glob(f"{name}*.deb"))
+        if have:
+            return have[0]
+        spec = f"{package}={version}"
+        try:
+            proc.run(["apt-get", "download", "-q", spec], timeout=900, cwd=debs, env=self._env())
+        except CommandError:
+            # A stale index names a file Debian has since removed: refresh once and retry.
+            self.update(force=True)
+            spec = f"{package}={self.version(package)}"
+            proc.run(["apt-get", "download", "-q", spec], timeout=900, cwd=debs, env=self._env())
+        have = sorted(debs.glob(f"{package}_*.deb"), key=lambda p: p.stat().st_mtime)
+        if not have:
+            raise WolfError(f"apt-get download {spec} left no .deb in {debs}")
+        return have[-1]
+
+
+def malta_kernel() -> MaltaKernel:
+    """Debian 12's mipsel 4Kc Malta kernel, downloaded and unpacked under the cache."""
+    spec = data()["malta_kernel"]
+    apt = AptRoot(spec["arch"])
+    with locked(apt.base / ".lock"):
+        apt.update()
+        package = apt.depends(spec["meta_package"], spec["package_pattern"])
+    pkg = apt.fetch(package)
+    found = sorted((pkg.root / "boot").glob("vmlinuz-*"))
+    if len(found) != 1:
+        raise WolfError(f"{package} {pkg.version}: expected one boot/vmlinuz-*, found {found}")
+    release = found[0].name.removeprefix("vmlinuz-")
+    return MaltaKernel(
+        package=package,
+        version=pkg.version,
+        release=release,
+        vmlinuz=found[0],
+        modules=pkg.root / "lib" / "modules" / release,
+    )
+
+
+def busybox_static() -> Path:
+    """A static busybox binary for the Malta kernel's architecture."""
+    spec = data()["busybox"]
+    pkg = AptRoot(spec["arch"]).fetch(spec["package"])
+    path = pkg.root / "bin" / "busybox"
+    if not path.is_file():
+        raise WolfError(f"{spec['package']} {pkg.version} has no bin/busybox")
+    return path

@@ -1,0 +1,77 @@
+"""What we boot: a malta kernel (ELF, e.g. openwrt-malta-be-vmlinux-initramfs.elf or main's
+...-generic-initramfs-kernel.bin) and optionally a rootfs image. The ELF header is read before
+QEMU starts: a file that is not a 32-bit MIPS ELF is a clear error, and its byte order picks
+qemu-system-mips or qemu-system-mipsel."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from ... import paths
+from ...errors import WolfError
+from ...hashing import file_sha256
+
+_EM_MIPS = 8
+_ET_EXEC = 2
+
+
+@dataclass(frozen=True)
+class Kernel:
+    path: Path
+    endian: str  # "big" or "little"
+    entry: int
+
+    @property
+    def arch(self) -> str:
+        return "mips" if self.endian == "big" else "mipsel"
+
+
+def inspect_kernel(path: Path) -> Kernel:
+    """Read the ELF header; one line naming the file and what is wrong otherwise."""
+    if not path.is_file():
+        raise WolfError(f"kernel image {path} does not exist", hint="pass --image PATH to a file")
+    with path.open("rb") as fh:
+        head = fh.read(52)
+    hint = "pass an OpenWrt malta initramfs ELF such as openwrt-malta-be-vmlinux-initramfs.elf"
+    if head[:4] != b"\x7fELF":
+        what = "a gzip file" if head[:2] == b"\x1f\x8b" else "not an ELF file"
+        if head[:4] == b"\x27\x05\x19\x56":
+            what = "a U-Boot uImage, not an ELF file"
+        raise WolfError(f"{path} is {what}: QEMU's malta -kernel boots an ELF kernel", hint=hint)
+    if len(head) < 52 or head[4] != 1:
+        raise WolfError(f"{path} is not a 32-bit ELF (malta be/le are 32-bit)", hint=hint)
+    if head[5] not in (1, 2):
+        raise WolfError(f"{path}: unknown ELF byte order {head[5]}", hint=hint)
+    endian = "little" if head[5] == 1 else "big"
+    fmt = "<" if endian == "little" else ">"
+    e_type, e_machine, _version, entry = struct.unpack(fmt + "HHII", head[16:28])
+    if e_machine != _EM_MIPS:
+        raise WolfError(f"{path} is an ELF for machine {e_machine}, not MIPS (8)", hint=hint)
+    if e_type != _ET_EXEC:
+        raise WolfError(
+            f"{path} is a MIPS ELF of type {e_type}, not an executable kernel", hint=hint
+        )
+    return Kernel(path=path, endian=endian, entry=entry)
+
+
+def raw_rootfs(path: Path) -> Path:
+    """A rootfs image QEMU can attach: .img as is, .img.gz unpacked once into the cache (a copy,
+    so the published file stays untouched)."""
+    if not path.is_file():
+        raise WolfError(f"rootfs image {path} does not exist", hint="pass --rootfs PATH to a file")
+    with path.open("rb") as fh:
+        gz = fh.read(2) == b"\x1f\x8b"
+    if not gz:
+        return path
+    out = paths.cache_dir() / "rootfs" / f"{file_sha256(path)[:16]}-{path.name.removesuffix('.gz')}"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(out.name + ".tmp")
+        with gzip.open(path, "rb") as src, tmp.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        tmp.replace(out)
+    return out

@@ -1,0 +1,413 @@
+"""The QEMU malta VM as a ``target.Target``: boot through named states (labgrid-style
+``transition``), run commands on the serial console, copy files in, reboot, power off.
+
+States, in order: off → booting (first console byte) → console (procd's "Please press Enter")
+→ shell (prompt) → network (``ubus wait_for network.interface.lan``) → ssh (a banner on the
+forwarded port, when the image has an SSH server); ``close()`` returns to off. Every transition
+is logged with its time; a state that does not come within its timeout kills QEMU and raises
+BootError naming it, with the last 30 console lines."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from ... import paths, proc
+from ...errors import CommandError, WolfError
+from ...host import hosttools
+from ..target import CommandResult, Target
+from . import reaper
+from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
+from .qemu import VmSpec, binary, command, config, free_port, nics
+
+log = logging.getLogger("openwrt_wolf.targets.vm")
+
+# A kernel message printed into the middle of a command's output (printk timestamps on).
+_KMSG = re.compile(r"\[ *\d+\.\d{6}\] [^\n]*\n")
+
+STATES = ("off", "booting", "console", "shell", "network", "ssh")
+TAIL_LINES = 30
+
+
+@dataclass(frozen=True)
+class Transition:
+    state: str
+    at: float  # seconds since QEMU was started
+    took: float  # seconds since the previous state
+
+
+class BootError(CommandError):
+    """A state never came (or the guest died on the way). ``details()`` (what the CLI prints)
+    adds the last console lines."""
+
+    def __init__(self, state: str, reason: str, tail: list[str], log_path: Path | None) -> None:
+        super().__init__(
+            f"VM boot failed in state '{state}': {reason}",
+            tail=tail,
+            log=str(log_path) if log_path else None,
+        )
+        self.state = state
+
+    def details(self) -> str:
+        lines = [self.message, f"  last {len(self.tail)} console lines:"]
+        lines += [f"  | {line}" for line in self.tail]
+        if self.log:
+            lines.append(f"  full console log: {self.log}")
+        return "\n".join(lines)
+
+
+class StateUnavailable(WolfError):
+    """The image lacks what a state needs (no ubus, no SSH server); the VM stays where it was."""
+
+
+def _prune(logdir: Path, keep_days: float = 14) -> None:
+    """Console logs are for looking into a failure; old ones go."""
+    cutoff = time.time() - keep_days * 86400
+    for f in logdir.glob("*.log"):
+        with contextlib.suppress(OSError):
+            if f.stat().st_mtime < cutoff:
+                f.unlink()
+
+
+def state_timeouts() -> dict[str, float]:
+    return {name: float(s["timeout"]) for name, s in config()["states"].items()}
+
+
+class VM:
+    """One QEMU malta guest. Use as a context manager (or call close()): QEMU never outlives it."""
+
+    def __init__(
+        self,
+        spec: VmSpec,
+        *,
+        name: str | None = None,
+        timeouts: dict[str, float] | None = None,
+        echo: Callable[[bytes], None] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.name = name or f"qemu-malta-{spec.kernel.arch}"
+        self.timeouts = {**state_timeouts(), **(timeouts or {})}
+        self.state = "off"
+        self.transitions: list[Transition] = []
+        self.started_at = 0.0
+        self.ssh_port: int | None = spec.ssh_port
+        self._echo = echo
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._console: Console | None = None
+        self._rundir: Path | None = None
+        self._logfh: TextIO | None = None
+        self.log_path: Path | None = None
+        self._history: list[str] = []  # console lines of earlier boots (reboot keeps them)
+        self.last_pid: int | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> VM:
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if exc_type is not None:
+            self._stop()  # an error or Ctrl-C: no polite power-off, QEMU goes now
+            self._enter_off()
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def console(self) -> Console:
+        if self._console is None:
+            raise WolfError(f"{self.name}: the VM is off", hint="boot it first")
+        return self._console
+
+    def _enter(self, state: str) -> None:
+        now = time.monotonic() - self.started_at
+        prev = self.transitions[-1].at if self.transitions else 0.0
+        self.transitions.append(Transition(state, round(now, 3), round(now - prev, 3)))
+        self.state = state
+        log.info("vm %s: %s → %s at %.2f s", self.name, STATES[STATES.index(state) - 1]
+                 if state != "off" else "…", state, now)  # fmt: skip
+
+    def _fail(self, state: str, reason: str) -> BootError:
+        tail = self.console_log()[-TAIL_LINES:]
+        self._stop()
+        self.state = "off"
+        return BootError(state, reason, tail, self.log_path)
+
+    def transition(self, goal: str) -> None:
+        """Go forward through the states until ``goal`` (labgrid's transition())."""
+        if goal not in STATES:
+            raise WolfError(f"unknown VM state {goal!r}", hint=f"one of {', '.join(STATES)}")
+        if goal == "off":
+            self.close()
+            return
+        while STATES.index(self.state) < STATES.index(goal):
+            nxt = STATES[STATES.index(self.state) + 1]
+            limit = self.timeouts[nxt]
+            deadline = time.monotonic() + limit
+            try:
+                getattr(self, f"_reach_{nxt}")(deadline)
+            except ConsoleTimeout:
+                raise self._fail(nxt, f"no '{nxt}' within {limit:g} s") from None
+            except GuestFatal as e:
+                raise self._fail(nxt, f"the guest died: {e.line.strip()}") from None
+            except ConsoleClosed:
+                rc = self._proc.poll() if self._proc else None
+                raise self._fail(nxt, f"QEMU exited (status {rc}) before '{nxt}'") from None
+            except StateUnavailable:
+                raise
+            except BaseException:
+                self._stop()  # Ctrl-C or a bug: QEMU goes with us
+                self.state = "off"
+                raise
+            self._enter(nxt)
+
+    def boot(self, goal: str = "shell") -> VM:
+        self.transition(goal)
+        return self
+
+    # --- the states ---------------------------------------------------------------------------
+
+    def _reach_booting(self, deadline: float, retry: bool = False) -> None:
+        hosttools.ensure([binary(self.spec.kernel)])
+        self._rundir = reaper.rundir()
+        sock = self._rundir / "console.sock"
+        if any(n.ssh for n in nics()) and self.ssh_port is None:
+            self.ssh_port = free_port()
+        spec = VmSpec(**{**self.spec.__dict__, "ssh_port": self.ssh_port})
+        argv = command(spec, sock)
+        logdir = paths.cache_dir() / "vm" / "logs"
+        logdir.mkdir(parents=True, exist_ok=True)
+        _prune(logdir)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        self.log_path = logdir / f"{self.name}-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:6]}.log"
+        self._logfh = self.log_path.open("w", encoding="utf-8")
+        line = proc.command_line(argv)
+        proc.log.info("$ %s", line)
+        self._logfh.write(f"$ {line}\n")
+        self._logfh.flush()
+        stderr = (self._rundir / "qemu.stderr").open("wb")
+        self.started_at = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,  # its own process group: killed as one
+                preexec_fn=reaper.die_with_parent,
+            )
+        except FileNotFoundError:
+            raise WolfError(
+                f"{argv[0]} is not installed", hint="apt-get install qemu-system-mips"
+            ) from None
+        finally:
+            stderr.close()
+        reaper.register(self._proc)
+        self.last_pid = self._proc.pid
+        self.transitions = []
+        try:
+            self._console = Console.connect(
+                sock,
+                deadline=deadline,
+                alive=lambda: self._proc is not None and self._proc.poll() is None,
+                logfile=self._logfh,
+                fatal=list(config()["fatal"]["patterns"]),
+                echo=self._echo,
+            )
+            self._console.wait_first_byte(deadline)
+        except ConsoleClosed:
+            err = self._qemu_stderr()
+            self._stop()
+            if "forwarding rule" in err and not retry:
+                # Another program took the free port between our check and QEMU's bind.
+                self.ssh_port = None
+                self._reach_booting(deadline, retry=True)
+                return
+            raise WolfError(f"QEMU failed to start: {err or 'no message'}") from None
+
+    def _qemu_stderr(self) -> str:
+        if self._rundir is None:
+            return ""
+        with contextlib.suppress(OSError):
+            text = (self._rundir / "qemu.stderr").read_text(errors="replace").strip()
+            return text.splitlines()[-1] if text else ""
+        return ""
+
+    def _reach_console(self, deadline: float) -> None:
+        self.console.expect(config()["states"]["console"]["pattern"], start=0, deadline=deadline)
+
+    def _reach_shell(self, deadline: float) -> None:
+        start = self.console.pos
+        self.console.send("\n")  # "Please press Enter"
+        self.console.expect(config()["states"]["shell"]["pattern"], start=start, deadline=deadline)
+        # Kernel messages on the console would land inside command output (even inside our
+        # markers): lower the console log level first, then sync on a marked no-op.
+        self.console.send("dmesg -n 1 2>/dev/null\n")
+        self._run("true", deadline)
+
+    def _reach_network(self, deadline: float) -> None:
+        seconds = max(1, int(deadline - time.monotonic()) - 1)
+        cmd = str(config()["states"]["network"]["command"]).replace(
+            "ubus ", f"ubus -t {seconds} ", 1
+        )
+        r = self._run(cmd, deadline)
+        if r.exit_status == 127:
+            raise StateUnavailable(
+                f"{self.name}: the image has no ubus; it is not an OpenWrt system"
+            )
+        if r.exit_status != 0:
+            raise ConsoleTimeout(f"{cmd} exited {r.exit_status}")
+
+    def _reach_ssh(self, deadline: float) -> None:
+        has = self._run("[ -x /usr/sbin/dropbear ] || [ -x /usr/sbin/sshd ]", deadline)
+        if has.exit_status != 0:
+            raise StateUnavailable(
+                f"{self.name}: the image has no SSH server (no /usr/sbin/dropbear or sshd)",
+                hint="use the console, or build the image with dropbear",
+            )
+        assert self.ssh_port is not None
+        while True:
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.ssh_port), timeout=2) as s,
+            ):
+                s.settimeout(2)
+                if s.recv(64).startswith(b"SSH-"):
+                    return
+            if time.monotonic() > deadline:
+                raise ConsoleTimeout("no SSH banner")
+            time.sleep(0.5)
+
+    # --- Target -------------------------------------------------------------------------
+
+    def _run(self, command: str, deadline: float) -> CommandResult:
+        """Run one shell command on the console between two markers the echo can't fake."""
+        tag = uuid.uuid4().hex[:10]
+        c = self.console
+        start = c.pos
+        # One line, the command in eval in a subshell: a syntax error or a failing special
+        # builtin ends only the subshell, and the end marker still comes. Like a command over
+        # SSH, each run starts from the same shell state.
+        line = (
+            f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); "
+            f"printf '__WE_%s %d\\n' {tag} $?"
+        )
+        c.send(line + "\n")
+        # The echoed input holds "__WS_%s' <tag>", never "__WS_<tag>": only the output matches.
+        begin = c.expect(rf"__WS_{tag}", start=start, deadline=deadline)
+        end = c.expect(rf"__WE_{tag} (\d+)\n", start=begin.end(), deadline=deadline)
+        output = _KMSG.sub("", c.text[begin.end() : end.start()]).removeprefix("\n")
+        return CommandResult(command, int(end.group(1)), output)
+
+    def run(self, command: str, *, timeout: float = 30.0) -> CommandResult:
+        if STATES.index(self.state) < STATES.index("shell"):
+            self.transition("shell")
+        if len(command) > 360 or "\n" in command:
+            # Busybox's line editor truncates long lines: go through a script file instead.
+            script = f"/tmp/.wolf-{uuid.uuid4().hex[:8]}.sh"
+            self._write_remote(command.encode() + b"\n", script, timeout)
+            command = f"sh {script}; r=$?; rm -f {script}; (exit $r)"
+        try:
+            return self._run(command, time.monotonic() + timeout)
+        except ConsoleTimeout:
+            raise WolfError(
+                f"{self.name}: command did not finish within {timeout:g} s: {command}",
+                hint=f"console log: {self.log_path}",
+            ) from None
+        except (ConsoleClosed, GuestFatal) as e:
+            raise self._fail(self.state, f"while running {command!r}: {e}") from None
+
+    def _write_remote(self, data: bytes, remote: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        q = shlex.quote(remote)
+        self._run(f": > {q}", deadline)
+        step = 96  # 96 bytes → under 400 characters of printf escapes per line
+        for i in range(0, len(data), step):
+            chunk = "".join(f"\\{b:03o}" for b in data[i : i + step])
+            r = self._run(f"printf '{chunk}' >> {q}", deadline)
+            if r.exit_status != 0:
+                raise WolfError(f"{self.name}: writing {remote} failed: {r.output.strip()}")
+
+    def put(self, local: Path, remote: str, *, timeout: float = 300.0) -> None:
+        """Copy a file in over the console (works on every image; slow for big files)."""
+        if not local.is_file():
+            raise WolfError(f"{local} is not a file", hint="pass an existing file to copy")
+        if STATES.index(self.state) < STATES.index("shell"):
+            self.transition("shell")
+        data = local.read_bytes()
+        try:
+            self._write_remote(data, remote, timeout)
+            size = self._run(f"wc -c < {shlex.quote(remote)}", time.monotonic() + 30)
+        except ConsoleTimeout:
+            raise WolfError(f"{self.name}: copying {local} took over {timeout:g} s") from None
+        if size.output.strip() != str(len(data)):
+            raise WolfError(
+                f"{self.name}: {remote} has {size.output.strip()!r} bytes, expected {len(data)}"
+            )
+
+    def reboot(self, *, timeout: float = 180.0) -> None:
+        """Reboot the guest (QEMU exits on it: -no-reboot) and boot again to the same state."""
+        goal = self.state if self.state != "off" else "shell"
+        if self._console is not None and STATES.index(self.state) >= STATES.index("shell"):
+            with contextlib.suppress(ConsoleClosed):
+                self.console.send("reboot\n")
+            self.console.wait_closed(min(timeout, 60))
+        self._stop()
+        self._history += [ln for ln in self._console.lines() if ln] if self._console else []
+        self._console = None
+        self.state = "off"
+        self.transition(goal)
+
+    def console_log(self) -> list[str]:
+        lines = self._console.lines() if self._console else []
+        return self._history + [ln for ln in lines if ln != ""]
+
+    def close(self) -> None:
+        """Power off: `poweroff -f` from the shell, else (or if it hangs) kill QEMU."""
+        if self._proc is None:
+            return
+        if self._console is not None and self.state in ("shell", "network", "ssh"):
+            with contextlib.suppress(ConsoleClosed, OSError):
+                self.console.send("sync; poweroff -f\n")
+                self.console.wait_closed(10)
+        self._stop()
+        self._enter_off()
+
+    def _enter_off(self) -> None:
+        if self.state != "off":
+            now = time.monotonic() - self.started_at
+            prev = self.transitions[-1].at if self.transitions else 0.0
+            self.transitions.append(Transition("off", round(now, 3), round(now - prev, 3)))
+            log.info("vm %s: %s → off at %.2f s", self.name, self.state, now)
+            self.state = "off"
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            reaper.kill(self._proc)
+            self._proc = None
+        if self._console is not None:
+            self._console.close()
+        if self._logfh is not None:
+            self._logfh.close()
+            self._logfh = None
+        if self._rundir is not None:
+            shutil.rmtree(self._rundir, ignore_errors=True)
+            self._rundir = None
+
+
+def _is_a_target(vm: VM) -> Target:
+    return vm  # mypy checks here that VM implements the Target protocol

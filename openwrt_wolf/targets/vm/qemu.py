@@ -1,0 +1,100 @@
+"""The QEMU command line, built from data (data/vm.toml) and a VmSpec, with no side effects, so
+it can be tested and printed as the line that reproduces a run."""
+
+from __future__ import annotations
+
+import socket
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ...errors import WolfError
+from ...paths import DATA_DIR
+from .image import Kernel
+
+
+@cache
+def config() -> dict[str, Any]:
+    return tomllib.loads((DATA_DIR / "vm.toml").read_text())
+
+
+@dataclass(frozen=True)
+class Nic:
+    role: str  # lan or wan
+    mac: str
+    net: str | None = None  # QEMU user network, e.g. 192.168.1.0/24
+    guest: str | None = None  # the guest's address on it, where SSH is forwarded
+    ssh: bool = False
+
+
+def nics() -> list[Nic]:
+    return [Nic(**n) for n in config()["nic"]]
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    kernel: Kernel
+    memory_mb: int = 0  # 0: data/vm.toml's default
+    initrd: Path | None = None  # only for a kernel without a built-in initramfs
+    rootfs: Path | None = None
+    append: str | None = None  # None: the kernel's own command line (OpenWrt's images)
+    ssh_port: int | None = None  # host port on 127.0.0.1 forwarded to the guest's port 22
+    extra: tuple[str, ...] = field(default=())
+
+    def memory(self) -> int:
+        mb = self.memory_mb or int(config()["qemu"]["memory_mb"])
+        if not 16 <= mb <= 2048:
+            raise WolfError(
+                f"--memory {mb} MB is out of range", hint="use 16..2048 (malta uses up to 256)"
+            )
+        return mb
+
+
+def binary(kernel: Kernel) -> str:
+    return str(config()["qemu"]["binary"][kernel.endian])
+
+
+def command(spec: VmSpec, console_socket: Path) -> list[str]:
+    """argv for QEMU. The serial console is a unix socket QEMU waits on (wait=on), so no early
+    byte is lost before we connect; -no-reboot turns a guest reboot or panic into QEMU's exit."""
+    q = config()["qemu"]
+    argv = [
+        binary(spec.kernel),
+        "-M", q["machine"],
+        "-cpu", q["cpu"],
+        "-m", str(spec.memory()),
+        "-display", "none",
+        "-vga", "none",  # malta's default Cirrus card wants a VGA BIOS file we don't need
+        "-monitor", "none",
+        "-no-reboot",
+        "-chardev", f"socket,id=console,path={console_socket},server=on,wait=on",
+        "-serial", "chardev:console",
+        "-kernel", str(spec.kernel.path),
+    ]  # fmt: skip
+    append = spec.append
+    if spec.initrd is not None:
+        argv += ["-initrd", str(spec.initrd)]
+    if spec.rootfs is not None:
+        argv += ["-drive", f"file={spec.rootfs},format=raw"]
+        append = " ".join(a for a in (append, q["rootfs_append"]) if a)
+    if append:
+        argv += ["-append", append]
+    for n in nics():
+        netdev = f"user,id={n.role}"
+        if n.net:
+            netdev += f",net={n.net}"
+        if n.ssh and spec.ssh_port is not None:
+            # Only the host's loopback: a VM's SSH must never be reachable from the network.
+            netdev += f",hostfwd=tcp:127.0.0.1:{spec.ssh_port}-{n.guest}:22"
+        # romfile= : pcnet's PXE ROM (efi-pcnet.rom) is not installed and not needed.
+        argv += ["-netdev", netdev, "-device", f"pcnet,netdev={n.role},mac={n.mac},romfile="]
+    return argv + list(spec.extra)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (QEMU then binds it; a lost race fails QEMU's start)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,139 @@
+"""A stand-in OpenWrt guest for tests and benchmarks: Debian 12's real mipsel Malta kernel plus a
+busybox initramfs whose /init behaves like OpenWrt's console where the boot state machine looks:
+it prints "Please press Enter to activate this console.", waits for Enter, shows an OpenWrt-style
+prompt, brings up lan (eth0, 192.168.1.1/24, OpenWrt's default) in the background like netifd,
+and answers ``ubus wait_for network.interface.lan`` once lan is up.
+
+Misbehaviour for tests is chosen on the kernel command line, so one initramfs serves all:
+``wolf.test=panic`` (init exits: the kernel panics), ``wolf.test=stall`` (after Enter the
+console goes quiet: no prompt ever comes)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ... import paths
+from ...errors import WolfError
+from . import debian
+from .initramfs import Archive
+
+# /init runs as PID 1 with busybox's ash.
+_INIT = r"""#!/bin/sh
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /tmp /var/run /root
+hostname OpenWrt
+case " $(cat /proc/cmdline) " in
+*" wolf.test=panic "*) echo "wolf stand-in: init exits on purpose"; exit 1 ;;
+*" wolf.test=stall "*)
+    echo "Please press Enter to activate this console."
+    read -r _
+    echo "wolf stand-in: console stalls on purpose"
+    while :; do sleep 3600; done ;;
+esac
+# netifd's part: load the NIC driver, configure lan, then announce it.
+(
+    insmod /lib/modules/mii.ko
+    insmod /lib/modules/pcnet32.ko
+    ip link set lo up
+    ip link set eth0 up && ip addr add 192.168.1.1/24 dev eth0 && touch /var/run/lan.up
+    # OpenWrt's default: dropbear on 22, root without a password may log in (-B).
+    [ -x /usr/sbin/dropbear ] && mkdir -p /etc/dropbear && /usr/sbin/dropbear -R -B -p 22
+) >/dev/null 2>&1 &
+# busybox's reboot/poweroff/halt signal PID 1 (TERM/USR2/USR1), as they do procd. The shell
+# runs in the background so that `wait` returns when such a signal comes and the trap runs.
+trap 'sync; reboot -f' TERM
+trap 'sync; poweroff -f' USR2
+trap 'sync; halt -f' USR1
+while :; do
+    echo "Please press Enter to activate this console."
+    read -r _
+    HOME=/root PS1='root@OpenWrt:\w# ' ENV= /bin/sh </dev/console >/dev/console 2>&1 &
+    wait $!
+done
+"""
+
+# The one ubus call the boot state machine makes, with ubus's exit status (0 once the object
+# exists, 4 = UBUS_STATUS_NOT_FOUND on a timeout) and its -t option (seconds, default 30).
+_UBUS = r"""#!/bin/sh
+t=30
+[ "$1" = "-t" ] && { t=$2; shift 2; }
+if [ "$1 $2" != "wait_for network.interface.lan" ]; then
+    echo "ubus stand-in: only wait_for network.interface.lan" >&2
+    exit 2
+fi
+# ubus returns on the event; a tenth of a second is close enough for a stand-in
+t=$((t * 10))
+while [ ! -e /var/run/lan.up ]; do
+    t=$((t - 1)); [ $t -lt 0 ] && exit 4
+    sleep 0.1
+done
+exit 0
+"""
+
+
+@dataclass(frozen=True)
+class StandIn:
+    kernel: debian.MaltaKernel
+    initramfs: Path
+
+    @property
+    def cmdline(self) -> str:
+        """Debian's kernel has no built-in command line (OpenWrt's has)."""
+        return "console=ttyS0 rdinit=/init panic=-1"
+
+
+def _dropbear() -> dict[str, Path]:
+    """Debian's dropbear and the shared libraries it loads, by the name the guest needs."""
+    spec = debian.data()["dropbear"]
+    apt = debian.AptRoot(spec["arch"])
+    files = {"usr/sbin/dropbear": apt.fetch(spec["package"]).root / "usr/sbin/dropbear"}
+    for pkg, names in spec["libraries"].items():
+        root = apt.fetch(pkg).root
+        for name in names:
+            found = [p for d in _LIBDIRS if (p := root / d / name).exists()]
+            if not found:
+                raise WolfError(f"{pkg}: no {name} in {', '.join(_LIBDIRS)}")
+            # No ld.so.cache in the guest: everything goes straight into /lib.
+            files[f"lib/{name}"] = found[0].resolve()
+    return files
+
+
+_LIBDIRS = ("lib/mipsel-linux-gnu", "usr/lib/mipsel-linux-gnu")
+
+
+def build(*, ssh: bool = False) -> StandIn:
+    """Fetch (cached) kernel and busybox and write the initramfs, named by its content's hash
+    (building it in memory takes milliseconds; the boots are what is slow).
+    ``ssh`` adds Debian's dropbear (dynamically linked, so with its libraries: about 2 MB)."""
+    kernel = debian.malta_kernel()
+    busybox = debian.busybox_static()
+    mods = [kernel.modules / "kernel/drivers/net/mii.ko",
+            kernel.modules / "kernel/drivers/net/ethernet/amd/pcnet32.ko"]  # fmt: skip
+    a = Archive()
+    a.dirs("bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root")
+    a.dirs("etc", "lib", "lib/modules", "var", "var/run")
+    a.chardev("dev/console", 5, 1)  # the kernel opens it for init before devtmpfs is mounted
+    a.copy("bin/busybox", busybox, mode=0o755)
+    a.symlink("bin/sh", "busybox")
+    a.file("init", _INIT, mode=0o755)
+    a.file("usr/bin/ubus", _UBUS, mode=0o755)
+    a.file("etc/banner", "stand-in for OpenWrt (Debian's kernel, busybox)\n")
+    for m in mods:
+        a.copy(f"lib/modules/{m.name}", m, mode=0o644)
+    if ssh:
+        # root without a password, as a fresh OpenWrt; dropbear -B lets it in
+        a.file("etc/passwd", "root::0:0:root:/root:/bin/sh\n")
+        a.file("etc/group", "root:x:0:\n")
+        a.file("etc/shells", "/bin/sh\n")
+        for name, path in sorted(_dropbear().items()):
+            a.copy(name, path, mode=0o755)
+    digest = hashlib.sha256(a.to_cpio()).hexdigest()[:16]
+    out = paths.cache_dir() / "standin" / f"initramfs-{kernel.release}-{digest}.cpio.gz"
+    if not out.exists():
+        a.write(out)
+    return StandIn(kernel, out)

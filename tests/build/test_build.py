@@ -1,0 +1,765 @@
+"""invoke build against the stand-in ImageBuilder (tests/standin/), served from 127.0.0.1.
+
+Sizes are checked against stat, unsquashfs, mkimage and the stand-in's own sha256sums and
+profiles.json (what OpenWrt's side wrote), never against numbers the driver computed alone."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openwrt_wolf.build import download, imagebuilder, packages
+from openwrt_wolf.build.driver import build
+from openwrt_wolf.build.jobs import Options, Outcome, plan
+from openwrt_wolf.errors import CommandError, WolfError
+from openwrt_wolf.firmware import fit, imageformats
+from tests.conftest import need_tools, unavailable
+from tests.standin import make_standin
+from tests.standin.server import serve
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ("make", "mksquashfs", "unsquashfs", "mkimage", "zstd")
+V1, V3, AR300 = "tplink_tl-wr902ac-v1", "tplink_tl-wr902ac-v3", "glinet_gl-ar300m16"
+SAFELOADER_MAX = 0x710000  # openwrt-facts.md: kernel+rootfs limit of the TL-WR902AC v1
+
+
+# --- fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mirror_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_tools(*TOOLS)
+    return make_standin.make_server(
+        tmp_path_factory.mktemp("mirror"), ("ath79/generic", "ramips/mt76x8")
+    )
+
+
+def tree(mirror: Path, target: str = "ath79/generic") -> Path:
+    t, s = target.split("/")
+    return mirror / ".trees" / f"openwrt-imagebuilder-25.12.5-{t}-{s}.Linux-x86_64"
+
+
+@pytest.fixture
+def wolf_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    cache, st = tmp_path / "cache", tmp_path / "store"
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(cache))
+    monkeypatch.setenv("OPENWRT_WOLF_STORE", str(st))
+    return {"cache": cache, "store": st}
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Any:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "build", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def error_line(p: Any) -> str:
+    """The one error line (commands are logged as '$ ...' lines before it)."""
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert len(lines) == 1, p.stderr[-3000:]
+    assert "Traceback" not in p.stderr
+    return lines[0]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def unsquashfs_size(path: Path, offset: int = 0) -> int:
+    out = subprocess.run(
+        ["unsquashfs", "-s", "-o", str(offset), str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    m = re.search(r"Filesystem size (\d+) bytes", out)
+    assert m, out
+    return int(m.group(1))
+
+
+def unsquashfs_list(path: Path, offset: int = 0) -> list[str]:
+    out = subprocess.run(
+        ["unsquashfs", "-l", "-o", str(offset), str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    return [ln.removeprefix("squashfs-root") for ln in out.splitlines()]
+
+
+# --- the matrix: 3 flavours x 3 devices, downloaded over HTTP ----------------------------
+
+
+@contextlib.contextmanager
+def _matrix(mirror_dir: Path, base: Path) -> Iterator[Any]:
+    with pytest.MonkeyPatch.context() as mp, serve(mirror_dir) as (url, srv):
+        mp.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
+        mp.setenv("OPENWRT_WOLF_STORE", str(base / "store"))
+        outs = build(Options(flavour="all", device=f"{V1},{AR300},{V3}", mirror=url, jobs=2))
+        yield {o.record.device + "/" + o.record.flavour: o for o in outs}, base, srv
+
+
+def check_every_flavour_and_device(matrix: Any) -> None:
+    outs, _, srv = matrix
+    assert sorted(outs) == sorted(
+        f"{d}/{f}" for d in (V1, AR300, V3) for f in ("mbedtls", "wolfssl", "openssl")
+    )
+    # both ImageBuilders came over HTTP with their sha256sums
+    got = {p for p, _ in srv.requests}
+    assert any(p.endswith("ath79/generic/sha256sums") for p in got)
+    assert any(p.endswith("ramips-mt76x8.Linux-x86_64.tar.zst") for p in got)
+    for o in outs.values():
+        assert not o.cached
+
+
+def _image(o: Outcome) -> Path:
+    img = o.record.image()
+    assert img is not None, o.record.openwrt_warnings
+    return Path(img["path"])
+
+
+def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
+    o = matrix[0][f"{device}/{flavour}"]
+    img = _image(o)
+    art = o.record.image()
+    # the artifact list agrees with stat, hashlib and OpenWrt's sha256sums and profiles.json
+    assert art["size"] == img.stat().st_size
+    assert art["sha256"] == sha256(img)
+    sums = download.parse_sha256sums((img.parent / "sha256sums").read_text())
+    assert sums[img.name] == sha256(img)
+    pj = json.loads((img.parent / "profiles.json").read_text())
+    entry = pj["profiles"][device]["images"][0]
+    assert (entry["name"], entry["size"]) == (img.name, img.stat().st_size)
+    board = o.record.request.target.replace("/", "-")
+    assert img.name == f"openwrt-25.12.5-{board}-{device}-squashfs-sysupgrade.bin"
+    # the fit's pieces are what the image holds: unsquashfs reads the rootfs inside the image
+    data = img.read_bytes()
+    fr = o.record.fit
+    off = data.index(b"hsqs", fr["kernel_size"])
+    assert unsquashfs_size(img, off) == fr["rootfs_size"]
+    kernel = next(Path(a["path"]) for a in o.record.artifacts if a["type"] == "kernel")
+    assert kernel.stat().st_size == fr["kernel_size"]
+    assert data.startswith(kernel.read_bytes()) or data[512:].startswith(kernel.read_bytes())
+    assert fr["verdict"] == "FITS" and not o.record.image_deleted
+    assert fr["final_size"] == img.stat().st_size
+    # the fit helper's image parser splits the finished file the same way
+    sp = imageformats.split(img)
+    assert sp.format == fit.RECIPE_FORMATS[fr["recipe"]]
+    assert (sp.kernel_size, sp.rootfs_size) == (fr["kernel_size"], fr["rootfs_size"])
+    assert sp.metadata_size == fr["metadata_size"] and 200 < sp.metadata_size < 400
+
+
+def check_uimage_kernel_checked_with_mkimage(matrix: Any, tmp_path: Path) -> None:
+    o = matrix[0][f"{AR300}/mbedtls"]
+    head = tmp_path / "kernel"
+    head.write_bytes(_image(o).read_bytes()[: o.record.fit["kernel_size"]])
+    out = subprocess.run(
+        ["mkimage", "-l", str(head)], capture_output=True, text=True, check=True
+    ).stdout
+    size = int(re.search(r"Data Size:\s+(\d+) Bytes", out).group(1))  # type: ignore[union-attr]
+    assert size + 64 == o.record.fit["kernel_size"]
+
+
+def check_flavours_install_their_tls_library(matrix: Any) -> None:
+    outs = matrix[0]
+    for device in (V1, AR300, V3):
+        libs = {}
+        for fl in ("mbedtls", "wolfssl"):
+            img = _image(outs[f"{device}/{fl}"])
+            off = img.read_bytes().index(b"hsqs", outs[f"{device}/{fl}"].record.fit["kernel_size"])
+            libs[fl] = [p for p in unsquashfs_list(img, off) if p.startswith("/usr/lib/lib")]
+        assert any("libmbedtls" in p for p in libs["mbedtls"])
+        assert not any("libwolfssl" in p for p in libs["mbedtls"])
+        assert any("libwolfssl" in p for p in libs["wolfssl"])
+        # 25.12 has no apk wolfSSL backend: apk-mbedtls stays, and so does libmbedtls
+        assert any("libmbedtls" in p for p in libs["wolfssl"])
+        assert any("apk" in n for n in outs[f"{device}/wolfssl"].record.notes)
+        rec = outs[f"{device}/openssl"].record
+        assert rec.library_versions == {"openssl": "3.5.7-r1"}  # no libmbedtls left
+        assert outs[f"{device}/wolfssl"].record.library_versions.keys() == {"mbedtls", "wolfssl"}
+
+
+def check_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
+    o = matrix[0][f"{V1}/openssl"]
+    rec = o.record
+    assert rec.image_deleted and rec.image() is None
+    assert rec.fit["verdict"] == "TOO_BIG"
+    assert any("file-system partition too big" in w for w in rec.openwrt_warnings)
+    assert rec.notes[0].startswith("make image exited with status 2")  # the tool failed make
+    bin_dir = Path(rec.log).parent / "bin"
+    assert not list(bin_dir.glob("*sysupgrade*"))  # OpenWrt deleted it
+    # measured from the pieces left in KDIR: stat and unsquashfs, against the facts' limit
+    kernel = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "kernel")
+    rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
+    assert rec.fit["kernel_size"] == kernel.stat().st_size
+    assert rec.fit["rootfs_size"] == unsquashfs_size(rootfs)
+    assert kernel.stat().st_size + unsquashfs_size(rootfs) > SAFELOADER_MAX
+    assert rec.fit["limit"] == SAFELOADER_MAX
+
+
+def check_record_is_complete(matrix: Any) -> None:
+    outs, base, _ = matrix
+    o = outs[f"{V3}/wolfssl"]
+    raw = json.loads(o.path.read_text())
+    assert raw["kind"] == "build" and raw["key"] == o.job.key
+    d = raw["data"]
+    assert d["request"]["packages"] == sorted(d["request"]["packages"])
+    assert d["release_commit"] == "f0a60eee2fe051741c643ea6118718aae1ef17fb"
+    assert [c.split(" && ", 1)[1].split()[:2] for c in d["commands"]] == [
+        ["MAKEFLAGS=''", "make"],
+        ["MAKEFLAGS=''", "make"],
+        ["MAKEFLAGS=''", "make"],
+    ]
+    assert {"imagebuilder", "info", "manifest", "image", "measure"} <= set(d["phases"])
+    log = Path(d["log"]).read_text()
+    assert "Building images..." in log and "make image" in log
+    assert d["builder_sha256"] == sha256(
+        next((base / "cache" / "downloads").rglob("*ramips-mt76x8*.tar.zst"))
+    )
+    assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["artifacts"])
+    rootfs = next(Path(f["path"]) for f in d["artifacts"] if f["type"] == "rootfs")
+    assert unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
+
+
+def check_size_report_reads_the_build_records(matrix: Any) -> None:
+    _, base, _ = matrix
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "size-report", "--store", str(base / "store"),
+         "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    text = p.stdout
+    for device in (V1, AR300, V3):
+        assert device in text
+
+
+def check_second_run_is_served_from_the_store_without_make(matrix: Any, tmp_path: Path) -> None:
+    _, base, _ = matrix
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    marker = tmp_path / "make-ran"
+    (fake / "make").write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    (fake / "make").chmod(0o755)
+    env = {
+        "OPENWRT_WOLF_CACHE": str(base / "cache"),
+        "OPENWRT_WOLF_STORE": str(base / "store"),
+        "PATH": f"{fake}:{os.environ['PATH']}",
+    }
+    p = cli(
+        "--flavour",
+        "all",
+        "--device",
+        f"{V1},{AR300},{V3}",
+        "--mirror",
+        "http://127.0.0.1:9",
+        env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stderr.count("cached ") == 9
+    assert not marker.exists()
+
+
+# --- flavours as data --------------------------------------------------------------------
+
+
+def test_flavour_changes_follow_openwrt_package_names() -> None:
+    defaults = ["libustream-mbedtls", "apk-mbedtls", "wpad-basic-mbedtls", "dropbear"]
+    w = packages.changes(packages.rules("wolfssl", "25.12.5"), defaults)
+    assert packages.packages_value(w).split() == [
+        "-libustream-mbedtls",
+        "-wpad-basic-mbedtls",
+        "libustream-wolfssl",
+        "wpad-basic-wolfssl",
+    ]
+    o = packages.changes(packages.rules("openssl", "25.12.5"), defaults)
+    assert "-apk-mbedtls" in packages.packages_value(o).split()
+    # a device without Wi-Fi keeps no wpad replacement
+    nowifi = packages.changes(packages.rules("openssl", "25.12.5"), ["libustream-mbedtls"])
+    assert nowifi.add == ("libustream-openssl",)
+    # 24.10 uses opkg: no apk package is touched and nothing is left incomplete
+    old = packages.changes(packages.rules("wolfssl", "24.10.8"), None)
+    assert not any("apk" in p for p in old.spec()) and not old.notes
+    assert packages.packages_value(packages.changes(packages.rules("mbedtls", "25.12.5"))) == ""
+
+
+def test_luci_https_and_renderings() -> None:
+    w = packages.changes(packages.rules("wolfssl", "25.12.5"), None, luci_https=True)
+    assert "luci-ssl" not in w.add and "px5g-wolfssl" in w.add
+    assert any("luci-ssl-wolfssl" in n for n in w.notes)
+    cfg = packages.diffconfig(
+        w, flavour="wolfssl", release="25.12.5", target="ath79", subtarget="generic", profile=V1
+    )
+    assert f"CONFIG_TARGET_ath79_generic_DEVICE_{V1}=y" in cfg
+    assert "# CONFIG_PACKAGE_libustream-mbedtls is not set" in cfg
+    assert "CONFIG_PACKAGE_libustream-wolfssl=y" in cfg
+    feeds = packages.feeds_conf("25.12.5", "wolfssl", Path("/x/feeds"))
+    assert feeds.splitlines()[1].startswith("src-git packages https://git.openwrt.org/feed/")
+    assert feeds.splitlines()[-1] == "src-link wolf /x/feeds"
+
+
+def test_resolver_messages_become_one_line() -> None:
+    apk_missing = "ERROR: unable to select packages:\n  foo-bar (no such package):\n    required by: world[foo-bar]\n"  # noqa: E501
+    assert imagebuilder.package_errors(apk_missing) == "unknown packages: foo-bar"
+    apk_conflict = (
+        "ERROR: unable to select packages:\n  px5g-wolfssl-10-r1:\n"
+        "    conflicts: px5g-mbedtls-10-r1[px5g]\n    satisfies: world[px5g-wolfssl]\n"
+    )
+    assert imagebuilder.package_errors(apk_conflict) == (
+        "conflicting packages: px5g-mbedtls, px5g-wolfssl"
+    )
+    opkg = "Collected errors:\n * opkg_install_cmd: Cannot install package nosuch.\n"
+    assert imagebuilder.package_errors(opkg) == "unknown packages: nosuch"
+    assert imagebuilder.package_errors("all good\n") is None
+
+
+# --- errors ------------------------------------------------------------------------------
+
+
+def test_unknown_package_is_one_line(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
+    p = cli(
+        "--flavour",
+        "mbedtls",
+        "--device",
+        V1,
+        "--imagebuilder",
+        str(tree(mirror_dir)),
+        "--packages",
+        "no-such-pkg",
+    )
+    line = error_line(p)
+    assert (
+        "impossible package selection for tplink_tl-wr902ac-v1: unknown packages: no-such-pkg"
+        in line
+    )
+    assert not list((wolf_env["store"]).rglob("*.json"))
+
+
+def test_conflicting_packages_are_named(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
+    with pytest.raises(WolfError) as e:
+        build(
+            Options(
+                flavour="mbedtls",
+                device=V1,
+                imagebuilder=tree(mirror_dir),
+                packages=("libustream-openssl",),
+            )
+        )
+    assert "conflicting packages: libustream-mbedtls, libustream-openssl" in str(e.value)
+
+
+def test_unreachable_server_names_mirror_and_imagebuilder(wolf_env: dict[str, Path]) -> None:
+    need_tools(*TOOLS)
+    p = cli("--flavour", "wolfssl", "--device", V1, "--mirror", "http://127.0.0.1:9")
+    line = error_line(p)
+    assert "unreachable" in line and "--mirror" in line and "--imagebuilder" in line
+
+
+def test_checksum_mismatch_removes_the_file(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    bad = tmp_path / "badmirror"
+    shutil.copytree(mirror_dir / "releases", bad / "releases")
+    sums = bad / "releases/25.12.5/targets/ath79/generic/sha256sums"
+    sums.write_text(re.sub(r"^[0-9a-f]{64}", "0" * 64, sums.read_text()))
+    with serve(bad) as (url, _):
+        p = cli("--flavour", "mbedtls", "--device", V1, "--mirror", url)
+    line = error_line(p)
+    assert "checksum mismatch" in line and "removed" in line
+    left = [f for f in wolf_env["cache"].rglob("*") if f.is_file() and ".tar.zst" in f.name]
+    assert left == []
+
+
+def test_broken_download_resumes_with_range(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
+    with serve(mirror_dir, break_after=300_000) as (url, srv):
+        with pytest.raises(WolfError) as e:
+            build(Options(flavour="mbedtls", device=V1, mirror=url))
+        assert "re-run to resume" in str(e.value)
+        part = next(wolf_env["cache"].rglob("*.tar.zst.part"))
+        kept = part.stat().st_size
+        assert 0 < kept <= 300_000
+        outs = build(Options(flavour="mbedtls", device=V1, mirror=url))
+        assert (
+            "/releases/25.12.5/targets/ath79/generic/"
+            "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst",
+            f"bytes={kept}-",
+        ) in srv.requests
+    archive = next(wolf_env["cache"].rglob("*ath79-generic.Linux-x86_64.tar.zst"))
+    served = mirror_dir / "releases/25.12.5/targets/ath79/generic" / archive.name
+    assert sha256(archive) == sha256(served)
+    assert outs[0].record.fit["verdict"] == "FITS"
+
+
+def _tool_dir(tmp_path: Path, names: list[str]) -> Path:
+    d = tmp_path / "tools"
+    d.mkdir()
+    for n in names:
+        found = shutil.which(n)
+        if found:
+            (d / n).symlink_to(found)
+    return d
+
+
+def test_missing_host_tools_are_listed_with_packages(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    only = _tool_dir(tmp_path, ["python3", "sh"])
+    p = cli(
+        "--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
+        env={"PATH": str(only)}, timeout=120,
+    )  # fmt: skip
+    line = error_line(p)
+    assert "missing host tools: make" in line and "apt-get install" in line and " make" in line
+
+
+def test_imagebuilder_prerequisite_failure_names_debian_packages(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    # everything our check wants, but not the stand-in ImageBuilder's mksquashfs
+    names = [
+        "make",
+        "perl",
+        "python3",
+        "gawk",
+        "unzip",
+        "bzip2",
+        "wget",
+        "file",
+        "patch",
+        "zstd",
+        "sh",
+        "dd",
+        "mkimage",
+        "rm",
+        "cat",
+    ]
+    only = _tool_dir(tmp_path, names)
+    (only / "python3").unlink(missing_ok=True)  # a real interpreter, not a version-manager shim
+    (only / "python3").symlink_to(os.path.realpath(sys.executable))
+    p = cli(
+        "--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
+        env={"PATH": str(only)}, timeout=120,
+    )  # fmt: skip
+    line = error_line(p)
+    assert "prerequisite check failed: missing mksquashfs (squashfs-tools)" in line
+
+
+def test_make_failure_shows_last_20_lines_and_log(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    broken = tmp_path / "ib"
+    shutil.copytree(tree(mirror_dir), broken, symlinks=True)
+    script = broken / "scripts" / "ib.py"
+    script.write_text(
+        script.read_text().replace(
+            "def cmd_image(a: dict[str, str]) -> None:\n",
+            "def cmd_image(a: dict[str, str]) -> None:\n"
+            "    for i in range(30):\n        print(f'line {i}')\n    raise SystemExit(2)\n",
+        )
+    )
+    with pytest.raises(CommandError) as e:
+        build(Options(flavour="mbedtls", device=V1, imagebuilder=broken))
+    details = e.value.details().splitlines()
+    assert details[0].startswith("make image failed")
+    tail = [ln for ln in details if ln.startswith("  | ")]
+    assert len(tail) == 20 and tail[-1].startswith("  | make: *** [Makefile:")
+    assert "  | line 29" in tail
+    log = Path(details[-1].removeprefix("  full log: "))
+    assert "line 0" in log.read_text()
+    assert not list(wolf_env["store"].rglob("*.json"))
+
+
+def test_device_not_in_release_and_not_in_imagebuilder(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    p = cli("--flavour", "mbedtls", "--device", V1, "--release", "24.10.8")
+    assert "release 24.10.8" in error_line(p)
+    with pytest.raises(WolfError, match=r"is for ramips/mt76x8, the device needs ath79/generic"):
+        build(Options(flavour="mbedtls", device=V1, imagebuilder=tree(mirror_dir, "ramips/mt76x8")))
+    lacking = tmp_path / "ib"
+    shutil.copytree(tree(mirror_dir), lacking, symlinks=True)
+    info = json.loads((lacking / ".standin.json").read_text())
+    del info["profiles"][V1]
+    (lacking / ".standin.json").write_text(json.dumps(info))
+    with pytest.raises(WolfError, match=rf"device {V1} is not in the ImageBuilder"):
+        build(Options(flavour="mbedtls", device=V1, imagebuilder=lacking))
+
+
+def test_disk_full_is_one_line(mirror_dir: Path, tmp_path: Path) -> None:
+    # a 1 MiB tmpfs as the cache: unpacking the ImageBuilder runs out of space
+    small = tmp_path / "small"
+    small.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if mounted.returncode != 0:
+        unavailable(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
+    try:
+        p = cli(
+            "--flavour",
+            "mbedtls",
+            "--device",
+            V1,
+            "--mirror",
+            str(mirror_dir),
+            env={"OPENWRT_WOLF_CACHE": str(small), "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
+        )
+        line = error_line(p)
+        assert "disk full while writing" in line and "OPENWRT_WOLF_CACHE" in line
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+# --- check-size, kill and resume ---------------------------------------------------------
+
+
+def test_check_size_warning_and_deletion(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    files = tmp_path / "files"
+    (files / "root").mkdir(parents=True)
+    (files / "root" / "blob").write_bytes(os.urandom(27 * 512 * 1024))
+    outs = build(
+        Options(flavour="mbedtls", device=AR300, imagebuilder=tree(mirror_dir), files=files)
+    )
+    rec = outs[0].record
+    assert rec.image_deleted and rec.fit["verdict"] == "TOO_BIG"
+    (warning,) = rec.openwrt_warnings
+    m = re.match(r"WARNING: Image file (\S+) is too big: (\d+) > (\d+)$", warning)
+    assert m, warning
+    assert int(m.group(3)) == 16000 * 1024  # IMAGE_SIZE 16000k (openwrt-facts.md)
+    assert not Path(m.group(1)).exists()  # check-size removed it
+    assert rec.fit["checked_size"] == int(m.group(2))
+
+
+def _store_files(store: Path) -> list[Path]:
+    return list(store.rglob("*.json")) + list(store.rglob("*.tmp"))
+
+
+def test_killed_build_leaves_no_record_and_restarts(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    ib = tmp_path / "ib"
+    shutil.copytree(tree(mirror_dir), ib, symlinks=True)
+    args = [
+        sys.executable,
+        "-m",
+        "invoke",
+        "build",
+        "--flavour",
+        "wolfssl",
+        "--device",
+        V1,
+        "--imagebuilder",
+        str(ib),
+    ]
+    env = {**os.environ, "STANDIN_IMAGE_DELAY": "60"}
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "Calculating checksums..." in line:  # make image is nearly done
+            break
+    proc.send_signal(signal.SIGTERM)
+    rest = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "error: interrupted" in rest
+    assert _store_files(wolf_env["store"]) == []
+    # make and its children are gone: nothing runs in the ImageBuilder any more
+    with contextlib.suppress(FileNotFoundError):
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                with contextlib.suppress(OSError):
+                    assert not os.readlink(f"/proc/{pid}/cwd").startswith(str(ib))
+    start = time.time()
+    outs = build(Options(flavour="wolfssl", device=V1, imagebuilder=ib))
+    rec = outs[0].record
+    assert not outs[0].cached and rec.fit["verdict"] == "FITS"
+    img = _image(outs[0])
+    assert img.stat().st_mtime >= start - 1
+    assert not (Path(rec.log).parent / "bin.partial").exists()
+    assert [p.name for p in _store_files(wolf_env["store"])] == [f"{outs[0].job.key}.json"]
+
+
+def check_force_rebuilds(matrix: Any, mirror_dir: Path) -> None:
+    outs = matrix[0]
+    first = outs[f"{V3}/mbedtls"]
+    opts = Options(flavour="mbedtls", device=V3, imagebuilder=tree(mirror_dir, "ramips/mt76x8"))
+    assert build(opts)[0].cached
+    again = build(Options(**{**opts.__dict__, "force": True}))[0]
+    assert not again.cached and again.record.key == first.record.key
+    assert again.record.image()["sha256"] == sha256(_image(again))  # type: ignore[index]
+    # a record whose files were deleted is not served from the store: it is built again
+    _image(again).unlink()
+    third = build(opts)[0]
+    assert not third.cached and _image(third).is_file()
+
+
+def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None:
+    """One test (one xdist worker) for the whole matrix: 9 builds over HTTP, -j 2."""
+    with _matrix(mirror_dir, tmp_path) as m:
+        check_every_flavour_and_device(m)
+        for device in (V1, AR300, V3):
+            for flavour in ("mbedtls", "wolfssl"):
+                check_kept_image(m, device, flavour)
+        check_uimage_kernel_checked_with_mkimage(m, tmp_path)
+        check_flavours_install_their_tls_library(m)
+        check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)
+        check_record_is_complete(m)
+        check_size_report_reads_the_build_records(m)
+        check_second_run_is_served_from_the_store_without_make(m, tmp_path)
+        check_force_rebuilds(m, mirror_dir)
+
+
+# --- archive names and the pinned hash (no network) --------------------------------------
+
+
+def test_archive_names_follow_openwrts_download_tree() -> None:
+    ib = download.name_pattern("imagebuilder", "25.12.5", "ath79/generic")
+    assert ib.match("openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst")
+    assert not ib.match("openwrt-imagebuilder-25.12.5-ath79-nand.Linux-x86_64.tar.zst")
+    old = download.name_pattern("imagebuilder", "24.10.8", "ramips/mt76x8")
+    assert old.match("openwrt-imagebuilder-24.10.8-ramips-mt76x8.Linux-x86_64.tar.zst")
+    snap = download.name_pattern("imagebuilder", "snapshot", "malta/be")
+    assert snap.match("openwrt-imagebuilder-malta-be.Linux-x86_64.tar.zst")
+    sdk = download.name_pattern("sdk", "25.12.5", "ath79/generic")
+    assert sdk.match("openwrt-sdk-25.12.5-ath79-generic_gcc-14.3.0_musl.Linux-x86_64.tar.zst")
+    src = download.Source(None)
+    assert src.target_dir("25.12.5", "ath79/generic") == (
+        "https://downloads.openwrt.org/releases/25.12.5/targets/ath79/generic"
+    )
+
+
+def test_official_server_must_serve_the_published_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst"
+    published = "9d0e459880c42e90ff461b8c5e243454f1ed6ccd047de1f3ef5fefa3323c57a3"  # facts
+
+    def sums(digest: str) -> Any:
+        return lambda self, where: f"{digest} *{name}\n{'1' * 64} *profiles.json\n"
+
+    monkeypatch.setattr(download.Source, "read_text", sums(published))
+    a = download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source(None))
+    assert (a.name, a.sha256, a.pinned) == (name, published, True)
+    assert a.url.endswith(f"/releases/25.12.5/targets/ath79/generic/{name}")
+    monkeypatch.setattr(download.Source, "read_text", sums("2" * 64))
+    with pytest.raises(WolfError, match="OpenWrt published 9d0e4598"):
+        download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source(None))
+    # a mirror's own sha256sums is what its files are checked against
+    m = download.resolve("imagebuilder", "25.12.5", "ath79/generic", download.Source("/srv/m"))
+    assert m.sha256 == "2" * 64 and m.url.startswith("/srv/m/releases/25.12.5/")
+
+
+def test_build_config_prints_the_renderings(mirror_dir: Path, wolf_env: dict[str, Path]) -> None:
+    def run(*args: str) -> str:
+        p = subprocess.run(
+            [sys.executable, "-m", "invoke", "build-config", "--flavour", "wolfssl", *args],
+            cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    # the TL-WR902AC v1 recipe removes nothing TLS-related; its defaults come from `make info`
+    ib = run("--device", V1, "--imagebuilder", str(tree(mirror_dir)))
+    assert ib.split() == [
+        "-libustream-mbedtls", "-wpad-basic-mbedtls", "libustream-wolfssl", "wpad-basic-wolfssl",
+    ]  # fmt: skip
+    cfg = run("--device", V3, "--what", "diffconfig")
+    assert "CONFIG_TARGET_ramips_mt76x8_DEVICE_tplink_tl-wr902ac-v3=y" in cfg
+    assert run("--device", V3, "--what", "feeds", "--feed", "/srv/feed").endswith(
+        "src-link wolf /srv/feed\n"
+    )
+
+
+# --- the sdk backend: our local feed's packages into the ImageBuilder ---------------------
+
+FEED = Path(__file__).resolve().parents[1] / "standin" / "feed"
+
+
+def test_sdk_backend_builds_the_local_feed_package(
+    mirror_dir: Path, wolf_env: dict[str, Path]
+) -> None:
+    with serve(mirror_dir) as (url, srv):
+        (o,) = build(Options(flavour="wolfssl", device=AR300, mirror=url, luci_https=True,
+                             feed=FEED))  # fmt: skip
+    rec = o.record
+    # wolfSSL's LuCI HTTPS collection is not in OpenWrt: the SDK is the default backend
+    assert rec.backend == "sdk" and rec.request.patch_set != "none"
+    served = mirror_dir / "releases/25.12.5/targets/ath79/generic"
+    assert rec.sdk_sha256 == sha256(next(served.glob("openwrt-sdk-*.tar.zst")))
+    assert any(p.endswith("openwrt-sdk-25.12.5-ath79-generic_gcc-14.3.0_musl.Linux-x86_64.tar.zst")
+               for p, _ in srv.requests)  # fmt: skip
+    steps = [c.split(" && ", 1)[1].removeprefix("MAKEFLAGS='' ") for c in rec.commands]
+    assert steps[1:] == [
+        "./scripts/feeds update -a",
+        "./scripts/feeds install -p wolf luci-ssl-wolfssl",
+        "make defconfig",
+        "make package/luci-ssl-wolfssl/compile -j1 V=s",
+        f"make manifest PROFILE={AR300} 'PACKAGES=-libustream-mbedtls -wpad-basic-mbedtls "
+        "libustream-wolfssl wpad-basic-wolfssl luci-ssl-wolfssl' STRIP_ABI=1",
+        steps[-1],
+    ] and steps[-1].startswith("make image")
+    # the ImageBuilder resolved the feed package's own dependencies (LUCI_DEPENDS)
+    assert {"luci-ssl-wolfssl", "luci-light", "px5g-wolfssl", "uhttpd"} <= set(rec.manifest)
+    rootfs = next(Path(f["path"]) for f in rec.artifacts if f["type"] == "rootfs")
+    listing = unsquashfs_list(rootfs)
+    assert "/usr/share/doc/luci-ssl-wolfssl" in listing  # from the feed's files/
+    assert "/www/luci-static/resources/luci.js" in listing  # luci-light, a dependency
+    pkg = next(f for f in rec.artifacts if f["type"] == "package")
+    sdk_out = next(wolf_env["cache"].glob("sdk/*/*/*/bin/packages/mips_24kc/wolf/*.apk"))
+    assert pkg["sha256"] == sha256(sdk_out) == sha256(Path(pkg["path"]))
+    # the cached ImageBuilder itself did not collect the local package
+    assert not list(wolf_env["cache"].glob("imagebuilder/*/*/*/packages/luci-ssl-wolfssl*"))
+
+
+def test_sdk_request_follows_the_feed_and_imagebuilder_fallback(tmp_path: Path) -> None:
+    feed = tmp_path / "feed"
+    shutil.copytree(FEED, feed)
+    a = plan(Options(flavour="wolfssl", device=V1, luci_https=True, feed=feed))[0]
+    (feed / "luci-ssl-wolfssl" / "Makefile").write_text(
+        (feed / "luci-ssl-wolfssl" / "Makefile").read_text() + "# changed\n"
+    )
+    b = plan(Options(flavour="wolfssl", device=V1, luci_https=True, feed=feed))[0]
+    assert a.request.backend == "sdk" and a.key != b.key
+    ib = plan(Options(flavour="wolfssl", device=V1, luci_https=True, backend="imagebuilder"))[0]
+    assert ib.request.patch_set == "none"
+    assert {"luci-light", "uhttpd", "px5g-wolfssl"} <= set(ib.request.packages)
+    assert plan(Options(flavour="mbedtls", device=V1, luci_https=True))[0].request.backend == (
+        "imagebuilder"
+    )
+    with pytest.raises(WolfError, match=r"local feed .* does not exist"):
+        plan(Options(flavour="wolfssl", device=V1, luci_https=True, feed=tmp_path / "none"))
+
+
+def test_sdk_package_missing_from_the_feed(mirror_dir: Path, wolf_env: dict[str, Path],
+                                           tmp_path: Path) -> None:  # fmt: skip
+    empty = tmp_path / "feed"
+    (empty / "other").mkdir(parents=True)
+    (empty / "other" / "Makefile").write_text("PKG_NAME:=other\n")
+    with pytest.raises(WolfError, match="package luci-ssl-wolfssl is not in the local feed"):
+        build(Options(flavour="wolfssl", device=AR300, mirror=str(mirror_dir), luci_https=True,
+                      feed=empty))  # fmt: skip

@@ -1,0 +1,268 @@
+"""invoke build --backend buildroot against the stand-in source tree (tests/standin/buildroot/).
+
+The real USE_WOLFSSL patch set needs the v25.12.5 files as context, which the stand-in tree
+does not carry (it is our own small tree, not OpenWrt's files), so these tests apply a small
+series of the same shape (tests/standin/buildroot-patches: `config USE_WOLFSSL` and the
+WOLFSSL_SWAP pairs) through the same openwrt_wolf.patchset.series, via --patches.
+
+Sizes are checked against stat, unsquashfs, the stand-in's sha256sums and profiles.json and
+the .config `make defconfig` wrote, never against numbers the driver computed alone."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openwrt_wolf.build import download
+from openwrt_wolf.build.driver import build
+from openwrt_wolf.build.jobs import Options, plan
+from openwrt_wolf.errors import CommandError, WolfError
+from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
+from tests.conftest import need_tools
+from tests.standin import make_standin
+
+ROOT = Path(__file__).resolve().parents[2]
+PATCHES = ROOT / "tests" / "standin" / "buildroot-patches"
+TOOLS = ("make", "mksquashfs", "unsquashfs", "mkimage", "git", "patch")
+V1, AR300 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16"
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_tools(*TOOLS)
+    return make_standin.make_buildroot(tmp_path_factory.mktemp("br"), "ath79/generic")
+
+
+@pytest.fixture
+def tree(pristine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENWRT_WOLF_STORE", str(tmp_path / "store"))
+    return Path(shutil.copytree(pristine, tmp_path / pristine.name, symlinks=True))
+
+
+def opts(tree: Path, flavour: str = "wolfssl", device: str = "tl-wr902ac", **kw: Any) -> Options:
+    kw.setdefault("patches", PATCHES)
+    return Options(flavour=flavour, device=device, tree=tree, jobs=2, **kw)
+
+
+def dotconfig(tree: Path) -> dict[str, str]:
+    """The tree's .config as the stand-in's defconfig wrote it."""
+    out = {}
+    for line in (tree / ".config").read_text().splitlines():
+        if m := re.match(r"^CONFIG_(\S+?)=(.*)$", line):
+            out[m.group(1)] = m.group(2)
+        elif m := re.match(r"^# CONFIG_(\S+) is not set$", line):
+            out[m.group(1)] = "n"
+    return out
+
+
+def sha256(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def test_wolfssl_build_on_tl_wr902ac_with_the_patch_set(tree: Path, tmp_path: Path) -> None:
+    (out,) = build(opts(tree))
+    rec = out.record
+    assert not out.cached and rec.backend == "buildroot" and rec.device == V1
+    # GNU patch, independently: the series is applied to the tree (it reverts cleanly)
+    for p in (PATCHES / "series").read_text().split():
+        if p.endswith(".patch"):
+            subprocess.run(["patch", "-p1", "-R", "--dry-run", "-s", "-d", str(tree), "-i",
+                            str(PATCHES / p)], check=True, timeout=60)  # fmt: skip
+    assert rec.request.tree == "version:" + (tree / "version").read_text().strip()
+    cfg = dotconfig(tree)
+    assert cfg["USE_WOLFSSL"] == "y" and cfg[f"TARGET_ath79_generic_DEVICE_{V1}"] == "y"
+    assert cfg["PACKAGE_libustream-wolfssl"] == "y" and cfg["PACKAGE_libustream-mbedtls"] == "n"
+    assert cfg["PACKAGE_wpad-basic-wolfssl"] == "y" and cfg["PACKAGE_wpad-basic-mbedtls"] == "n"
+    # the image: named as OpenWrt names it, sizes and hashes as the tree's bin/ has them
+    bin_dir = tree / "bin" / "targets" / "ath79" / "generic"
+    name = f"openwrt-ath79-generic-{V1}-squashfs-sysupgrade.bin"
+    art = rec.image()
+    assert art is not None and art["name"] == name
+    img = Path(art["path"])
+    assert art["size"] == img.stat().st_size == (bin_dir / name).stat().st_size
+    sums = download.parse_sha256sums((bin_dir / "sha256sums").read_text())
+    assert art["sha256"] == sums[name] == sha256(img)
+    pj = json.loads((bin_dir / "profiles.json").read_text())["profiles"][V1]["images"][0]
+    assert (pj["name"], pj["size"]) == (name, img.stat().st_size)
+    # the fit's pieces: the kernel make left in KDIR, the rootfs unsquashfs finds in the image
+    fr = rec.fit
+    (kdir,) = tree.glob("build_dir/target-*/linux-ath79_generic")
+    kernel = kdir / f"{V1}-kernel.bin"
+    assert fr["kernel_size"] == kernel.stat().st_size
+    assert img.read_bytes().startswith(kernel.read_bytes())
+    assert unsquashfs_size(img, fr["kernel_size"]) == fr["rootfs_size"]
+    assert fr["verdict"] == "FITS" and fr["final_size"] == img.stat().st_size
+    # USE_WOLFSSL put wolfSSL in the rootfs; apk-mbedtls keeps libmbedtls (25.12, the note)
+    files = unsquashfs_list(img, fr["kernel_size"])
+    assert any(f.startswith("/usr/lib/libwolfssl.so") for f in files)
+    assert "/lib/libustream-ssl.so" in files and "/usr/sbin/wpad" in files
+    manifest = (bin_dir / f"openwrt-ath79-generic-{V1}.manifest").read_text()
+    assert "libustream-wolfssl - " in manifest and "libustream-mbedtls" not in manifest
+    assert "wpad-basic-mbedtls" not in manifest and "apk-mbedtls - " in manifest
+    assert rec.library_versions == {"mbedtls": "3.6.6-r1", "wolfssl": "5.9.1-r1"}
+    assert "patch set openwrt: applied" in rec.notes
+    # a second run on the patched tree: already applied is fine
+    (again,) = build(opts(tree, force=True))
+    assert "patch set openwrt: already-applied" in again.record.notes
+    assert not again.cached and again.record.key == rec.key
+
+
+def test_openssl_and_mbedtls_flavours_and_cache(tree: Path) -> None:
+    outs = {o.record.flavour: o for o in build(opts(tree, flavour="openssl,mbedtls"))}
+    cfg = dotconfig(tree)  # the last build was mbedtls: OpenWrt's defaults
+    assert cfg["PACKAGE_libustream-mbedtls"] == "y" and cfg.get("USE_WOLFSSL") == "n"
+    mb = outs["mbedtls"].record
+    img = Path(mb.image()["path"])  # type: ignore[index]
+    files = unsquashfs_list(img, mb.fit["kernel_size"])
+    assert any(f.startswith("/usr/lib/libmbedtls.so") for f in files)
+    assert not any("libwolfssl" in f for f in files)
+    # OpenSSL overflows the TL-WR902AC v1: tplink-safeloader's own line, image deleted
+    ssl = outs["openssl"].record
+    assert ssl.image_deleted and ssl.fit["verdict"] == "TOO_BIG"
+    (line,) = ssl.openwrt_warnings
+    m = re.search(r"partition too big \(more than (\d+) bytes\)", line)
+    assert m and ssl.fit["headroom"] < 0
+    seed = next(a for a in ssl.artifacts if a["name"] == "seed.config")
+    text = Path(seed["path"]).read_text()
+    assert "CONFIG_PACKAGE_libustream-openssl=y" in text
+    assert "# CONFIG_PACKAGE_libustream-mbedtls is not set" in text
+    assert "uencrypt" not in text  # not a default package of this device: not replaced
+    # cache hit: no make at all (any make target of the tree would now fail), same records
+    makefile = (tree / "Makefile").read_text()
+    (tree / "Makefile").write_text("%:\n\t@exit 3\n")
+    again = build(opts(tree, flavour="openssl,mbedtls"))
+    assert all(o.cached for o in again)
+    assert {o.path for o in again} == {o.path for o in outs.values()}
+    # the tree's identity is part of the request: another version is another build
+    (tree / "Makefile").write_text(makefile)
+    (tree / "version").write_text("r99999-0123456789\n")
+    (moved,) = build(opts(tree, flavour="mbedtls"))
+    assert not moved.cached and moved.record.key != mb.key
+
+
+def test_request_hash_covers_tree_and_patch_set(tree: Path, tmp_path: Path) -> None:
+    (job,) = plan(opts(tree))
+    other = tmp_path / "patches"
+    shutil.copytree(PATCHES, other)
+    (other / "series").write_text((other / "series").read_text() + "# changed\n")
+    (same,) = plan(opts(tree, patches=other))
+    assert same.key == job.key  # a comment is not a patch
+    p = next(other.glob("*.patch"))
+    p.write_text(p.read_text().replace("Stand-in USE_WOLFSSL", "Stand-in USE_WOLFSSL (v2)"))
+    (changed,) = plan(opts(tree, patches=other))
+    assert changed.key != job.key
+    # a git checkout is identified by its HEAD
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=60)
+    subprocess.run([*git, "add", "-A"], check=True, timeout=60)
+    subprocess.run([*git, "commit", "-qm", "t"], check=True, timeout=60)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()  # fmt: skip
+    (gj,) = plan(opts(tree))
+    assert gj.request.tree == f"git:{head}" and gj.key != job.key
+
+
+def test_config_check_names_the_symbol(tree: Path, tmp_path: Path) -> None:
+    # no patch set: the tree's Kconfig has no USE_WOLFSSL, defconfig drops it
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "series").write_text("# nothing\n")
+    p = cli("--flavour", "wolfssl", "--device", V1, "--tree", str(tree), "--patches", str(empty),
+            "--no-report", timeout=120)  # fmt: skip
+    line = error_line(p)
+    assert "CONFIG_USE_WOLFSSL=y is not in the .config after make defconfig" in line
+    assert "patch set applied" in line
+    assert dotconfig(tree).get("USE_WOLFSSL") is None  # what the check saw
+    # a package the tree does not have
+    with pytest.raises(WolfError, match=r"CONFIG_PACKAGE_no-such-pkg is not =y after make def"):
+        build(opts(tree, flavour="mbedtls", packages=("no-such-pkg",), patches=empty))
+    assert not list((tmp_path / "store").rglob("*.json"))
+
+
+def test_make_failure_shows_last_20_lines_and_log(tree: Path, tmp_path: Path) -> None:
+    for f in (tree / "packages").glob("urngd-*.apk"):
+        f.unlink()
+    with pytest.raises(CommandError) as e:
+        build(opts(tree, flavour="mbedtls"))
+    details = e.value.details().splitlines()
+    assert details[0] == "make -j2 failed"
+    tail = [ln for ln in details if ln.startswith("  | ")]
+    assert len(tail) == 20
+    assert "  |     ERROR: package/urngd failed to build." in tail
+    assert re.match(r"  \| make: \*\*\* \[Makefile:\d+: world\] Error 2$", tail[-1])  # GNU make's
+    log = Path(details[-1].removeprefix("  full log: "))
+    assert " make[1] world" in log.read_text()
+    assert not list((tmp_path / "store").rglob("*.json"))
+
+
+def test_bad_trees_and_options_are_one_line(tree: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    with pytest.raises(WolfError, match=r"is not an OpenWrt buildroot \(no Makefile\)"):
+        plan(opts(plain))
+    (tree / "version").unlink()
+    with pytest.raises(WolfError, match=r"cannot identify the tree .*neither a git checkout"):
+        plan(opts(tree))
+    with pytest.raises(WolfError, match=r"buildroot backend needs --tree"):
+        plan(Options(flavour="wolfssl", device=V1, backend="buildroot"))
+    with pytest.raises(WolfError, match=r"--tree is for the buildroot backend, not sdk"):
+        plan(Options(flavour="wolfssl", device=V1, backend="sdk", tree=tree))
+    with pytest.raises(WolfError, match=r"^--imagebuilder, --files: not used by the buildroot"):
+        plan(opts(tree, imagebuilder=tmp_path, files=tmp_path))
+
+
+def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) -> None:
+    args = [sys.executable, "-m", "invoke", "build", "--flavour", "wolfssl", "--device", V1,
+            "--tree", str(tree), "--patches", str(PATCHES), "--no-report"]  # fmt: skip
+    env = {**os.environ, "STANDIN_IMAGE_DELAY": "60"}  # ib.py sleeps after the checksums
+    p = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "make[2] target/install" in line:  # make is assembling the image
+            break
+    p.send_signal(signal.SIGTERM)
+    rest = p.communicate(timeout=60)[1]
+    assert p.returncode == 130, "".join(seen) + rest
+    assert "error: interrupted" in rest
+    assert not list((tmp_path / "store").rglob("*.json"))
+    # make and its children are gone: nothing runs in the tree any more
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            assert not os.readlink(f"/proc/{pid}/cwd").startswith(str(tree))
+    (out,) = build(opts(tree))
+    assert not out.cached and out.record.fit["verdict"] == "FITS"
+    assert "patch set openwrt: already-applied" in out.record.notes
+    assert not (Path(out.record.log).parent / "bin.partial").exists()
+    assert [p.name for p in (tmp_path / "store").rglob("*.json")] == [f"{out.job.key}.json"]
+
+
+def test_build_config_prints_the_seed() -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "build-config", "--flavour", "wolfssl", "--device",
+         "tl-wr902ac", "--what", "buildroot"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if not ln.startswith("# openwrt-wolf")]
+    # scripts/target-metadata.pl's names: TARGET_<board>, _<subtarget>, _DEVICE_<profile>
+    assert [ln for ln in lines if ln.startswith("CONFIG_")] == [
+        "CONFIG_TARGET_ath79=y",
+        "CONFIG_TARGET_ath79_generic=y",
+        f"CONFIG_TARGET_ath79_generic_DEVICE_{V1}=y",
+        "CONFIG_USE_WOLFSSL=y",
+    ]
+    assert "PACKAGE_" not in p.stdout  # the patched Kconfig swaps the packages

@@ -1,0 +1,344 @@
+"""Footprint lab: real cross-builds of Mbed TLS and wolfSSL (OpenSSL behind `slow`), checked
+with independent tools (xz, stat, readelf, nm, size, qemu-user + hashlib), the data against
+OpenWrt's facts, and one clear line for each kind of bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf import paths
+from openwrt_wolf.errors import CommandError, WolfError
+from openwrt_wolf.footprint import lab, report, sources, spec, toolchain
+from openwrt_wolf.footprint.model import Footprint
+from openwrt_wolf.footprint.smoke import SMOKE_INPUT
+from openwrt_wolf.patchset import symbols
+from tests.conftest import need_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+CROSS = ("mips-linux-gnu-gcc", "mips-linux-gnu-readelf", "mips-linux-gnu-nm", "mips-linux-gnu-size")
+BUILD_TOOLS = (*CROSS, "cmake", "autoreconf", "libtoolize", "perl", "make", "xz", "mksquashfs")
+PUBLISHED = {"mbedtls": 234_820, "openssl": 1_245_656, "wolfssl": 240_120}  # bytes, xz
+
+
+def _run(*argv: str | Path) -> str:
+    return subprocess.run([str(a) for a in argv], check=True, capture_output=True, text=True,
+                          timeout=300).stdout  # fmt: skip
+
+
+def _xz_cli(path: Path) -> int:
+    """The oracle: the xz tool itself, at the settings the comparison states (-9e)."""
+    out = subprocess.run(["xz", "-9e", "-c", str(path)], check=True, capture_output=True,
+                         timeout=300).stdout  # fmt: skip
+    return len(out)
+
+
+def _footprint(store: Path, library: str, config: str, **kw: object) -> Footprint:
+    need_tools(*BUILD_TOOLS)
+    req = lab.Request(libraries=(library,), configs=(config,), store=str(store),
+                      **kw)  # type: ignore[arg-type]  # fmt: skip
+    outcome = lab.run(req)
+    if outcome.errors:
+        raise outcome.errors[0]
+    (fp,) = outcome.footprints
+    return fp
+
+
+@pytest.fixture(scope="session")
+def fp_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # builds share the download/build cache (a second run is fast); results go to a tmp store
+    return tmp_path_factory.mktemp("fp-store")
+
+
+@pytest.fixture(scope="session")
+def mbedtls(fp_store: Path) -> Footprint:
+    need_tools("qemu-mips-static")
+    return _footprint(fp_store, "mbedtls", "openwrt", smoke=True)
+
+
+@pytest.fixture(scope="session")
+def wolfssl_minimal(fp_store: Path) -> Footprint:
+    need_tools("qemu-mips-static")
+    return _footprint(fp_store, "wolfssl", "minimal", smoke=True, versions=(("wolfssl", "5.9.2"),))
+
+
+@pytest.fixture(scope="session")
+def wolfssl_openwrt(fp_store: Path) -> Footprint:
+    return _footprint(fp_store, "wolfssl", "openwrt", versions=(("wolfssl", "5.9.2"),))
+
+
+def _root(fp: Footprint) -> Path:
+    return lab.build_root() / fp.cache_key
+
+
+def _check_files(fp: Footprint) -> int:
+    """Every measured figure against xz/stat/size; returns the xz sum from the xz tool."""
+    total = 0
+    for f in fp.files:
+        installed = _root(fp) / "installed" / f.name
+        stripped = _root(fp) / "stripped" / f.name
+        assert installed.stat().st_size == f.installed
+        assert stripped.stat().st_size == f.stripped
+        xz = _xz_cli(installed)
+        assert xz == f.xz
+        total += xz
+        size = _run("mips-linux-gnu-size", stripped).splitlines()[1].split()
+        assert (int(size[0]), int(size[1]), int(size[2])) == (f.text, f.data, f.bss)
+        header = _run("mips-linux-gnu-readelf", "-h", stripped)
+        assert re.search(r"Class:\s+ELF32", header)
+        assert re.search(r"Data:\s+2's complement, big endian", header)
+        assert re.search(r"Machine:\s+MIPS R3000", header)
+        assert "mips32r2" in header
+        # the sstripped copy has no section headers left, but its segments are intact
+        assert "no sections" in _run("mips-linux-gnu-readelf", "-S", installed)
+        assert "LOAD" in _run("mips-linux-gnu-readelf", "-l", installed)
+    return total
+
+
+def _exports(fp: Footprint) -> set[str]:
+    names: set[str] = set()
+    for f in fp.files:
+        out = _run("mips-linux-gnu-nm", "-D", "--defined-only", _root(fp) / "stripped" / f.name)
+        # versioned names (OpenSSL) read "SSL_CTX_new@@OPENSSL_3.0.0"
+        names |= {ln.split()[-1].split("@")[0] for ln in out.splitlines() if ln.strip()}
+    return names
+
+
+def _smoke_ok(fp: Footprint) -> None:
+    """Run the smoke program again ourselves and compare its SHA-256 with hashlib's."""
+    import hashlib
+
+    exe = _root(fp) / "smoke" / f"smoke-{fp.library}"
+    out = subprocess.run(
+        ["qemu-mips-static", "-L", "/usr/mips-linux-gnu", "-E",
+         f"LD_LIBRARY_PATH={_root(fp) / 'installed'}", str(exe), SMOKE_INPUT],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"sha256 {hashlib.sha256(SMOKE_INPUT.encode()).hexdigest()}" in out.stdout
+    assert "tls_context ok" in out.stdout and "p256_key ok" in out.stdout
+
+
+# --- real builds ---------------------------------------------------------------------------
+
+
+def test_mbedtls_openwrt_build(mbedtls: Footprint) -> None:
+    assert sorted(f.name.split(".so")[0] for f in mbedtls.files) == [
+        "libmbedcrypto", "libmbedtls", "libmbedx509"]  # fmt: skip
+    xz = _check_files(mbedtls)
+    assert abs(xz - PUBLISHED["mbedtls"]) / PUBLISHED["mbedtls"] <= 0.10, xz
+    assert {"mbedtls_ssl_setup", "mbedtls_x509_crt_parse", "psa_crypto_init"} <= _exports(mbedtls)
+    # OpenWrt's Config.in turns these off: their code must not be in the library
+    assert not {"mbedtls_camellia_init", "mbedtls_aria_init", "mbedtls_ccm_init"} & _exports(
+        mbedtls
+    )
+    _smoke_ok(mbedtls)
+
+
+def test_wolfssl_minimal_build(wolfssl_minimal: Footprint) -> None:
+    assert wolfssl_minimal.version == "5.9.2" and wolfssl_minimal.ecc == "sp-p256"
+    xz = _check_files(wolfssl_minimal)
+    assert abs(xz - PUBLISHED["wolfssl"]) / PUBLISHED["wolfssl"] <= 0.10, xz
+    names = _exports(wolfssl_minimal)
+    # ustream-ssl's OpenSSL-compat path, hostapd's glue, px5g
+    assert {"wolfSSL_CTX_new", "wolfSSL_X509_check_host", "wolfSSL_CTX_set_ecdh_auto",
+            "wolfSSL_set_tlsext_host_name", "wc_ecc_make_key", "wc_MakeSelfCert",
+            "wc_AesKeyWrap", "wc_InitCmac", "wc_PBKDF2", "wc_DhAgree"} <= names  # fmt: skip
+    # every symbol each default consumer imports (lists derived from their sources by
+    # compiling them, data/wolfssl_consumers.toml), as `nm -D` sees the built library
+    for consumer in symbols.load_consumers():
+        if consumer.required:
+            missing = set(consumer.symbols) - names
+            assert not missing, f"{consumer.name} would not link: {sorted(missing)}"
+    # dropped: TLS 1.0/1.1, DTLS, Curve25519, and compat API no consumer calls
+    assert not {"wolfTLSv1_client_method", "wolfDTLSv1_2_client_method",
+                "wc_curve25519_make_key", "wolfSSL_X509_print_ex"} & names  # fmt: skip
+    _smoke_ok(wolfssl_minimal)
+
+
+def test_wolfssl_minimal_half_of_openwrt(
+    wolfssl_minimal: Footprint, wolfssl_openwrt: Footprint
+) -> None:
+    _check_files(wolfssl_openwrt)
+    small = sum((_root(wolfssl_minimal) / "installed" / f.name).stat().st_size
+                for f in wolfssl_minimal.files)  # fmt: skip
+    full = sum((_root(wolfssl_openwrt) / "installed" / f.name).stat().st_size
+               for f in wolfssl_openwrt.files)  # fmt: skip
+    assert small <= full / 2, (small, full)
+
+
+def test_cached_rerun_does_not_rebuild(mbedtls: Footprint, fp_store: Path) -> None:
+    log = Path(mbedtls.log)
+    before = log.stat().st_mtime_ns
+    again = _footprint(fp_store, "mbedtls", "openwrt")
+    # the record is in the results store, readable as the typed model
+    stored = {f.cache_key for f in report.stored(str(fp_store))}
+    assert mbedtls.cache_key in stored
+    assert again.cache_key == mbedtls.cache_key
+    assert log.stat().st_mtime_ns == before
+
+
+def test_squashfs_cost_is_near_xz(mbedtls: Footprint) -> None:
+    # squashfs compresses 256k blocks separately, so it costs a little more or less than one
+    # xz stream per file; a cost far off would mean the wrong files or settings went in
+    assert 0.9 * mbedtls.xz < mbedtls.squashfs_cost < 1.15 * mbedtls.xz
+
+
+@pytest.mark.slow
+def test_openssl_openwrt_build(fp_store: Path) -> None:
+    fp = _footprint(fp_store, "openssl", "openwrt")
+    assert sorted(f.name for f in fp.files) == ["libcrypto.so.3", "libssl.so.3"]
+    xz = _check_files(fp)
+    assert abs(xz - PUBLISHED["openssl"]) / PUBLISHED["openssl"] <= 0.10, xz
+    assert {"SSL_CTX_new", "EVP_Digest", "OSSL_PROVIDER_load"} <= _exports(fp)
+
+
+# --- data against OpenWrt's facts -----------------------------------------------------------
+
+
+def test_sources_pin_openwrts_hashes() -> None:
+    # facts: openwrt-facts.md / testbed.md (PKG_HASH of 25.12.5 and main)
+    assert spec.source("mbedtls", "3.6.6").sha256.startswith("8fb65fae")
+    assert spec.source("mbedtls", "3.6.6").sha256.endswith("a007a")
+    assert spec.source("openssl", "3.5.7").sha256.startswith("a8c0d28a")
+    assert spec.source("wolfssl", "5.9.2").sha256.startswith("2f4ef3d4")
+    assert spec.source("mbedtls", "3.6.7").sha256.startswith("a7e8bcbe")
+    origins = [o for o, _ in spec.source("mbedtls", "3.6.6").urls]
+    assert origins[0] == "openwrt" and origins[-1] == "debian"
+    assert "debian" not in [o for o, _ in spec.source("wolfssl", "5.9.1").urls]
+    assert spec.resolve("wolfssl", "25.12.5", "openwrt").version == "5.9.1"
+
+
+def test_flags_follow_openwrts_package_makefiles() -> None:
+    mbed = spec.resolve("mbedtls", "25.12.5", "openwrt")
+    wolf = spec.resolve("wolfssl", "25.12.5", "openwrt")
+    ossl = spec.resolve("openssl", "25.12.5", "openwrt")
+    for s in (mbed, wolf, ossl):
+        assert {"-mips32r2", "-mtune=24kc", "-mno-branch-likely", "-pipe"} <= set(s.cflags)
+        assert "-msoft-float" not in s.cflags  # Debian's toolchain is hard-float
+    assert not [f for f in mbed.cflags if f.startswith("-O")]  # CMake's -O2 applies
+    assert "-ffunction-sections" in mbed.cflags and "-Wl,--gc-sections" in mbed.ldflags
+    assert {"-Os", "-flto=auto", "-fomit-frame-pointer", "-DFP_MAX_BITS=8192"} <= set(wolf.cflags)
+    assert "-ffunction-sections" not in wolf.cflags
+    assert "-Os" in ossl.cflags and "-flto=auto" not in ossl.cflags
+    assert {"no-dtls", "no-comp", "shared", "no-tests"} <= set(ossl.options)
+    assert "--enable-wpas" in wolf.options and "--enable-opensslall" in wolf.options
+    soft = spec.resolve("mbedtls", "25.12.5", "openwrt", soft_float=True)
+    assert "-msoft-float" in soft.cflags
+
+
+def test_cache_key_depends_on_what_decides_the_output() -> None:
+    a = spec.resolve("wolfssl", "snapshot", "minimal", ecc="sp-p256")
+    b = spec.resolve("wolfssl", "snapshot", "minimal", ecc="generic")
+    assert a.key("gcc 12") != b.key("gcc 12")
+    assert a.key("gcc 12") != a.key("gcc 13")
+    assert a.key("gcc 12") == spec.resolve("wolfssl", "snapshot", "minimal").key("gcc 12")
+
+
+# --- bad input: one clear line each -----------------------------------------------------------
+
+
+def _one_line(e: pytest.ExceptionInfo[WolfError]) -> str:
+    text = str(e.value)
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+def test_unknown_arch_via_the_task() -> None:
+    r = subprocess.run([str(ROOT / "wolf"), "footprint", "--arch", "mips_99kc"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert lines == [lines[0]] and "unknown arch 'mips_99kc'" in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_version_without_known_hash() -> None:
+    with pytest.raises(WolfError) as e:
+        spec.resolve("wolfssl", "25.12.5", "openwrt", version="5.9.9")
+    assert "5.9.9: no known sha256" in _one_line(e)
+
+
+def test_wolfssl_591_unreachable_when_only_debian_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    src = spec.resolve("wolfssl", "25.12.5", "openwrt").source
+    with pytest.raises(WolfError) as e:
+        sources.fetch(src, origins={"debian"})
+    text = _one_line(e)
+    assert "no source reachable for wolfssl 5.9.1" in text and "--sources" in text
+    assert "Debian has no upload" in text
+
+
+def test_hash_mismatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    bad = tmp_path / "dl"
+    bad.mkdir()
+    (bad / "mbedtls-3.6.6.tar.bz2").write_bytes(b"not the Mbed TLS release")
+    with pytest.raises(WolfError) as e:
+        sources.fetch(spec.source("mbedtls", "3.6.6"), local=[bad])
+    assert "hash mismatch" in _one_line(e) and str(bad / "mbedtls-3.6.6.tar.bz2") in str(e.value)
+
+
+def test_missing_toolchain(tmp_path: Path) -> None:
+    with pytest.raises(WolfError) as e:
+        toolchain.find(spec.get_arch("mips_24kc"), str(tmp_path / "nowhere"))
+    text = _one_line(e)
+    assert "nowhere: no such file" in text and "gcc-mips-linux-gnu" in text
+
+
+def _failing_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cflag: str) -> CommandError:
+    need_tools(*BUILD_TOOLS)
+    dl = sources.download_dir()  # the shared cache's tarball, if a run already fetched it
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    bs = spec.resolve("mbedtls", "25.12.5", "openwrt")
+    bs = dataclasses.replace(bs, cflags=(*bs.cflags, cflag))
+    tc = toolchain.find(bs.arch)
+    with pytest.raises(CommandError) as e:
+        lab.build_one(bs, tc, lab.Request(sources=(str(dl),)))
+    assert "\n" not in e.value.message
+    assert e.value.tail and e.value.log and Path(e.value.log).is_file()
+    assert str(tmp_path) in e.value.log
+    return e.value
+
+
+def test_configure_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    err = _failing_build(tmp_path, monkeypatch, "-mno-such-cpu-option")
+    assert err.message.startswith("mbedtls-3.6.6-openwrt: cmake failed")
+    assert "-mno-such-cpu-option" in Path(err.log or "").read_text()
+
+
+def test_compile_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # cmake's compiler checks pass; every Mbed TLS source then fails to include its config
+    err = _failing_build(tmp_path, monkeypatch, "-DMBEDTLS_CONFIG_FILE=no-such-config.h")
+    assert err.message.startswith("mbedtls-3.6.6-openwrt: compile failed")
+    assert any("error:" in line for line in err.tail), err.tail
+
+
+def test_unknown_config_for_a_single_library() -> None:
+    with pytest.raises(WolfError) as e:
+        lab.plan(lab.Request(libraries=("mbedtls",), configs=("minimal",)), soft_float=False)
+    assert "Mbed TLS has no config 'minimal'" in _one_line(e)
+
+
+def test_downloads_live_in_the_cache_dir() -> None:
+    assert sources.download_dir().is_relative_to(paths.cache_dir())
+
+
+def test_toolchain_directory_is_searched(tmp_path: Path) -> None:
+    need_tools("mips-linux-gnu-gcc")
+    gcc = Path(str(subprocess.run(["which", "mips-linux-gnu-gcc"], capture_output=True,
+                                  text=True, check=True).stdout).strip())  # fmt: skip
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "mips-linux-gnu-gcc").symlink_to(gcc)
+    tc = toolchain.find(spec.get_arch("mips_24kc"), str(tmp_path))
+    assert tc.prefix == str(tmp_path / "bin" / "mips-linux-gnu-")
+    assert tc.target == "mips-linux-gnu" and not tc.soft_float  # Debian's gcc: hard-float
+    with pytest.raises(WolfError) as e:
+        toolchain.find(spec.get_arch("mips_24kc"), str(tmp_path / "bin" / ".." / "nothing"))
+    _one_line(e)

@@ -1,0 +1,114 @@
+"""The patch files agree with the project's data: the wolfSSL minimal option list with the
+footprint lab's (data/footprint/wolfssl-minimal.toml, when that area is present), and every
+wolfSSL package the swap selects with a symbol list in data/wolfssl_consumers.toml."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.patchset import series, symbols
+from openwrt_wolf.paths import DATA_DIR
+from tests.conftest import need_tools
+
+PATCHES = series.PATCHES_DIR
+FOOTPRINT_MINIMAL = DATA_DIR / "footprint" / "wolfssl-minimal.toml"
+
+
+def _added_lines(patch: str) -> list[str]:
+    text = (PATCHES / patch).read_text()
+    return [ln[1:] for ln in text.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+
+
+def _minimal_args() -> tuple[set[str], set[str]]:
+    """configure args of the WOLFSSL_MINIMAL block in patch 0003, and its extra CFLAGS."""
+    lines = _added_lines("0003-wolfssl-add-minimal-build-and-ECC-choice.patch")
+    start = lines.index("ifeq ($(CONFIG_WOLFSSL_MINIMAL),y)")
+    end = lines.index("else", start)
+    block = lines[start:end]
+    args = set()
+    for ln in block:
+        arg = ln.strip().rstrip("\\").strip()
+        if arg.startswith("--") and not arg.startswith("--enable-sp="):
+            args.add(arg.replace("$(if $(CONFIG_IPV6),enable,disable)", "enable"))
+    cflags = {f for ln in block if "TARGET_CFLAGS" in ln for f in ln.split() if f.startswith("-D")}
+    return args, cflags
+
+
+def test_minimal_block_has_ecc_choice() -> None:
+    lines = _added_lines("0003-wolfssl-add-minimal-build-and-ECC-choice.patch")
+    assert "\t--enable-sp=$(if $(CONFIG_WOLFSSL_ECC_SP_P256),p256,no)" in lines
+    assert "\tdefault WOLFSSL_ECC_SP_P256" in lines
+
+
+@pytest.mark.skipif(not FOOTPRINT_MINIMAL.is_file(), reason="footprint lab data not merged here")
+def test_minimal_options_match_footprint_lab() -> None:
+    fp = tomllib.loads(FOOTPRINT_MINIMAL.read_text())
+    ours, our_cflags = _minimal_args()
+    theirs = set(fp["configure"])
+    assert ours == theirs, f"only in patch: {ours - theirs}; only in footprint: {theirs - ours}"
+    assert our_cflags <= set(fp.get("cflags", [])) | {"-DWOLFSSL_ALT_NAMES"}
+    assert fp["ecc"]["sp-p256"]["configure"] == ["--enable-sp=p256"]
+    assert fp["ecc"]["generic"]["configure"] == ["--enable-sp=no"]
+
+
+def test_every_swapped_package_has_a_symbol_list() -> None:
+    lines = _added_lines("0002-target-swap-mbedtls-defaults-with-USE_WOLFSSL.patch")
+    pairs = [m.group(2) for ln in lines if (m := re.match(r"\s+([\w-]+):([\w-]+)", ln))]
+    assert "wpad-basic-wolfssl" in pairs and "libustream-wolfssl" in pairs
+    consumers = {c.name for c in symbols.load_consumers() if c.required}
+    libraries = {p for p in pairs if p != "luci-ssl-wolfssl"}  # a collection, links nothing
+    assert libraries == consumers
+
+
+def test_export_map_in_patch_is_generated_from_consumers() -> None:
+    text = (PATCHES / "0003-wolfssl-add-minimal-build-and-ECC-choice.patch").read_text()
+    section = text.split("+++ b/package/libs/wolfssl/files/libwolfssl-minimal.map\n", 1)[1]
+    body = "".join(
+        ln[1:] + "\n" for ln in section.splitlines()[1:] if ln.startswith("+")
+    )  # [1:] skips the @@ line
+    assert body == symbols.version_script()
+
+
+def test_export_map_covers_every_required_symbol() -> None:
+    script = symbols.version_script()
+    globs = [ln.strip().rstrip(";") for ln in script.split("global:")[1].split("local:")[0].split()]
+    for c in symbols.load_consumers():
+        if c.required:
+            for s in c.symbols:
+                assert any(fnmatch.fnmatchcase(s, g) for g in globs), (c.name, s)
+
+
+def test_make_swap_function_of_patch_0002(tmp_path: Path) -> None:
+    """Run GNU make on the definitions patch 0002 adds to include/target.mk."""
+    need_tools("make")
+    lines = _added_lines("0002-target-swap-mbedtls-defaults-with-USE_WOLFSSL.patch")
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("WOLFSSL_SWAP:="))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("wolfssl_swap="))
+    defs = [ln for ln in lines[start : end + 1] if not ln.startswith("#")]
+    mk = tmp_path / "swap.mk"
+    mk.write_text(
+        "\n".join(defs)
+        + "\nall:\n\t@echo '$(strip $(call wolfssl_swap,base-files libustream-mbedtls "
+        "-wpad-basic-mbedtls wpad-basic-mbedtls px5g-mbedtls uencrypt-mbedtls luci-ssl "
+        "libmbedtls apk-mbedtls))'\n"
+    )
+    out = subprocess.run(
+        ["make", "-s", "-f", str(mk)], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == [
+        "base-files",
+        "libustream-wolfssl",
+        "-wpad-basic-wolfssl",
+        "wpad-basic-wolfssl",
+        "px5g-wolfssl",
+        "uencrypt-wolfssl",
+        "luci-ssl-wolfssl",
+        "libmbedtls",  # not a default-package variant: left alone
+        "apk-mbedtls",  # the package manager keeps its Mbed TLS backend (docs/patches.md)
+    ]

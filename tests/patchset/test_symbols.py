@@ -1,0 +1,129 @@
+"""symbols.py against a small MIPS shared library built here; oracle: mips-linux-gnu-nm -D."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.patchset import symbols
+from tests.conftest import need_tools
+
+LIB_C = """
+int wolfSSL_new(void) { return 1; }
+int wolfSSL_read(void) { return 2; }
+__attribute__((weak)) int wc_ecc_mulmod(void) { return 3; }
+__attribute__((visibility("hidden"))) int ecc_map(void) { return 4; }
+static int sp_add(void) { return 5; }
+int wc_table[4] = {1, 2, 3, 4};
+extern int wc_imported(void);
+int use(void) { return sp_add() + ecc_map() + wc_imported(); }
+"""
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    need_tools("mips-linux-gnu-gcc", "mips-linux-gnu-nm")
+    d = tmp_path_factory.mktemp("elf")
+    (d / "lib.c").write_text(LIB_C)
+    out = d / "libwolfssl.so"
+    subprocess.run(
+        ["mips-linux-gnu-gcc", "-shared", "-fPIC", "-Os", "-o", str(out), str(d / "lib.c")],
+        check=True,
+    )
+    return out
+
+
+def _nm_exports(lib: Path) -> set[str]:
+    out = subprocess.run(
+        ["mips-linux-gnu-nm", "-D", "--defined-only", str(lib)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line.split()[-1] for line in out.splitlines() if len(line.split()) == 3}
+
+
+def test_exports_match_nm(lib: Path) -> None:
+    got = symbols.exported_symbols(lib)
+    assert got == _nm_exports(lib)
+    assert {"wolfSSL_new", "wolfSSL_read", "wc_ecc_mulmod", "wc_table"} <= got
+    assert not {"ecc_map", "sp_add", "wc_imported"} & got  # hidden, static, undefined
+
+
+def test_check_reports_missing(lib: Path, tmp_path: Path) -> None:
+    data = tmp_path / "c.toml"
+    data.write_text(
+        '[consumer.libustream-wolfssl]\nsymbols = ["wolfSSL_new", "wolfSSL_read"]\n'
+        '[consumer.wpad-basic-wolfssl]\nsymbols = ["wc_ecc_mulmod", "ecc_map", "wc_imported"]\n'
+        '[consumer.wpad-wolfssl]\nrequired = false\nsymbols = ["sp_add"]\n'
+    )
+    res = symbols.check(lib, symbols.load_consumers(data))
+    by = {r.consumer: r for r in res.results}
+    assert by["libustream-wolfssl"].missing == []
+    assert by["wpad-basic-wolfssl"].missing == ["ecc_map", "wc_imported"]
+    assert by["wpad-wolfssl"].missing == ["sp_add"]
+    assert not res.ok
+    data.write_text(
+        '[consumer.x]\nsymbols = ["wolfSSL_new"]\n'
+        '[consumer.y]\nrequired = false\nsymbols = ["nope"]\n'
+    )
+    assert symbols.check(lib, symbols.load_consumers(data)).ok  # informational misses don't fail
+
+
+def test_shipped_consumer_list_is_consistent() -> None:
+    cons = symbols.load_consumers()
+    names = {c.name for c in cons}
+    # the default packages USE_WOLFSSL selects (patch 0002) must each have a list
+    assert {"libustream-wolfssl", "wpad-basic-wolfssl", "px5g-wolfssl", "uencrypt-wolfssl"} <= names
+    for c in cons:
+        assert len(set(c.symbols)) == len(c.symbols), c.name
+
+
+def test_bad_inputs(tmp_path: Path) -> None:
+    with pytest.raises(WolfError, match="no library at"):
+        symbols.exported_symbols(tmp_path / "missing.so")
+    (tmp_path / "text.so").write_text("not elf")
+    with pytest.raises(WolfError, match="not an ELF file"):
+        symbols.exported_symbols(tmp_path / "text.so")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[consumer.x]\nsymbols = []\n")
+    with pytest.raises(WolfError, match="non-empty symbols list"):
+        symbols.load_consumers(bad)
+    bad.write_text("x = [")
+    with pytest.raises(WolfError, match="cannot read"):
+        symbols.load_consumers(bad)
+
+
+def test_cli_stores_a_record(lib: Path, tmp_path: Path) -> None:
+    import sys
+
+    from openwrt_wolf.results.store import FileStore
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "invoke",
+            "wolfssl-symbols",
+            "--lib",
+            str(lib),
+            "--store",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+    assert r.returncode == 1  # our toy library lacks the real consumers' symbols
+    assert "required symbols missing" in r.stdout
+    recs = FileStore(tmp_path).query("wolfssl-symbols")
+    assert len(recs) == 1
+    back = symbols.SymbolCheck.from_dict(recs[0].data)
+    by = {x.consumer: x for x in back.results}
+    assert "wolfSSL_new" not in by["libustream-wolfssl"].missing  # the toy exports it
+    assert "wolfSSL_write" in by["libustream-wolfssl"].missing
+    assert back.exported == len(_nm_exports(lib))

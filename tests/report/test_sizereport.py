@@ -1,0 +1,250 @@
+"""The size report end to end: build records and --from directories made of real squashfs
+images; the rendered JSON and CSV are parsed and checked against unsquashfs -s, xz -9e and
+the sizes the tests wrote; "does not fit" from the 0x710000 safeloader limit (openwrt-facts)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.firmware import artifacts
+from openwrt_wolf.report import sizereport
+from openwrt_wolf.report.render import render
+from openwrt_wolf.results.store import FileStore, Record
+from tests.conftest import need_tools
+from tests.sqfs_kit import (
+    FLAVOUR_LIBS,
+    GLUE,
+    make_tree,
+    mksquashfs,
+    profiles_json,
+    uimage_kernel,
+    unsquashfs_size,
+    xz9e_size,
+)
+
+WR902 = "tplink_tl-wr902ac-v1"
+SAFELOADER_MAX = 0x710000  # kernel + rootfs tplink-safeloader allows on the TL-WR902AC v1
+KERNEL = {"mbedtls": 1_900_000, "wolfssl": 1_900_000, "openssl": 7_200_000}  # openssl: too big
+LISTED = {"mbedtls": 4_915_490, "wolfssl": 5_177_634}  # sysupgrade sizes in profiles.json
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+
+
+class Lab:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.dirs: dict[str, Path] = {}
+        self.tls_xz: dict[str, int] = {}  # oracle: xz -9e of each TLS file, summed
+        self.rootfs: dict[str, int] = {}  # oracle: unsquashfs -s
+        self.kernel: dict[str, int] = {}  # oracle: stat
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    need_tools("mksquashfs", "unsquashfs", "xz", "mkimage")
+    base = tmp_path_factory.mktemp("lab")
+    lab = Lab(base)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
+        for i, flav in enumerate(("mbedtls", "wolfssl", "openssl")):
+            out = base / flav / "bin/targets/ath79/generic"
+            out.mkdir(parents=True)
+            tree = make_tree(base / flav / "root", flav, seed=10 + i)
+            img = mksquashfs(tree, out / "root.squashfs")
+            k = uimage_kernel(out / f"{WR902}-kernel.bin", KERNEL[flav], seed=i)
+            name = f"openwrt-25.12.5-ath79-generic-{WR902}-squashfs-sysupgrade.bin"
+            spec = {}  # OpenWrt lists only profiles with images it kept
+            if flav in LISTED:
+                images = [{"type": "sysupgrade", "size": LISTED[flav], "name": name}]
+                spec = {WR902: {"images": images, "file_size_limits": {"image": 7_536_640}}}
+            profiles_json(out / "profiles.json", "25.12.5", "ath79/generic", spec)
+            lab.dirs[flav] = out
+            lab.rootfs[flav] = unsquashfs_size(img)
+            lab.kernel[flav] = k.stat().st_size
+            libs = {**FLAVOUR_LIBS[flav], **GLUE}
+            lab.tls_xz[flav] = sum(xz9e_size((tree / p.lstrip("/")).read_bytes()) for p in libs)
+        store = FileStore(base / "results")
+        for flav, d in lab.dirs.items():
+            (a,) = artifacts.measure_dir(d)
+            store.put(
+                Record("build", f"b-{flav}", "25.12.5", WR902, flav, {"artifacts": asdict(a)})
+            )
+        yield lab
+
+
+def test_json_rows_match_the_oracles(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results", device="tl-wr902ac")
+    doc = json.loads(render(rep, "json"))
+    assert doc["schema"] == "openwrt-wolf/size-report/1"
+    (dev,) = doc["devices"]
+    assert dev["profile"] == WR902 and dev["flavours"] == ["mbedtls", "wolfssl", "openssl"]
+    cells = dev["cells"]
+    for flav in lab.dirs:
+        assert cells[flav]["tls_xz"] == lab.tls_xz[flav]
+        assert cells[flav]["rootfs"] == lab.rootfs[flav]
+    assert cells["mbedtls"]["image"] == LISTED["mbedtls"]
+    assert cells["mbedtls"]["verdict"] == cells["wolfssl"]["verdict"] == "FITS"
+    # the openssl build: kernel + rootfs exceeds what tplink-safeloader allows
+    assert lab.kernel["openssl"] + lab.rootfs["openssl"] > SAFELOADER_MAX
+    assert cells["openssl"]["verdict"] == "TOO_BIG"
+    assert cells["openssl"]["image_computed"] is True
+    assert cells["openssl"]["headroom"] < 0
+    d = dev["deltas"]["wolfssl"]
+    assert d["tls_xz"] == lab.tls_xz["wolfssl"] - lab.tls_xz["mbedtls"]
+    assert d["rootfs"] == lab.rootfs["wolfssl"] - lab.rootfs["mbedtls"]
+    assert d["image"] == LISTED["wolfssl"] - LISTED["mbedtls"]
+
+
+def test_csv_and_markdown_show_the_same_numbers(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results")
+    rows = list(csv.DictReader(io.StringIO(render(rep, "csv"))))
+    got = {(r["flavour"], r["row"]): r for r in rows if r["profile"] == WR902}
+    for flav in lab.dirs:
+        assert int(got[(flav, "rootfs")]["value"]) == lab.rootfs[flav]
+        assert int(got[(flav, "tls_xz")]["value"]) == lab.tls_xz[flav]
+    assert int(got[("openssl", "tls_xz")]["delta_vs_mbedtls"]) == (
+        lab.tls_xz["openssl"] - lab.tls_xz["mbedtls"]
+    )
+    assert got[("openssl", "fits")]["value"] == "does not fit"
+    md = render(rep, "markdown")
+    assert f"| Root filesystem | {lab.rootfs['mbedtls']:,} |" in md
+    assert "does not fit: " in md
+    term = render(rep, "terminal", width=240)
+    assert f"{lab.tls_xz['wolfssl']:,}" in term and "does not fit" in term
+
+
+def test_largest_packages_table(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    rep = sizereport.build(store=lab.base / "results", top_packages=1)
+    md = render(rep, "markdown")
+    table = md.split("| package (bytes in the squashfs) |", 1)[1].split("\n\n", 1)[0]
+    (row,) = table.splitlines()[2:]
+    # libopenssl3 (1.25 MB of libraries) is about twice any other package of the test
+    # rootfs, and only the openssl image has it
+    name, mbed, wolf, ossl = (c.strip() for c in row.strip("|").split("|"))
+    assert (name, mbed, wolf) == ("libopenssl3", "–", "–")
+    assert 0 < int(ossl.replace(",", "")) < lab.rootfs["openssl"]
+
+
+def test_from_dirs_and_flavour_filter(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
+    monkeypatch.setenv("OPENWRT_WOLF_STORE", str(lab.base / "empty-store"))
+    rep = sizereport.build(
+        from_dirs=[str(lab.dirs["mbedtls"]), f"wolfssl={lab.dirs['wolfssl']}"],
+        flavour="wolfssl,mbedtls",
+    )
+    (dev,) = rep.devices
+    assert dev.flavours == ["mbedtls", "wolfssl"]
+    assert dev.cells["wolfssl"].rootfs == lab.rootfs["wolfssl"]
+    assert dev.cells["mbedtls"].tls_xz == lab.tls_xz["mbedtls"]
+
+
+def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "results")
+    for p in (lab.base / "results/build").glob("*.json"):
+        rec = Record.from_dict(json.loads(p.read_text()))
+        store.put(rec)
+    # the shapes the memory (vm.memory.MemoryResult) and footprint jobs store
+    mem = {
+        "memfree_kb": 23456.0,
+        "memavailable_kb": 30001.5,
+        "memtotal_kb": 57344,
+        "summary": {"MemFree": {"median": 23456.0, "min": 23400.0, "max": 23500.0}},
+    }
+    store.put(Record("memory", "m1", "25.12.5", WR902, "wolfssl", mem))
+    fp = {
+        "library": "wolfssl",
+        "version": "5.9.1",
+        "config": "openwrt",
+        "arch": "mips_24kc",
+        "installed": 1_399_304,
+        "xz": 431_484,
+        "squashfs_cost": 440_001,
+    }
+    store.put(Record("footprint", "f1", "25.12.5", None, "wolfssl", fp))  # fmt: skip
+    rep = sizereport.build(store=tmp_path / "results")
+    md = render(rep, "markdown")
+    assert "| MemFree (median, kB) | – | 23,456 | – |" in md
+    assert "| MemAvailable (median, kB) | – | 30,002 | – |" in md
+    assert "| wolfssl | 5.9.1 | openwrt | mips_24kc | 1,399,304 | 431,484 | 440,001 |" in md
+
+
+def test_build_job_records_listing_files_are_read(lab: Lab, tmp_path: Path) -> None:
+    """The build job stores data["artifacts"] as a file list plus data["fit"]."""
+    store = FileStore(tmp_path / "results")
+    d = lab.dirs["wolfssl"]
+    files = [
+        {"name": p.name, "path": str(p), "sha256": "0" * 64, "size": p.stat().st_size, "type": t}
+        for p, t in ((d / f"{WR902}-kernel.bin", "kernel"), (d / "root.squashfs", "rootfs"))
+    ]
+    files.append({"name": "x-sysupgrade.bin", "path": "/gone", "sha256": "0" * 64,
+                  "size": 5_555_555, "type": "sysupgrade"})  # fmt: skip
+    fit = {"verdict": "FITS", "limit": 7_405_568, "limit_name": "safeloader kernel+rootfs",
+           "headroom": 1234, "erase_blocks": 99, "padding": 77, "headroom_blocks": 0}  # fmt: skip
+    data = {"artifacts": files, "fit": fit, "manifest": {"libwolfssl5.9.1.ee39414e": "5.9.1-r1"}}
+    store.put(Record("build", "k1", "25.12.5", WR902, "wolfssl", data))
+    rep = sizereport.build(store=tmp_path / "results")
+    c = rep.devices[0].cells["wolfssl"]
+    assert (c.rootfs, c.tls_xz) == (lab.rootfs["wolfssl"], lab.tls_xz["wolfssl"])
+    assert (c.image, c.erase_blocks, c.headroom, c.verdict) == (5_555_555, 99, 1234, "FITS")
+
+
+def test_unknown_device_is_one_clear_error(lab: Lab) -> None:
+    with pytest.raises(WolfError, match="unknown device 'tl-wr9999'"):
+        sizereport.build(store=lab.base / "results", device="tl-wr9999")
+
+
+def test_cli_missing_output_directory_is_one_line(tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "size-report", "--from", str(tmp_path / "nope")],
+        capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: output directory not found: ")
+
+
+def test_cli_writes_json_atomically_to_output(lab: Lab, tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "size-report", "--store", str(lab.base / "results"),
+         "--device", "tl-wr902ac", "--format", "json", "--output", str(out)],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2],
+        env={**__import__("os").environ, "OPENWRT_WOLF_CACHE": str(lab.base / "cache")},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["devices"][0]["cells"]["wolfssl"]["rootfs"] == lab.rootfs["wolfssl"]
+
+
+def test_footprint_records_alone_make_a_report(tmp_path: Path) -> None:
+    """`invoke footprint` alone (no image built yet) is enough for a report; the two wolfSSL
+    ECC choices of the minimal mode stay two rows."""
+    store = FileStore(tmp_path / "store")
+    for key, ecc, xz in (("a", "sp-p256", 244_812), ("b", "generic", 218_732)):
+        data = {"library": "wolfssl", "version": "5.9.2", "config": "minimal", "ecc": ecc,
+                "arch": "mips_24kc", "installed": xz * 2, "xz": xz,
+                "squashfs_cost": xz + 6000}  # fmt: skip
+        store.put(Record("footprint", key, "25.12.5", None, "wolfssl", data))
+    report = sizereport.build(store=str(store.root))
+    assert report.devices == []
+    got = json.loads(render(report, "json"))
+    rows = {(f["config"], f["xz"]) for f in got["footprints"]}
+    assert rows == {("minimal (sp-p256)", 244_812), ("minimal (generic)", 218_732)}
+    with pytest.raises(WolfError, match="nothing to report for tl-wr902ac"):
+        sizereport.build(store=str(store.root), device="tl-wr902ac")

@@ -1,0 +1,238 @@
+"""VM pieces that need no boot: the initramfs writer (checked with the host's cpio), the kernel
+header check (checked with readelf), meminfo/free parsing (checked against the host's own
+/proc/meminfo), the QEMU command line and the CLI's error lines."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.measure import meminfo, memory
+from openwrt_wolf.results.store import FileStore, Record
+from openwrt_wolf.targets.vm import qemu
+from openwrt_wolf.targets.vm.image import inspect_kernel
+from openwrt_wolf.targets.vm.initramfs import Archive
+from tests.conftest import need_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_initramfs_reads_back_with_cpio(tmp_path: Path) -> None:
+    need_tools("cpio")
+    payload = os.urandom(1001)  # not a multiple of 4: exercises the data padding
+    a = Archive()
+    a.dirs("bin", "etc")
+    a.file("bin/tool", payload, mode=0o755)
+    a.file("etc/motd", "hello\n")
+    a.symlink("bin/sh", "tool")
+    a.chardev("dev-console", 5, 1)
+    out = a.write(tmp_path / "x.cpio.gz")
+    raw = gzip.decompress(out.read_bytes())
+    listing = subprocess.run(
+        ["cpio", "-itv", "--quiet"], input=raw, capture_output=True, check=True
+    ).stdout.decode()
+    assert re.search(r"^crw-------.*\b5,\s+1\b.*dev-console$", listing, re.MULTILINE), listing
+    assert re.search(r"^lrwxrwxrwx.*bin/sh -> tool$", listing, re.MULTILINE), listing
+    dest = tmp_path / "x"
+    dest.mkdir()
+    subprocess.run(
+        ["cpio", "-id", "--quiet", "--no-absolute-filenames", "--nonmatching", "dev-console"],
+        input=raw, cwd=dest, check=True,
+    )  # fmt: skip
+    assert (dest / "bin/tool").read_bytes() == payload
+    assert stat.S_IMODE((dest / "bin/tool").stat().st_mode) == 0o755
+    assert (dest / "etc/motd").read_text() == "hello\n"
+    assert os.readlink(dest / "bin/sh") == "tool"
+
+
+def test_initramfs_rejects_orphans_and_duplicates() -> None:
+    a = Archive()
+    with pytest.raises(WolfError, match="before its directory"):
+        a.file("usr/bin/x", b"")
+    a.dir("usr")
+    with pytest.raises(WolfError, match="added twice"):
+        a.dir("usr")
+
+
+def _readelf_endian(path: Path) -> str:
+    out = subprocess.run(["readelf", "-h", path], capture_output=True, text=True, check=True)
+    m = re.search(r"Data:\s+2's complement, (little|big) endian", out.stdout)
+    assert m, out.stdout
+    return m.group(1)
+
+
+def test_big_endian_mips_elf_picks_qemu_system_mips(tmp_path: Path) -> None:
+    need_tools("mips-linux-gnu-gcc", "readelf")
+    src = tmp_path / "start.S"
+    src.write_text(".globl __start\n__start:\n  b __start\n  nop\n")
+    elf = tmp_path / "tiny.elf"
+    subprocess.run(
+        ["mips-linux-gnu-gcc", "-nostdlib", "-static", "-no-pie", "-o", elf, src], check=True
+    )
+    k = inspect_kernel(elf)
+    assert k.endian == _readelf_endian(elf) == "big"
+    assert qemu.binary(k) == "qemu-system-mips"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"#!/bin/sh\necho not a kernel\n", "not an ELF file"),
+        (b"\x1f\x8b\x08\x00" + b"\0" * 60, "a gzip file"),
+        (b"\x27\x05\x19\x56" + b"\0" * 60, "U-Boot uImage"),
+    ],
+)
+def test_not_a_kernel_is_one_clear_line(tmp_path: Path, content: bytes, message: str) -> None:
+    f = tmp_path / "openwrt-malta-be-vmlinux-initramfs.elf"
+    f.write_bytes(content)
+    with pytest.raises(WolfError, match=message) as e:
+        inspect_kernel(f)
+    assert "\n" not in str(e.value) and str(f) in str(e.value)
+
+
+def test_host_elf_is_not_a_malta_kernel() -> None:
+    host = Path(sys.executable).resolve()
+    with pytest.raises(WolfError, match=r"not a 32-bit ELF|not MIPS"):
+        inspect_kernel(host)
+
+
+def test_cli_rejects_a_non_kernel_before_qemu_starts(tmp_path: Path) -> None:
+    f = tmp_path / "notes.txt"
+    f.write_text("hello\n")
+    r = subprocess.run(
+        [str(ROOT / "wolf"), "measure-memory", "--image", str(f), "--store", str(tmp_path / "s")],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == [lines[-1]] and lines[-1].startswith("error: ") and "not an ELF" in lines[-1]
+    assert "qemu-system" not in r.stderr  # the reproducing line is logged when QEMU starts
+
+
+def test_no_build_record_says_run_build_first(tmp_path: Path) -> None:
+    with pytest.raises(WolfError, match=r"invoke build --device malta-be --flavour wolfssl"):
+        memory.built_image(FileStore(tmp_path), "malta-be", "wolfssl", None)
+
+
+def test_build_record_lookup_finds_the_initramfs(tmp_path: Path) -> None:
+    fs = FileStore(tmp_path / "s")
+    kernel = tmp_path / "openwrt-malta-be-vmlinux-initramfs.elf"
+    kernel.write_bytes(b"x")
+    data = {"artifacts": [str(tmp_path / "sha256sums"), {"path": str(kernel)}]}
+    fs.put(Record("build", "b1", "25.12.5", "malta-be", "mbedtls", data))
+    path, release = memory.built_image(fs, "malta", "mbedtls", None)
+    assert (path, release) == (kernel, "25.12.5")
+    kernel.unlink()
+    with pytest.raises(WolfError, match="does not exist any more"):
+        memory.built_image(fs, "malta-be", "mbedtls", None)
+
+
+def test_host_meminfo_and_free_agree() -> None:
+    """The parsers against the host's own kernel and procps `free` (an independent program)."""
+    need_tools("free")
+    info = meminfo.parse_meminfo(Path("/proc/meminfo").read_text())
+    free = meminfo.parse_free(subprocess.run(["free", "-k"], capture_output=True, text=True).stdout)
+    assert free["total"] == info["MemTotal"]
+    assert info["MemFree"] <= info["MemTotal"]
+
+
+def test_busybox_free_layout() -> None:
+    text = (
+        "              total        used        free      shared  buff/cache   available\n"
+        "Mem:         114404        6000      101256        2420        7148      101968\n"
+        "Swap:             0           0           0\n"
+    )
+    assert meminfo.parse_free(text)["free"] == 101256
+    with pytest.raises(WolfError, match="no MemFree"):
+        meminfo.parse_meminfo("MemTotal: 1 kB\n[  12.3] pcnet32 eth0: link up\n")
+
+
+def test_qemu_command_line(tmp_path: Path) -> None:
+    need_tools("readelf")
+    k = tmp_path / "k.elf"
+    # a minimal little-endian MIPS32 ELF header, checked by readelf too
+    hdr = bytearray(52)
+    hdr[:6] = b"\x7fELF\x01\x01"
+    hdr[6] = 1
+    hdr[16:20] = (2).to_bytes(2, "little") + (8).to_bytes(2, "little")
+    hdr[20:24] = (1).to_bytes(4, "little")
+    hdr[40:42] = (52).to_bytes(2, "little")
+    k.write_bytes(bytes(hdr))
+    assert _readelf_endian(k) == "little"
+    spec = qemu.VmSpec(kernel=inspect_kernel(k), ssh_port=2222)
+    argv = qemu.command(spec, tmp_path / "c.sock")
+    assert argv[0] == "qemu-system-mipsel"
+    joined = " ".join(argv)
+    assert "-M malta -cpu 24Kc -m 128" in joined
+    assert "-append" not in argv  # OpenWrt's kernels bring their own command line
+    fwd = [a for a in argv if "hostfwd" in a]
+    assert len(fwd) == 1 and "hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22" in fwd[0]
+    with pytest.raises(WolfError, match="out of range"):
+        qemu.VmSpec(kernel=spec.kernel, memory_mb=4).memory()
+
+
+def _main(tmp_path: Path, **kw: object) -> None:
+    from openwrt_wolf.measure import cli as measure_cli
+
+    args: dict[str, object] = dict(
+        device=None, flavour=None, image=None, release=None, boots=3, idle=10.0, memory=0,
+        rootfs=None, initrd=None, append=None, store=str(tmp_path / "s"),
+    )  # fmt: skip
+    args.update(kw)
+    measure_cli.main(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({}, r"needs --image PATH, or --device malta-be\|malta-le with --flavour"),
+        ({"device": "malta-be"}, "needs --image PATH"),
+        ({"device": "tl-wr902ac", "flavour": "mbedtls"}, "not a QEMU malta device"),
+        ({"device": "malta-be", "flavour": "gnutls"}, "unknown flavour"),
+        ({"device": "malta-le", "flavour": "openssl"}, r"run `invoke build --device malta-le"),
+        ({"image": "/nonexistent/k.elf"}, "does not exist"),
+    ],
+)
+def test_measure_memory_bad_input(tmp_path: Path, kw: dict[str, object], message: str) -> None:
+    with pytest.raises(WolfError, match=message):
+        _main(tmp_path, **kw)
+
+
+def test_measure_memory_bad_numbers(tmp_path: Path) -> None:
+    elf = tmp_path / "k.elf"
+    hdr = bytearray(52)
+    hdr[:7] = b"\x7fELF\x01\x01\x01"
+    hdr[16:20] = (2).to_bytes(2, "little") + (8).to_bytes(2, "little")
+    elf.write_bytes(bytes(hdr))
+    with pytest.raises(WolfError, match="out of range"):
+        _main(tmp_path, image=str(elf), memory=8)
+    with pytest.raises(WolfError, match="at least one boot"):
+        _main(tmp_path, image=str(elf), boots=0)
+    with pytest.raises(WolfError, match="must not be negative"):
+        _main(tmp_path, image=str(elf), idle=-1.0)
+
+
+def test_rootfs_img_gz_is_unpacked_once_into_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openwrt_wolf.targets.vm.image import raw_rootfs
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    img = tmp_path / "openwrt-malta-be-rootfs-squashfs.img"
+    img.write_bytes(os.urandom(3000) + b"\0" * 5000)
+    gz = tmp_path / (img.name + ".gz")
+    subprocess.run(["gzip", "-k", "-9", img], check=True)  # the host's gzip as the writer
+    out = raw_rootfs(gz)
+    assert out != gz and out.read_bytes() == img.read_bytes()
+    assert raw_rootfs(gz) == out  # cached
+    assert raw_rootfs(img) == img  # a raw image is used as it is
+    with pytest.raises(WolfError, match="does not exist"):
+        raw_rootfs(tmp_path / "missing.img")
