@@ -30,3 +30,27 @@ def unavailable(msg: str) -> None:
 @pytest.fixture
 def store_root(tmp_path: Path) -> Path:
     return tmp_path / "results"
+
+
+def _openwrt_tree(release: str) -> Path:
+    from openwrt_wolf.errors import WolfError
+    from openwrt_wolf.host import upstream
+
+    try:
+        return upstream.openwrt_tree(release)
+    except WolfError as e:
+        unavailable(f"needs an OpenWrt {release} tree: {e}")
+        raise  # unreachable: unavailable() skips or fails
+
+
+@pytest.fixture(scope="session")
+def openwrt_tree_25125() -> Path:
+    """OpenWrt v25.12.5 (read-only: copy before changing it): $OPENWRT_TREE, else the shared
+    snapshot extracted into the cache; skipped without either, a failure under CI=true."""
+    return _openwrt_tree("25.12.5")
+
+
+@pytest.fixture(scope="session")
+def openwrt_tree_24108() -> Path:
+    """OpenWrt v24.10.8, as openwrt_tree_25125 ($OPENWRT_TREE_24_10_8 instead of $OPENWRT_TREE)."""
+    return _openwrt_tree("24.10.8")
