@@ -83,7 +83,7 @@ def main(opts: Options) -> list[Outcome]:
             _num(img["size"]) if img else "–",
             _num(fr["checked_size"]),
             _num(fr["limit"]),
-            _num(fr["headroom"]),
+            _num(fr.get("rootfs_room")),
             "cached" if o.cached else "built",
             str(o.path),
         )

@@ -186,7 +186,7 @@ def _run_group(
             fr = out.record.fit
             con.print(
                 f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
-                f"(headroom {fr['headroom']} B) {out.path}"
+                f"(headroom {fr.get('rootfs_room')} B) {out.path}"
             )
         return out
 

@@ -37,11 +37,23 @@ def report_table(rep: fit.FitReport, title: str) -> Table:
             f"{rep.blocksize:,} B each" if rep.blocksize else "",
         ),
         ("limit", _n(rep.limit), rep.limit_name),
-        ("headroom", _n(rep.headroom), _n(rep.headroom_blocks, True)),
+        ("headroom", _n(rep.rootfs_room), "more rootfs bytes that keep the image"),
+        ("blocks left", _n(rep.headroom_blocks, True), "whole erase blocks under the limit"),
+        ("limit − checked", _n(rep.margin), "limit minus checked size"),
         ("verdict", verdict, ""),
         ("metadata", _n(rep.metadata_size), "append-metadata trailer"),
         ("final size", _n(rep.final_size), "file size"),
     ]
+    if rep.factory is not None:
+        f = rep.factory
+        fverdict = {"FITS": "[green]FITS[/]", "TOO_BIG": "[red]TOO BIG[/]"}[f.verdict]
+        rows += [
+            (f"{f.name} limit", _n(f.limit), f.limit_name),
+            (f"{f.name} headroom", _n(f.rootfs_room), "more rootfs bytes that keep it"),
+            (f"{f.name} verdict", fverdict, ""),
+        ]
+    elif rep.verdict != "UNKNOWN":
+        rows.append(("factory image", "–", f"none built by the {rep.recipe} recipe"))
     for r in rows:
         t.add_row(*r)
     return t
@@ -76,7 +88,7 @@ def main(
         print(json.dumps({"schema": 1, "fit": rep.to_dict()}, indent=2))
     else:
         out.print(report_table(rep, title))
-        for note in rep.notes:
-            out.print(f"note: {note}")
+        for note in rep.notes + (rep.factory.notes if rep.factory else ()):
+            out.print(f"note: {note}", markup=False, soft_wrap=True)
     if check and rep.verdict == "TOO_BIG":
         raise SystemExit(1)

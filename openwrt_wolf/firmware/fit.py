@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -27,6 +28,11 @@ JFFS2_EOF = b"\xde\xad\xc0\xde"
 MARKER = len(JFFS2_EOF)
 TPLINK_HEADER = 512  # sizeof(struct fw_header), mktplinkfw.c and mktplinkfw2.c alike
 SAFELOADER_ALIGN = 0x10000  # tplink-safeloader read_file() aligns with a fixed 64 KiB
+# What tplink-safeloader's file-system check bounds: firmware.size - firmware.base covers the
+# kernel, the rootfs padded to 64 KiB (absolute) and the marker, so kernel + rootfs itself may
+# not exceed 64 KiB less (0x700000 for the TL-WR902AC v1's 0x710000).
+SAFELOADER_LIMIT = "safeloader firmware (kernel + padded rootfs + marker)"
+ROOM_SEARCH_MAX = 1 << 30  # no flash we model holds a 1 GiB rootfs
 
 
 @dataclass(frozen=True)
@@ -37,32 +43,58 @@ class FitReport:
     rootfs_size: int | None  # bytes of the squashfs as appended (before pad-rootfs)
     checked_size: int | None  # the size check-size compares (before append-metadata)
     limit: int | None  # the binding limit in bytes (smallest headroom)
-    limit_name: str  # "IMAGE_SIZE", "safeloader kernel+rootfs", "8Mmtk firmware", ...
+    limit_name: str  # "IMAGE_SIZE", "safeloader firmware (kernel + padded rootfs + marker)", ...
     blocksize: int | None  # BLOCKSIZE (erase block)
     erase_blocks: int | None  # erase blocks of kernel+rootfs (the end marker not counted)
     padding: int | None  # fill bytes the recipe added (pad-to, pad-rootfs, alignment)
-    headroom: int | None  # limit - checked_size; negative when too big
-    headroom_blocks: int | None  # whole erase blocks of headroom (floor; negative when too big)
+    margin: int | None  # limit - checked_size ("limit minus checked size"); < 0 when too big
+    headroom_blocks: int | None  # whole erase blocks of margin left (floor; < 0 when too big)
     verdict: Verdict
     metadata_size: int | None  # append-metadata trailer, when known
     final_size: int | None  # file size with the trailer, when known
-    notes: tuple[str, ...] = ()  # e.g. "OpenWrt would print: WARNING: Image file ... is too big"
+    notes: tuple[str, ...] = ()  # OpenWrt's own lines for a failed check, and our remarks
+    # Headroom as a release engineer reads it: how many bytes the root filesystem may still
+    # grow with the image kept (0 when not one more byte fits; < 0: bytes to cut to fit).
+    rootfs_room: int | None = None
+    factory: FactoryFit | None = None  # the factory/recovery image, for recipes that make one
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["notes"] = list(self.notes)
+        if self.factory is not None:
+            d["factory"]["notes"] = list(self.factory.notes)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FitReport:
+        d = dict(d)
+        if "headroom" in d and "margin" not in d:  # records written before rootfs_room
+            d["margin"] = d.pop("headroom")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
             raise WolfError(f"fit report has unknown fields: {', '.join(sorted(unknown))}")
         try:
-            return cls(**{**d, "notes": tuple(d.get("notes", ()))})
-        except TypeError as e:
+            fac = d.get("factory")
+            factory = None if fac is None else FactoryFit(**{**fac, "notes": tuple(fac["notes"])})
+            return cls(**{**d, "notes": tuple(d.get("notes", ())), "factory": factory})
+        except (TypeError, KeyError) as e:
             raise WolfError(f"fit report is incomplete: {e}") from None
+
+
+@dataclass(frozen=True)
+class FactoryFit:
+    """The image a user installs from the vendor's firmware (factory.bin, or TP-Link's
+    tftp-recovery.bin): its own size check, separate from the sysupgrade image's."""
+
+    name: str  # the IMAGES entry: "factory.bin", "tftp-recovery.bin"
+    verdict: Verdict
+    limit: int
+    limit_name: str
+    measured: int  # what that step compares with its limit
+    margin: int  # limit - measured
+    rootfs_room: int | None  # bytes the rootfs may grow with this image kept
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,7 +134,7 @@ def _check_size(device: Device, size: int) -> _Check:
         device.image_size,
         size,
         size > device.image_size,
-        f"WARNING: Image file ... is too big: {size} > {device.image_size}",
+        f"WARNING: Image file ... is too big: {size} > {device.image_size}",  # check-size's line
     )
 
 
@@ -145,7 +177,7 @@ def _safeloader(device: Device, kernel: int, rootfs: int) -> _Layout:
                 fw.size,
                 kernel,
                 True,
-                "tplink-safeloader: kernel overflowed firmware partition",
+                "kernel overflowed firmware partition",
             )
         )
     elif fs_base > fw.size:
@@ -163,11 +195,11 @@ def _safeloader(device: Device, kernel: int, rootfs: int) -> _Layout:
         fs_max = fw.size - fs_base
         checks.append(
             _Check(
-                "safeloader kernel+rootfs",
+                SAFELOADER_LIMIT,
                 limit,
                 image,
                 fs_len > fs_max,  # the same as image > limit
-                f"tplink-safeloader: file-system partition too big (more than {fs_max} bytes)",
+                f"file-system partition too big (more than {fs_max} bytes): Success",
             )
         )
     checks.append(_check_size(device, image))
@@ -208,11 +240,49 @@ def _tplink_v2(device: Device, kernel: int, rootfs: int) -> _Layout:
             fw_max,
             TPLINK_HEADER + kernel + rootfs,
             exceed > 0,
-            f"mktplinkfw2: images are too big by {exceed} bytes",
+            f"[mktplinkfw2] *** error: images are too big by {exceed} bytes",
         ),
         _check_size(device, end),
     )
     return _Layout(end, padding, markers > 0, checks)
+
+
+def _factory_safeloader(device: Device, kernel: int, rootfs: int) -> _Check | None:
+    """append-rootfs | tplink-safeloader factory: no -S, so the file-system partition starts
+    at the next 64 KiB boundary after the kernel (build_image: "Align partition start to erase
+    blocks for factory images only"), and put_partitions checks it against the same wrapped size;
+    no check-size follows."""
+    fw = device.firmware_partition
+    if fw is None:
+        return None
+    if kernel > fw.size:
+        return _Check(
+            "safeloader kernel", fw.size, kernel, True,
+            "kernel overflowed firmware partition",
+        )  # fmt: skip
+    fs_base = align(fw.offset + kernel, SAFELOADER_ALIGN)
+    fs_len = align(rootfs + fs_base, SAFELOADER_ALIGN) + MARKER - fs_base
+    fs_max = fw.size - fs_base
+    measured = fs_base - fw.offset + fs_len
+    return _Check(
+        "safeloader factory firmware (kernel aligned to 64 KiB + padded rootfs + marker)",
+        fw.size - fw.offset,
+        measured,
+        fs_base <= fw.size and fs_len > fs_max,
+        f"file-system partition too big (more than {fs_max} bytes): Success",
+    )
+
+
+def _factory_tplink_v2(device: Device, kernel: int, rootfs: int) -> _Check | None:
+    """tplink-v2-image -e (mktplinkfw2 -a 0x4 -j, no -s): the same check as the sysupgrade
+    image, and the file is always padded to the layout's fw_max_len; no check-size follows."""
+    return _tplink_v2(device, kernel, rootfs).checks[0]
+
+
+_FACTORY = {
+    "tplink-safeloader": _factory_safeloader,
+    "tplink-v2": _factory_tplink_v2,
+}
 
 
 _RECIPES = {
@@ -246,7 +316,7 @@ def _unknown(
         blocksize=device.blocksize,
         erase_blocks=None,
         padding=None,
-        headroom=None,
+        margin=None,
         headroom_blocks=None,
         verdict="UNKNOWN",
         metadata_size=metadata_size,
@@ -289,7 +359,7 @@ def evaluate(
     notes = list(lay.notes)
     failed = [c for c in lay.checks if c.fails]
     if failed:
-        notes += [f"OpenWrt would print: {c.message}" for c in failed]
+        notes += [f"OpenWrt would print: {line}" for line in _printed(lay.checks)]
         notes.append("OpenWrt deletes this image: it never reaches bin/ or profiles.json")
     erase_blocks = headroom_blocks = None
     if bs:
@@ -297,6 +367,8 @@ def evaluate(
         erase_blocks = -(-data // bs)
         headroom_blocks = binding.headroom // bs
     final = None if metadata_size is None else lay.checked + metadata_size
+    room = _room(lambda r: not any(c.fails for c in recipe(device, kernel_size, r).checks),
+                 rootfs_size)  # fmt: skip
     return FitReport(
         profile=device.profile,
         recipe=device.recipe,
@@ -308,12 +380,74 @@ def evaluate(
         blocksize=bs,
         erase_blocks=erase_blocks,
         padding=lay.padding,
-        headroom=binding.headroom,
+        margin=binding.headroom,
         headroom_blocks=headroom_blocks,
         verdict="TOO_BIG" if failed else "FITS",
         metadata_size=metadata_size,
         final_size=final,
         notes=tuple(notes),
+        rootfs_room=room,
+        factory=_factory(device, kernel_size, rootfs_size),
+    )
+
+
+def _printed(checks: tuple[_Check, ...]) -> list[str]:
+    """OpenWrt's own lines, in recipe order. A tool that fails makes the recipe delete the
+    image (`|| rm -f $@`); check-size then stats a missing file and prints an empty size."""
+    out: list[str] = []
+    gone = False
+    for c in checks:
+        if gone and c.name == "IMAGE_SIZE":
+            out.append(f"WARNING: Image file ... is too big:  > {c.limit}")
+        elif c.fails and not gone:
+            out.append(c.message)
+            gone = True
+    return out
+
+
+def _room(fits: Callable[[int], bool], rootfs: int) -> int | None:
+    """Bytes the rootfs may grow (negative: must shrink) with the image still kept: the largest
+    rootfs that fits, by bisection (every check grows with the rootfs), minus this one."""
+    if not fits(0):
+        return None
+    lo, hi = 0, ROOM_SEARCH_MAX
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo - rootfs
+
+
+def _factory(device: Device, kernel: int, rootfs: int) -> FactoryFit | None:
+    model = _FACTORY.get(device.recipe)
+    name = str(device.extra.get("factory_image", "factory.bin"))
+    if model is None or not name:
+        return None
+    check = model(device, kernel, rootfs)
+    if check is None:
+        return None
+
+    def fits(r: int) -> bool:
+        c = model(device, kernel, r)
+        return c is not None and not c.fails
+
+    notes: tuple[str, ...] = ()
+    if check.fails:
+        notes = (
+            f"OpenWrt would print: {check.message}",
+            f"OpenWrt deletes {name}; users installing from the vendor firmware have no image",
+        )
+    return FactoryFit(
+        name=name,
+        verdict="TOO_BIG" if check.fails else "FITS",
+        limit=check.limit,
+        limit_name=check.name,
+        measured=check.measured,
+        margin=check.headroom,
+        rootfs_room=_room(fits, rootfs),
+        notes=notes,
     )
 
 

@@ -33,8 +33,10 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("erase_blocks", "Erase blocks"),
     ("padding", "Erase-block padding"),
     ("limit", "Limit"),
-    ("headroom", "Headroom"),
+    ("headroom", "Headroom (rootfs may grow)"),
+    ("margin", "Limit − checked size"),
     ("fits", "Fits"),
+    ("factory", "Factory image"),
 )
 DELTA_ROWS = ("tls_xz", "rootfs", "image", "erase_blocks", "headroom")
 MEMORY_FIELDS = ("MemTotal", "MemFree", "MemAvailable")
@@ -55,9 +57,13 @@ class Cell:
     padding: int | None = None
     limit: int | None = None
     limit_name: str | None = None
-    headroom: int | None = None
-    headroom_blocks: int | None = None
+    headroom: int | None = None  # bytes the rootfs may still grow with the image kept
+    headroom_blocks: int | None = None  # whole erase blocks under the limit
+    margin: int | None = None  # limit - checked size
     verdict: str = "UNKNOWN"  # FITS / TOO_BIG / UNKNOWN
+    factory_name: str | None = None  # factory.bin / tftp-recovery.bin, when the recipe makes one
+    factory_verdict: str | None = None
+    factory_room: int | None = None  # bytes the rootfs may grow with the factory image kept
     libraries: list[dict[str, Any]] = field(default_factory=list)  # rootfs.Library dicts
     packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
     mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
@@ -67,8 +73,17 @@ class Cell:
     def fits(self) -> str:
         return {"FITS": "yes", "TOO_BIG": "does not fit"}.get(self.verdict, "unknown")
 
+    @property
+    def factory(self) -> str:
+        if self.factory_name is None:
+            return "not built"
+        ok = {"FITS": "fits", "TOO_BIG": "does not fit"}.get(self.factory_verdict or "", "unknown")
+        return f"{self.factory_name}: {ok}"
+
     def value(self, row: str) -> int | str | None:
-        v: int | str | None = self.fits if row == "fits" else getattr(self, row)
+        if row in ("fits", "factory"):
+            return str(getattr(self, row))
+        v: int | str | None = getattr(self, row)
         return v
 
 
@@ -141,12 +156,19 @@ def cell_from_artifacts(flavour: str, a: Artifacts, source: str) -> Cell:
         padding=fit.get("padding"),
         limit=fit.get("limit"),
         limit_name=fit.get("limit_name"),
-        headroom=fit.get("headroom"),
+        headroom=fit.get("rootfs_room"),
         headroom_blocks=fit.get("headroom_blocks"),
+        margin=fit.get("margin", fit.get("headroom")),  # "headroom" in records before rootfs_room
         verdict=fit.get("verdict", "UNKNOWN"),
+        factory_name=(fit.get("factory") or {}).get("name"),
+        factory_verdict=(fit.get("factory") or {}).get("verdict"),
+        factory_room=(fit.get("factory") or {}).get("rootfs_room"),
         libraries=[asdict(lib) for lib in rootfs.tls_libraries] if rootfs else [],
         packages=[asdict(p) for p in rootfs.packages] if rootfs else [],
-        notes=list(a.notes) + list(fit.get("notes", ())) + _unstripped(rootfs),
+        notes=list(a.notes)
+        + list(fit.get("notes", ()))
+        + list((fit.get("factory") or {}).get("notes", ()))
+        + _unstripped(rootfs),
     )
 
 

@@ -54,7 +54,7 @@ def test_ath79_112_erase_blocks_plus_290_byte_trailer_is_7340322(work: Path, roo
     assert rep.final_size == 7_340_322
     assert rep.padding == checked - 4 - kernel.stat().st_size - r
     assert rep.limit == 16000 * 1024 and rep.limit_name == "IMAGE_SIZE"
-    assert rep.headroom == 16000 * 1024 - checked
+    assert rep.margin == 16000 * 1024 - checked
     assert rep.headroom_blocks == (16000 * 1024 - checked) // BLOCK == 137
     assert rep.verdict == "FITS"
     assert fi.check_size_passes(image, "16000 * 1024")
@@ -75,7 +75,7 @@ def test_ath79_check_size_boundary(work: Path, rootfs: Path, over: int) -> None:
     assert fits is (over == 0)
     assert rep.verdict == ("FITS" if fits else "TOO_BIG")
     assert rep.checked_size == size
-    assert rep.headroom == -over
+    assert rep.margin == -over
     assert rep.headroom_blocks == (0 if over == 0 else -1)
     if over:
         assert f"OpenWrt would print: WARNING: Image file ... is too big: {size} > {limit}" in (
@@ -97,8 +97,8 @@ def test_safeloader_limit_binds_before_image_size(work: Path, rootfs: Path, over
     assert fi.check_size_passes(assembled, "7360 * 1024")  # IMAGE_SIZE alone would pass
     rep = fit.evaluate_files(dev, kernel, rootfs)
     assert rep.checked_size == size
-    assert rep.limit == 0x710000 and rep.limit_name == "safeloader kernel+rootfs"
-    assert rep.headroom == 0x710000 - size
+    assert rep.limit == 0x710000 and rep.limit_name == fit.SAFELOADER_LIMIT
+    assert rep.margin == 0x710000 - size
     if over:
         assert image is None  # tplink-safeloader refuses it and the recipe deletes the image
         assert rep.verdict == "TOO_BIG"
@@ -253,5 +253,5 @@ def test_ath79_at_the_real_image_size(work: Path, rootfs: Path, over: int) -> No
     assert rep.checked_size == image.stat().st_size
     assert rep.verdict == ("FITS" if fits else "TOO_BIG")
     assert rep.erase_blocks == (249 if fits else 250)
-    assert rep.headroom == 16000 * 1024 - image.stat().st_size
+    assert rep.margin == 16000 * 1024 - image.stat().st_size
     assert any("longer than its squashfs" in n for n in rep.notes)

@@ -83,7 +83,12 @@ def split_bytes(data: bytes, *, where: str = "image") -> SplitImage:
         "inodes": sb.inode_count,
     }
     _markers(body, r_off + sb.bytes_used, fields)
-    if not fields["jffs2_markers"] and fmt in _MARKED:
+    # mktplinkfw2 writes markers only while the image is shorter than the layout's firmware
+    # area: a rootfs that ends exactly at the end of the file filled it, and OpenWrt keeps it.
+    filled = fmt == "tplink-v2" and r_off + sb.bytes_used == len(body)
+    if filled:
+        fields["fills_firmware_area"] = True
+    if not fields["jffs2_markers"] and fmt in _MARKED and not filled:
         raise WolfError(
             f"{where}: no JFFS2 end marker after the rootfs: the image is truncated",
             hint=f"every {fmt} sysupgrade image ends its rootfs padding with de ad c0 de",

@@ -37,6 +37,11 @@ def cell_text(dev: DeviceReport, c: Cell, row: str) -> str:
             return DASH
         blocks = f" ({c.headroom_blocks:+} blocks)" if c.headroom_blocks is not None else ""
         return f"{c.headroom:+,}{blocks}"
+    if row == "margin":
+        return signed(c.margin)
+    if row == "factory":
+        room = f" ({c.factory_room:+,})" if c.factory_room is not None else ""
+        return c.factory + (room if c.factory_name else "")
     v = c.value(row)
     return num(v) if isinstance(v, int) or v is None else str(v)
 
