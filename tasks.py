@@ -43,7 +43,7 @@ def hosttools(c, group="test", install=False):
 
 
 @task(
-    iterable=["from_"],
+    iterable=["from_", "fail_on"],
     help={
         "store": "results store directory (default: $OPENWRT_WOLF_STORE or ./results)",
         "from_": "OpenWrt bin/targets/<target>/<subtarget> dir or sysupgrade image; "
@@ -51,23 +51,48 @@ def hosttools(c, group="test", install=False):
         "device": "device profile or alias, comma-separated (e.g. tl-wr902ac)",
         "flavour": "mbedtls, wolfssl, openssl (comma-separated) or all",
         "release": "release the device names are resolved in (default 25.12.5)",
-        "format": "terminal, markdown, json or csv",
+        "format": "terminal, markdown, json, csv or html (one self-contained page with plots)",
         "output": "write to this file (atomically) instead of stdout",
         "packages": "also show the N packages taking most bytes in the rootfs",
+        "baseline": "compare with a saved JSON report, a store directory or a release",
+        "fail_on": "exit 1 when a rule breaks: fits, headroom<64KiB, growth>4KiB, blocks>+0 "
+        "(comma-separated or repeated)",
+        "sort": "order of the fits matrix: headroom (tightest first) or device",
     },
 )
 @guarded
 def size_report(
     c, store=None, from_=None, device=None, flavour=None, release=None, format="terminal",
-    output=None, packages=0,
+    output=None, packages=0, baseline=None, fail_on=None, sort="headroom",
 ):  # fmt: skip
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
     from openwrt_wolf.report import cli as report_cli
 
     report_cli.main(
         store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
-        release=release, fmt=format, output=output, packages=int(packages),
+        release=release, fmt=format, output=output, packages=int(packages), baseline=baseline,
+        fail_on=list(fail_on or []), sort=sort,
     )  # fmt: skip
+
+
+@task(
+    help={
+        "device": "device profile or alias (required), e.g. tl-wr902ac",
+        "flavour": "only these flavours (comma-separated) or all",
+        "release": "release the device name is resolved in (default 25.12.5)",
+        "store": "results store directory",
+        "format": "terminal, markdown, json, csv or html (with a line plot)",
+        "output": "write to this file (atomically) instead of stdout",
+    }
+)
+@guarded
+def history(c, device=None, flavour=None, release=None, store=None, format="terminal", output=None):
+    """One device's builds over time and releases: image, headroom, TLS (xz), free memory."""
+    from openwrt_wolf.report import cli as report_cli
+
+    report_cli.history_main(
+        store=store, device=device, flavour=flavour, release=release, fmt=format, output=output
+    )
 
 
 @task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})

@@ -1,9 +1,15 @@
-"""The terminal: one rich Console, wide enough when output goes to a file or a pipe."""
+"""The terminal: one rich Console, wide enough when output goes to a file or a pipe; and the
+progress display of long work (rich on a terminal, plain periodic lines in logs)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
 
 from rich.console import Console
 
@@ -12,3 +18,157 @@ def console(stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() else int(os.environ.get("COLUMNS", "200"))
     return Console(file=stream, width=width, stderr=stderr)
+
+
+# Progress of long work (downloads, builds, boots): a rich display on a terminal, plain
+# periodic lines otherwise, so CI logs show that a job is alive without carriage-return noise.
+PLAIN_EVERY = float(os.environ.get("OPENWRT_WOLF_PROGRESS_EVERY", "30"))
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return f"{n:,.1f} GiB"  # not reached
+
+
+class Tracker:
+    """One piece of long work: advance() or update() it; finished when its block ends."""
+
+    def __init__(self, board: _Board, label: str, total: float | None, unit: str) -> None:
+        self.board, self.label, self.total, self.unit = board, label, total, unit
+        self.completed = 0.0
+        self.started = time.monotonic()
+        self.task_id: Any = None
+
+    def advance(self, n: float = 1) -> None:
+        self.update(completed=self.completed + n)
+
+    def update(
+        self,
+        *,
+        completed: float | None = None,
+        total: float | None = None,
+        label: str | None = None,
+    ) -> None:
+        with self.board.lock:
+            if completed is not None:
+                self.completed = completed
+            if total is not None:
+                self.total = total
+            if label is not None:
+                self.label = label
+            self.board.changed(self)
+
+    def line(self, done: bool = False) -> str:
+        secs = time.monotonic() - self.started
+        fmt = _size if self.unit == "B" else (lambda v: f"{v:,.0f}")
+        amount = fmt(self.completed)
+        if self.total:
+            amount += f"/{fmt(self.total)} ({100 * self.completed / self.total:.0f} %)"
+        if done:
+            return f"{self.label}: done in {secs:.0f} s" + (
+                f" ({amount})" if self.completed else ""
+            )
+        return (
+            f"{self.label}: {amount if self.completed or self.total else 'running'}, {secs:.0f} s"
+        )
+
+
+class _Board:
+    """All trackers of this process: one rich Live display, or one plain-line ticker."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.trackers: list[Tracker] = []
+        self.rich: Any = None
+        self.ticker: threading.Thread | None = None
+        self.stop = threading.Event()
+
+    def start(self, t: Tracker) -> None:
+        con = console(stderr=True)
+        with self.lock:
+            self.trackers.append(t)
+            if con.is_terminal:
+                if self.rich is None:
+                    from rich.progress import (
+                        BarColumn,
+                        Progress,
+                        SpinnerColumn,
+                        TextColumn,
+                        TimeElapsedColumn,
+                    )
+
+                    self.rich = Progress(
+                        SpinnerColumn(),
+                        TextColumn("{task.description}"),
+                        BarColumn(),
+                        TextColumn("{task.fields[amount]}"),
+                        TimeElapsedColumn(),
+                        console=con,
+                        transient=True,
+                    )
+                    self.rich.start()
+                t.task_id = self.rich.add_task(t.label, total=t.total, amount="")
+            else:
+                con.print(f"{t.label}: started", markup=False, highlight=False)
+                if self.ticker is None:
+                    self.stop.clear()
+                    self.ticker = threading.Thread(target=self._tick, daemon=True, name="progress")
+                    self.ticker.start()
+
+    def changed(self, t: Tracker) -> None:
+        if self.rich is not None and t.task_id is not None:
+            fmt = _size if t.unit == "B" else (lambda v: f"{v:,.0f}")
+            amount = fmt(t.completed) + (f"/{fmt(t.total)}" if t.total else "")
+            self.rich.update(
+                t.task_id, description=t.label, completed=t.completed, total=t.total, amount=amount
+            )
+
+    def finish(self, t: Tracker, ok: bool) -> None:
+        con = console(stderr=True)
+        with self.lock:
+            self.trackers.remove(t)
+            if self.rich is not None:
+                self.rich.remove_task(t.task_id)
+                if not self.trackers:
+                    self.rich.stop()
+                    self.rich = None
+            if not con.is_terminal or ok:
+                text = (
+                    t.line(done=True)
+                    if ok
+                    else f"{t.label}: stopped after {time.monotonic() - t.started:.0f} s"
+                )
+                con.print(text, markup=False, highlight=False)
+            if not self.trackers and self.ticker is not None:
+                self.stop.set()
+                self.ticker = None
+
+    def _tick(self) -> None:
+        stop = self.stop
+        while not stop.wait(PLAIN_EVERY):
+            with self.lock:
+                lines = [t.line() for t in self.trackers]
+            con = console(stderr=True)
+            for line in lines:
+                con.print(line, markup=False, highlight=False)
+
+
+_BOARD = _Board()
+
+
+@contextlib.contextmanager
+def progress(label: str, total: float | None = None, *, unit: str = "") -> Iterator[Tracker]:
+    """Show progress of one piece of long work; several may run at once (threads).
+
+    ``unit="B"`` shows bytes (downloads); otherwise counts (steps, lines, boots)."""
+    t = Tracker(_BOARD, label, total, unit)
+    _BOARD.start(t)
+    ok = False
+    try:
+        yield t
+        ok = True
+    finally:
+        _BOARD.finish(t, ok)

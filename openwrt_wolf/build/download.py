@@ -7,7 +7,6 @@ like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import re
@@ -22,7 +21,6 @@ from typing import IO, Any
 
 import requests
 import zstandard
-from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
 from .. import paths, term
 from ..catalogue import releases
@@ -149,19 +147,11 @@ def cache_path(a: Archive) -> Path:
     return paths.cache_dir() / "downloads" / a.release / t / s / a.name
 
 
-@contextlib.contextmanager
-def _progress(label: str, total: int | None) -> Iterator[Any]:
-    cols = ("[progress.description]{task.description}", BarColumn(), DownloadColumn())
-    with Progress(*cols, TransferSpeedColumn(), console=term.console(stderr=True),
-                  transient=True) as prog:  # fmt: skip
-        yield prog, prog.add_task(label, total=total)
-
-
-def _copy_stream(src: IO[bytes] | Iterator[bytes], dst: IO[bytes], prog: Any, task: Any) -> None:
+def _copy_stream(src: IO[bytes] | Iterator[bytes], dst: IO[bytes], bar: term.Tracker) -> None:
     chunks = iter(lambda: src.read(CHUNK), b"") if hasattr(src, "read") else src
     for chunk in chunks:
         dst.write(chunk)
-        prog.advance(task, len(chunk))
+        bar.advance(len(chunk))
 
 
 def fetch(a: Archive) -> Path:
@@ -179,8 +169,12 @@ def fetch(a: Archive) -> Path:
             if not src.is_file():
                 raise WolfError(f"{src} does not exist in the mirror directory")
             size = src.stat().st_size
-            with src.open("rb") as fi, part.open("wb") as fo, _progress(a.name, size) as (p, t):
-                _copy_stream(fi, fo, p, t)
+            with (
+                src.open("rb") as fi,
+                part.open("wb") as fo,
+                term.progress(a.name, size, unit="B") as bar,
+            ):
+                _copy_stream(fi, fo, bar)
     except OSError as e:
         if e.errno == errno.ENOSPC:
             part.unlink(missing_ok=True)
@@ -219,9 +213,9 @@ def _fetch_http(a: Archive, part: Path) -> None:
         length = r.headers.get("Content-Length")
         total = have + int(length) if length else None
         try:
-            with part.open(mode) as fo, _progress(a.name, total) as (prog, task):
-                prog.advance(task, have)
-                _copy_stream(r.iter_content(CHUNK), fo, prog, task)
+            with part.open(mode) as fo, term.progress(a.name, total, unit="B") as bar:
+                bar.advance(have)
+                _copy_stream(r.iter_content(CHUNK), fo, bar)
         except requests.RequestException as e:
             raise WolfError(
                 f"download of {a.url} broke off ({type(e).__name__}); the partial file is kept",
@@ -253,13 +247,13 @@ def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
     shutil.rmtree(into, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
-        with _open_tar(archive) as tar, _progress(f"unpacking {archive.name}", None) as (p, t):
+        with _open_tar(archive) as tar, term.progress(f"unpacking {archive.name}", unit="B") as bar:
             for member in tar:
                 try:
                     tar.extract(member, tmp, filter="tar")
                 except TypeError:  # a Python without extraction filters
                     tar.extract(member, tmp)
-                p.advance(t, member.size)
+                bar.advance(member.size)
         (tmp / EXTRACTED_MARK).write_text(digest + "\n")
         os.replace(tmp, into)
     except OSError as e:

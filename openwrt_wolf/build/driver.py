@@ -177,7 +177,7 @@ def _run_group(
     def one(job: Job) -> Outcome:
         slot = slots.get()
         try:
-            with tree_lock(slot):
+            with tree_lock(slot), term.progress(f"build {job.label}"):
                 out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st, con)
         finally:
             slots.put(slot)

@@ -12,15 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from .. import paths, proc
 from ..catalogue import releases
 from ..errors import WolfError
 from ..host import hosttools
 from ..locks import locked as _locked
 from ..results import store
-from ..term import console
+from ..term import progress
 from . import build, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint
 
@@ -94,41 +92,36 @@ def load_cached(root: Path) -> Footprint | None:
         return None  # an older or damaged entry: rebuilt
 
 
-def build_one(
-    bs: spec.BuildSpec,
-    tc: toolchain.Toolchain,
-    req: Request,
-    progress: Progress | None = None,
-) -> Footprint:
+def build_one(bs: spec.BuildSpec, tc: toolchain.Toolchain, req: Request) -> Footprint:
+    """Build (or take from the cache) and measure one library configuration, with progress:
+    the step and the build's output lines (rich on a terminal, periodic lines in logs)."""
     key = bs.key(tc.identity)
     dirs = build.BuildDirs(build_root() / key, build_root() / key / "build.log")
-    task = progress.add_task(bs.label, total=None) if progress else None
+    with progress(bs.label) as bar:
 
-    def step(name: str) -> None:
-        if progress is not None and task is not None:
-            progress.update(task, description=f"{bs.label}: {name}")
+        def step(name: str) -> None:
+            bar.update(label=f"{bs.label}: {name}")
 
-    lines = 0
+        lines = 0
 
-    def on_line(_line: str) -> None:
-        nonlocal lines
-        lines += 1
-        if progress is not None and task is not None and lines % 25 == 0:
-            progress.update(task, completed=lines)
+        def on_line(_line: str) -> None:
+            nonlocal lines
+            lines += 1
+            if lines % 25 == 0:
+                bar.update(completed=lines)
 
-    with _locked(build_root() / f"{key}.lock"):
-        fp = None if req.rebuild else load_cached(dirs.root)
-        if fp is None:
-            fp = _build_and_measure(bs, tc, req, dirs, key, step, on_line)
-        if req.smoke and (fp.smoke is None or not fp.smoke.ok):
-            step("smoke (qemu-user)")
-            result = smoke.run(bs, tc, dirs.include, dirs.lib, dirs.root / "installed",
-                               dirs.root / "smoke")  # fmt: skip
-            fp = Footprint.from_dict({**fp.to_dict(), "smoke": result.__dict__})
-            store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
-    step("done")
-    if progress is not None and task is not None:
-        progress.update(task, description=f"{bs.label}: done", total=1, completed=1)
+        with _locked(build_root() / f"{key}.lock"):
+            fp = None if req.rebuild else load_cached(dirs.root)
+            if fp is None:
+                fp = _build_and_measure(bs, tc, req, dirs, key, step, on_line)
+            if req.smoke and (fp.smoke is None or not fp.smoke.ok):
+                step("smoke (qemu-user)")
+                result = smoke.run(
+                    bs, tc, dirs.include, dirs.lib, dirs.root / "installed", dirs.root / "smoke"
+                )
+                fp = Footprint.from_dict({**fp.to_dict(), "smoke": result.__dict__})
+                store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
+        bar.update(label=bs.label)
     return fp
 
 
@@ -229,15 +222,11 @@ def run(req: Request) -> Outcome:
         hosttools.ensure(["qemu-mips-static"])
     results: list[Footprint | None] = [None] * len(specs)
     errors: list[WolfError] = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
     workers = max(1, min(req.parallel, len(specs)))
-    with (
-        Progress(*columns, console=console(stderr=True)) as progress,
-        ThreadPoolExecutor(max_workers=workers) as pool,
-    ):
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         # longest first, so two-at-a-time does not leave OpenSSL running alone at the end
         order = sorted(range(len(specs)), key=lambda i: -specs[i].lib.raw["build"].get("cost", 1))
-        futures = {i: pool.submit(build_one, specs[i], tc, req, progress) for i in order}
+        futures = {i: pool.submit(build_one, specs[i], tc, req) for i in order}
         for i, fut in sorted(futures.items()):
             try:
                 results[i] = fut.result()

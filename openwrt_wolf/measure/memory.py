@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import term
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..results.store import FileStore, Record
@@ -163,25 +164,28 @@ def measure_boots(
     results: list[BootMemory] = []
     kernel = ""
     release: str | None = None
-    for n in range(1, boots + 1):
-        with step(n) as b:
-            time.sleep(idle)
-            r = read_memory(b.target)
-            kernel = _read(b.target, "uname -r").strip()
-            release = _release(b.target)
-        boot = BootMemory(
-            boot=n,
-            meminfo_kb=r.meminfo_kb,
-            free_kb=r.free_kb,
-            loadavg=r.loadavg,
-            uptime_s=r.uptime_s,
-            settled_state=b.settled_state,
-            transitions=list(b.transitions),
-            seconds_to_measurement=round(r.at - b.started_at, 3),
-        )
-        results.append(boot)
-        if on_boot:
-            on_boot(boot)
+    with term.progress(f"boot 1/{boots}", total=boots) as bar:
+        for n in range(1, boots + 1):
+            bar.update(label=f"boot {n}/{boots}: booting, then {idle:g} s idle")
+            with step(n) as b:
+                time.sleep(idle)
+                r = read_memory(b.target)
+                kernel = _read(b.target, "uname -r").strip()
+                release = _release(b.target)
+            boot = BootMemory(
+                boot=n,
+                meminfo_kb=r.meminfo_kb,
+                free_kb=r.free_kb,
+                loadavg=r.loadavg,
+                uptime_s=r.uptime_s,
+                settled_state=b.settled_state,
+                transitions=list(b.transitions),
+                seconds_to_measurement=round(r.at - b.started_at, 3),
+            )
+            results.append(boot)
+            if on_boot:
+                on_boot(boot)
+            bar.advance()
     return results, kernel, release
 
 

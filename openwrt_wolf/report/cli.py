@@ -1,4 +1,5 @@
-"""`invoke size-report`: build the report, render it, print it or write it atomically."""
+"""`invoke size-report` and `invoke history`: build the model, render it, print it or write it
+atomically; --fail-on verdicts go to stderr and make the exit status 1."""
 
 from __future__ import annotations
 
@@ -6,9 +7,18 @@ import sys
 from pathlib import Path
 
 from .. import term
+from ..errors import WolfError
 from ..results.store import write_atomic
-from . import sizereport
+from . import history, sizereport
 from .render import FORMATS, render
+
+
+def _emit(text: str, fmt: str, output: str | None) -> None:
+    if output:
+        write_atomic(Path(output), text)
+        term.console(stderr=True).print(f"wrote {output}", markup=False)
+    else:
+        sys.stdout.write(text)
 
 
 def main(
@@ -21,10 +31,11 @@ def main(
     fmt: str,
     output: str | None,
     packages: int = 0,
+    baseline: str | None = None,
+    fail_on: list[str] | None = None,
+    sort: str = "headroom",
 ) -> None:
     if fmt not in FORMATS:
-        from ..errors import WolfError
-
         raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")
     con = term.console(stderr=True)
     with con.status("measuring artifacts (xz -9e of the TLS libraries; cached after)"):
@@ -35,13 +46,39 @@ def main(
             flavour=flavour,
             release=release,
             top_packages=packages,
+            baseline=baseline,
+            fail_on=fail_on,
+            sort=sort,
         )
     for dev in report.devices:
         con.print(f"device: {dev.profile} ({dev.title})", markup=False, highlight=False)
     if output:
-        text = render(report, "terminal" if fmt == "terminal" else fmt, width=200)
-        write_atomic(Path(output), text)
-        con.print(f"wrote {output}", markup=False)
+        _emit(render(report, fmt, width=200), fmt, output)
     else:
         width = None if sys.stdout.isatty() else 200
-        sys.stdout.write(render(report, fmt, width=width))
+        _emit(render(report, fmt, width=width), fmt, None)
+    from .render.cells import gate_lines
+
+    for line in gate_lines(report):
+        con.print(line, markup=False, highlight=False)
+    if report.broken:
+        raise SystemExit(1)
+
+
+def history_main(
+    *,
+    store: str | None,
+    device: str | None,
+    flavour: str | None,
+    release: str | None,
+    fmt: str,
+    output: str | None,
+) -> None:
+    from .render.history import FORMATS as HFORMATS
+    from .render.history import render_history
+
+    if fmt not in HFORMATS:
+        raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(HFORMATS)}")
+    h = history.build(store=store, device=device, flavour=flavour, release=release)
+    width = 200 if output or not sys.stdout.isatty() else None
+    _emit(render_history(h, fmt, width=width), fmt, output)

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..catalogue import devices, flavours
+from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
 from ..firmware import artifacts
 from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results.store import FileStore, Record, now_utc
+from .model import Baseline, GateResult, MatrixRow, Table
 
 SCHEMA = "openwrt-wolf/size-report/1"
 BASELINE = "mbedtls"
@@ -68,6 +69,10 @@ class Cell:
     packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
     mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
     notes: list[str] = field(default_factory=list)
+    created: str | None = None  # the build record's date (or when --from was measured)
+    mem_source: str | None = None  # "store:memory/<key>"
+    mem_created: str | None = None
+    mem_target: str | None = None  # "vm" or "router"
 
     @property
     def fits(self) -> str:
@@ -112,6 +117,7 @@ class Footprint:
     xz: int | None
     squashfs_cost: int | None
     source: str
+    created: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +129,15 @@ class SizeReport:
     created: str = field(default_factory=now_utc)
     notes: list[str] = field(default_factory=list)
     top_packages: int = 0  # the tables show the N packages taking most squashfs bytes
+    comparison: list[Table] = field(default_factory=list)  # Flash, Memory, Performance
+    matrix: list[MatrixRow] = field(default_factory=list)  # every device x flavour
+    baseline: Baseline | None = None  # --baseline: deltas per device and flavour
+    gates: list[GateResult] = field(default_factory=list)  # --fail-on verdicts
     schema: str = SCHEMA
+
+    @property
+    def broken(self) -> list[GateResult]:
+        return [g for g in self.gates if not g.ok]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -135,7 +149,9 @@ class SizeReport:
 # --- building cells ------------------------------------------------------------------
 
 
-def cell_from_artifacts(flavour: str, a: Artifacts, source: str) -> Cell:
+def cell_from_artifacts(
+    flavour: str, a: Artifacts, source: str, created: str | None = None
+) -> Cell:
     fit = a.fit or {}
     sysupgrade = a.sysupgrade
     image = sysupgrade.size if sysupgrade else None
@@ -169,6 +185,7 @@ def cell_from_artifacts(flavour: str, a: Artifacts, source: str) -> Cell:
         + list(fit.get("notes", ()))
         + list((fit.get("factory") or {}).get("notes", ()))
         + _unstripped(rootfs),
+        created=created,
     )
 
 
@@ -253,7 +270,7 @@ def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
         if a is None or rec.device is None:
             continue
         flav = rec.flavour or a.flavour or "unknown"
-        cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}")
+        cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}", rec.created)
         got.add(rec.device, cell, rec.release, a.target)
     got.sources.append(f"store {store.root}")
 
@@ -273,7 +290,8 @@ def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) ->
             flav = label or a.flavour or "unknown"
             if not label and not a.flavour:
                 got.notes.append(f"{path}: flavour not recognisable, use --from FLAVOUR={path}")
-            got.add(a.profile, cell_from_artifacts(flav, a, str(path)), a.release, a.target)
+            cell = cell_from_artifacts(flav, a, str(path), now_utc())
+            got.add(a.profile, cell, a.release, a.target)
         got.sources.append(str(path))
 
 
@@ -291,15 +309,19 @@ def _median_kb(data: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def _memory(store: FileStore, got: _Collected) -> None:
-    """Memory records (kind "memory") of devices and flavours with a column, newest wins."""
-    for rec in store.query("memory"):
+def _memory(store: FileStore, got: _Collected, release: str | None) -> None:
+    """Memory records (kind "memory") of the release, per device and flavour; newest wins."""
+    for rec in store.query("memory", release=release):
         mem = _median_kb(rec.data)
         if not rec.device or not rec.flavour or not mem:
             continue
         cells = got.cells.setdefault(rec.device, {})
         old = cells.get(rec.flavour) or Cell(flavour=rec.flavour, source=f"store:memory/{rec.key}")
-        cells[rec.flavour] = Cell(**{**asdict(old), "mem_kb": mem})
+        target = rec.data.get("target")
+        cells[rec.flavour] = Cell(**{
+            **asdict(old), "mem_kb": mem, "mem_source": f"store:memory/{rec.key}",
+            "mem_created": rec.created, "mem_target": target if isinstance(target, str) else None,
+        })  # fmt: skip
         got.meta.setdefault(rec.device, (rec.release, None))
 
 
@@ -320,6 +342,7 @@ def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
             xz=d.get("xz"),
             squashfs_cost=d.get("squashfs_cost"),
             source=f"store:footprint/{rec.key}",
+            created=rec.created,
         )
         latest[(fp.flavour, fp.config, fp.arch or "")] = fp
     return [latest[k] for k in sorted(latest)]
@@ -336,8 +359,28 @@ def build(
     flavour: str | None = None,
     release: str | None = None,
     top_packages: int = 0,
+    baseline: str | None = None,
+    fail_on: list[str] | None = None,
+    sort: str = "headroom",
 ) -> SizeReport:
-    """Collect, filter and assemble the report. --from alone does not read build records."""
+    """Collect, filter and assemble the report. --from alone does not read build records.
+
+    ``baseline``: a saved JSON report, a store directory or a release (report/baseline.py);
+    ``fail_on``: --fail-on rules (report/gates.py), checked into ``SizeReport.gates``."""
+    from . import baseline as base_mod
+    from . import comparison, gates, matrix
+
+    rules = gates.parse_all(fail_on or [])  # a bad rule fails before anything is measured
+    if sort not in matrix.SORTS:
+        raise WolfError(f"unknown --sort {sort!r}", hint=f"one of: {', '.join(matrix.SORTS)}")
+    base_kind = base_mod.kind_of(baseline) if baseline else None
+    if base_kind == "release" and release is None:
+        release = releases.get(None).name
+        if release == baseline:
+            raise WolfError(
+                f"--baseline {baseline} is the release being reported",
+                hint="give --release for the new side, e.g. --release 25.12.5 --baseline 24.10.8",
+            )
     wanted_devices = devices.resolve_many(device, release) if device else None
     profiles = [d.profile for d in wanted_devices] if wanted_devices else None
     wanted_flavours = {f.name for f in flavours.resolve_many(flavour)} if flavour else None
@@ -348,7 +391,7 @@ def build(
         _from_store(fs, release, got)
     if from_dirs:
         _from_dirs(from_dirs, profiles, got)
-    _memory(fs, got)
+    _memory(fs, got, release)
 
     reports = []
     for profile in sorted(got.cells):
@@ -383,10 +426,33 @@ def build(
             f"nothing to report{what}: no build records or artifacts in {where}",
             hint="run `./wolf build ...` first, or give --from bin/targets/<target>/<subtarget>",
         )
+    base = None
+    if baseline and base_kind:
+        if base_kind == "report":
+            base_cells, label = base_mod.from_report_json(Path(baseline))
+        else:
+            old = build(
+                store=baseline if base_kind == "store" else store,
+                device=device,
+                flavour=flavour,
+                release=baseline if base_kind == "release" else None,
+            )
+            base_cells = base_mod.from_devices(old.devices)
+            label = f"{base_kind} {baseline}"
+        base = base_mod.compare(baseline, base_kind, label, reports, base_cells)
+    columns = _column_order(
+        {f for d in reports for f in d.flavours} | {f.flavour for f in footprints}
+    )
     return SizeReport(
         devices=reports,
         footprints=footprints,
         sources=got.sources,
         notes=got.notes,
         top_packages=top_packages,
+        comparison=comparison.tables(
+            reports, footprints, fs, columns, wanted_flavours, set(profiles) if profiles else None
+        ),
+        matrix=matrix.rows(reports, sort),
+        baseline=base,
+        gates=gates.check(rules, reports, base),
     )

@@ -1,6 +1,7 @@
 """The results store: every capability (build, footprint, memory, ...) writes typed records
 here as schema-versioned JSON, atomically (temp file + rename), so nothing measured is ever
-half-written or lost. Layout: <root>/<kind>/<key>.json."""
+half-written or lost. Layout: <root>/<kind>/<key>.json; a replaced record is kept under
+<root>/<kind>/.history/<key>/ (records are only ever added)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..errors import WolfError
 
 SCHEMA_VERSION = 1
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+HISTORY = ".history"  # <kind>/.history/<key>/<created>.json: replaced records
 
 
 def now_utc() -> str:
@@ -97,8 +99,49 @@ class FileStore:
 
     def put(self, record: Record) -> Path:
         path = self._path(record.kind, record.key)
+        if path.exists():
+            self._keep(path)
         write_atomic(path, json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
         return path
+
+    def _keep(self, path: Path) -> None:
+        """Records are only ever added: the one a put replaces (a forced rebuild of the same
+        request) stays as <kind>/.history/<key>/<its created>.json. A hard link, made before
+        the new file is renamed over the old, so no reader sees the record missing."""
+        try:
+            created = str(json.loads(path.read_text()).get("created", ""))
+        except (OSError, ValueError):
+            created = ""
+        stamp = re.sub(r"[^0-9A-Za-z]", "", created) or f"mtime{path.stat().st_mtime_ns}"
+        dest = path.parent / HISTORY / path.stem / f"{stamp}.json"
+        if dest.exists():
+            return
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, dest)
+        except OSError:  # a file system without hard links
+            write_atomic(dest, path.read_text())
+
+    def history(
+        self,
+        kind: str,
+        *,
+        release: str | None = None,
+        device: str | None = None,
+        flavour: str | None = None,
+    ) -> list[Record]:
+        """Every record of a kind the store ever held (current and replaced), oldest first."""
+        out = {(r.key, r.created): r for r in self.query(kind, release=release, device=device,
+                                                         flavour=flavour)}
+        old = self.root / kind / HISTORY
+        for path in sorted(old.glob("*/*.json")) if old.is_dir() else []:
+            r = self._load(path)
+            if (release and r.release != release) or (device and r.device != device):
+                continue
+            if flavour and r.flavour != flavour:
+                continue
+            out.setdefault((r.key, r.created), r)
+        return sorted(out.values(), key=lambda r: r.created)
 
     def get(self, kind: str, key: str) -> Record | None:
         path = self._path(kind, key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...errors import WolfError
 from ..sizereport import SizeReport
 
-FORMATS = ("terminal", "markdown", "json", "csv")
+FORMATS = ("terminal", "markdown", "json", "csv", "html")
 
 
 def render(report: SizeReport, fmt: str, *, width: int | None = None) -> str:
@@ -25,4 +25,8 @@ def render(report: SizeReport, fmt: str, *, width: int | None = None) -> str:
         from .csvout import render_csv
 
         return render_csv(report)
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(report)
     raise WolfError(f"unknown report format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")

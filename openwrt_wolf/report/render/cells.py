@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, Cell, DeviceReport
+from collections.abc import Callable
+
+from ..model import Baseline, CellDelta, Figure, MatrixCell, MatrixRow, Source, Table
+from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, Cell, DeviceReport, SizeReport
 
 DASH = "–"
 
@@ -85,3 +88,99 @@ def package_rows(dev: DeviceReport, n: int) -> list[tuple[str, list[str]]]:
             per.setdefault(p["name"], {})[f] = int(p["stored_size"])
     top = sorted(per, key=lambda k: (-max(per[k].values()), k))[:n]
     return [(name, [num(per[name].get(f)) for f in dev.flavours]) for name in top]
+
+
+class Footnotes:
+    """Footnote numbers, one per distinct source, in order of first use."""
+
+    def __init__(self) -> None:
+        self.index: dict[Source, int] = {}
+
+    def ref(self, s: Source | None) -> int | None:
+        if s is None:
+            return None
+        return self.index.setdefault(s, len(self.index) + 1)
+
+    def items(self) -> list[tuple[int, str]]:
+        return [(n, source_text(s)) for s, n in self.index.items()]
+
+
+def figure_text(fig: Figure | None) -> str:
+    """A comparison figure: separators, one decimal for rates, 'does not fit: N' for a too-big
+    image (computed when OpenWrt deleted it)."""
+    if fig is None or fig.value is None:
+        return DASH
+    v = fig.value
+    text = f"{v:,}" if isinstance(v, int) else f"{v:,.1f}"
+    if fig.computed:
+        text += " (computed: image deleted)"
+    return f"does not fit: {text}" if fig.verdict == "TOO_BIG" else text
+
+
+def source_text(s: Source) -> str:
+    parts = [s.setting, s.target or "", s.date or "undated", s.record]
+    return ", ".join(p for p in parts if p)
+
+
+def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str]]]:
+    """(label, unit, texts with a [n] source mark) for the terminal and Markdown."""
+    out = []
+    for r in t.rows:
+        vals = []
+        for c in t.columns:
+            fig = r.values.get(c)
+            n = notes.ref(fig.source) if fig else None
+            vals.append(figure_text(fig) + (f" [{n}]" if n else ""))
+        out.append((r.label, r.unit, vals))
+    return out
+
+
+def matrix_text(c: MatrixCell) -> str:
+    """'fits, +1,234,567 B (+18 blocks)' / 'does not fit, -12,345 B (-1 blocks)' / 'unknown'."""
+    word = {"FITS": "fits", "TOO_BIG": "does not fit"}.get(c.verdict, "unknown")
+    if c.headroom is None:
+        return word
+    blocks = f" ({c.headroom_blocks:+} blocks)" if c.headroom_blocks is not None else ""
+    return f"{word}, {c.headroom:+,} B{blocks}"
+
+
+def matrix_rows(rows: list[MatrixRow]) -> tuple[list[str], list[tuple[MatrixRow, list[str]]]]:
+    cols = list(dict.fromkeys(f for r in rows for f in r.cells))
+    return cols, [
+        (r, [matrix_text(r.cells[f]) if f in r.cells else DASH for f in cols]) for r in rows
+    ]
+
+
+def delta_blocks_text(d: CellDelta) -> str:
+    """'+12,345 B, +1 erase blocks': the image against the baseline in bytes and blocks."""
+    if d.image is None:
+        return DASH
+    blocks = "" if d.erase_blocks is None else f", {d.erase_blocks:+} erase blocks"
+    return f"{d.image:+,} B{blocks}"
+
+
+def baseline_rows(dev: DeviceReport, base: Baseline | None) -> list[tuple[str, list[str]]]:
+    """Rows 'vs baseline' under a device's table: TLS, rootfs, image (+ blocks), headroom."""
+    if base is None or dev.profile not in base.deltas:
+        return []
+    ds = base.deltas[dev.profile]
+    getters: tuple[tuple[str, Callable[[CellDelta], str]], ...] = (
+        ("TLS libraries (xz)", lambda d: signed(d.tls_xz)),
+        ("Root filesystem", lambda d: signed(d.rootfs)),
+        ("Firmware image", delta_blocks_text),
+        ("Headroom", lambda d: signed(d.headroom)),
+    )
+    return [
+        (f"{label} vs baseline", [get(ds[f]) if f in ds else DASH for f in dev.flavours])
+        for label, get in getters
+    ]
+
+
+def gate_lines(report: SizeReport) -> list[str]:
+    """'fail-on headroom<64KiB: BROKEN by <profile>/<flavour>: headroom +1,000 B < +65,536 B'."""
+    out = []
+    for g in report.gates:
+        if g.ok:
+            out.append(f"fail-on {g.rule}: ok ({g.checked} checked)")
+        out += [f"fail-on {g.rule}: BROKEN by {b.profile}/{b.flavour}: {b.text}" for b in g.broken]
+    return out

@@ -8,7 +8,17 @@ from rich.console import Console
 from rich.table import Table
 
 from ..sizereport import SizeReport
-from .cells import notes, num, package_rows, table_rows
+from .cells import (
+    Footnotes,
+    baseline_rows,
+    comparison_rows,
+    gate_lines,
+    matrix_rows,
+    notes,
+    num,
+    package_rows,
+    table_rows,
+)
 
 
 def _style(text: str) -> str:
@@ -29,7 +39,7 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
         t.add_column("bytes", style="bold")
         for f in dev.flavours:
             t.add_column(f, justify="right")
-        for label, vals in table_rows(dev):
+        for label, vals in table_rows(dev) + baseline_rows(dev, report.baseline):
             t.add_row(label, *(_style(v.replace("[", "\\[")) for v in vals))
         con.print(t)
         pkgs = package_rows(dev, report.top_packages) if report.top_packages else []
@@ -54,7 +64,48 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
                 num(fp.installed), num(fp.xz), num(fp.squashfs_cost),
             )  # fmt: skip
         con.print(t)
+    marks = Footnotes()
+    _comparison(con, report, marks)
+    if len(report.matrix) > 1:
+        _matrix(con, report)
     con.print(f"TLS libraries compressed with {report.xz_settings}.", markup=False)
+    for mark, text in marks.items():
+        con.print(f"[{mark}] {text}", markup=False, highlight=False)
+    if report.baseline:
+        con.print(f"baseline: {report.baseline.label}", markup=False)
+        if report.baseline.missing:
+            con.print(f"not in the baseline: {', '.join(report.baseline.missing)}", markup=False)
     for n in report.notes:
         con.print(f"note: {n}", markup=False)
+    for line in gate_lines(report):
+        con.print(line, markup=False, style="bold red" if "BROKEN" in line else None)
     return buf.getvalue()
+
+
+def _comparison(con: Console, report: SizeReport, marks: Footnotes) -> None:
+    for t in report.comparison:
+        if not t.rows:
+            con.print(f"{t.title}: no records in the store yet", markup=False)
+            continue
+        tab = Table(title=f"{t.title} (the comparison)")
+        tab.add_column("", style="bold")
+        tab.add_column("unit")
+        for c in t.columns:
+            tab.add_column(c, justify="right")
+        for label, unit, vals in comparison_rows(t, marks):
+            tab.add_row(label, unit, *(_style(v.replace("[", "\\[")) for v in vals))
+        con.print(tab)
+        for n in t.notes:
+            con.print(f"  note: {n}", markup=False)
+
+
+def _matrix(con: Console, report: SizeReport) -> None:
+    cols, rows = matrix_rows(report.matrix)
+    tab = Table(title="Fits: every device × flavour (headroom, tightest first)")
+    for c in ("device", "target", "release"):
+        tab.add_column(c)
+    for c in cols:
+        tab.add_column(c, justify="right")
+    for r, vals in rows:
+        tab.add_row(r.profile, r.target or "", r.release or "", *(_style(v) for v in vals))
+    con.print(tab)

@@ -1,0 +1,135 @@
+"""--baseline REF: what each (device, flavour) was before. REF is a saved JSON report
+(`size-report --format json --output base.json`), a results store directory, or a release
+whose build records in the store are the baseline. Deltas are current minus baseline."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..catalogue import releases
+from ..errors import WolfError
+from .model import Baseline, CellDelta
+from .sizereport import SCHEMA, Cell, DeviceReport
+
+
+@dataclass(frozen=True)
+class BaseCell:
+    source: str
+    release: str | None
+    tls_xz: int | None
+    rootfs: int | None
+    image: int | None
+    erase_blocks: int | None
+    headroom: int | None
+    headroom_blocks: int | None
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def from_report_json(path: Path) -> tuple[dict[tuple[str, str], BaseCell], str]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise WolfError(
+            f"--baseline {path}: not a readable JSON report ({e})",
+            hint="save one with `size-report --format json --output FILE`",
+        ) from None
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema != SCHEMA:
+        raise WolfError(
+            f"--baseline {path}: schema {schema!r}, this tool reads {SCHEMA}",
+            hint="save the baseline with this version's `size-report --format json`",
+        )
+    out = {}
+    for dev in doc.get("devices", []):
+        for flav, c in (dev.get("cells") or {}).items():
+            out[(dev["profile"], flav)] = BaseCell(
+                source=f"{path}: {c.get('source')}",
+                release=dev.get("release"),
+                **{
+                    k: _int(c.get(k))
+                    for k in (
+                        "tls_xz",
+                        "rootfs",
+                        "image",
+                        "erase_blocks",
+                        "headroom",
+                        "headroom_blocks",
+                    )
+                },
+            )
+    return out, f"report {path} ({doc.get('created', 'undated')})"
+
+
+def from_devices(devices: list[DeviceReport]) -> dict[tuple[str, str], BaseCell]:
+    return {
+        (d.profile, f): BaseCell(
+            c.source,
+            d.release,
+            c.tls_xz,
+            c.rootfs,
+            c.image,
+            c.erase_blocks,
+            c.headroom,
+            c.headroom_blocks,
+        )
+        for d in devices
+        for f, c in d.cells.items()
+    }
+
+
+def kind_of(ref: str) -> str:
+    """'report', 'store' or 'release'; one error line when REF is none of them."""
+    p = Path(ref)
+    if p.is_file():
+        return "report"
+    if p.is_dir():
+        return "store"
+    if ref in releases.releases():
+        return "release"
+    raise WolfError(
+        f"--baseline {ref}: no such file or store directory, and not a release",
+        hint=f"give a saved JSON report, a store directory or one of: "
+        f"{', '.join(releases.releases())}",
+    )
+
+
+def _sub(a: int | None, b: int | None) -> int | None:
+    return a - b if a is not None and b is not None else None
+
+
+def delta(c: Cell, b: BaseCell) -> CellDelta:
+    return CellDelta(
+        base_source=b.source,
+        base_release=b.release,
+        tls_xz=_sub(c.tls_xz, b.tls_xz),
+        rootfs=_sub(c.rootfs, b.rootfs),
+        image=_sub(c.image, b.image),
+        erase_blocks=_sub(c.erase_blocks, b.erase_blocks),
+        headroom=_sub(c.headroom, b.headroom),
+        headroom_blocks=_sub(c.headroom_blocks, b.headroom_blocks),
+    )
+
+
+def compare(
+    ref: str,
+    kind: str,
+    label: str,
+    devices: list[DeviceReport],
+    base: dict[tuple[str, str], BaseCell],
+) -> Baseline:
+    deltas: dict[str, dict[str, CellDelta]] = {}
+    missing = []
+    for d in devices:
+        for f, c in d.cells.items():
+            b = base.get((d.profile, f))
+            if b is None:
+                missing.append(f"{d.profile}/{f}")
+                continue
+            deltas.setdefault(d.profile, {})[f] = delta(c, b)
+    return Baseline(ref, kind, label, deltas, missing)

@@ -1,0 +1,183 @@
+"""HTML: one self-contained page (CSS, SVG plots and the sort script inline; nothing fetched),
+rendered with jinja2 from templates/size-report.html.j2. Text comes from cells.py like the
+other formats; every figure links to its source in the footnotes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from ...paths import PROJECT_ROOT
+from .. import plots
+from ..model import Figure, Table
+from ..sizereport import SizeReport
+from .cells import (
+    Footnotes,
+    baseline_rows,
+    figure_text,
+    gate_lines,
+    matrix_text,
+    notes,
+    num,
+    package_rows,
+    source_text,
+    table_rows,
+)
+
+TEMPLATE = "size-report.html.j2"
+TLS_PLOT_ROWS = 12  # the TLS plot shows the cross-built libraries and the first devices
+
+
+def _cell(fig: Figure | None, sources: Footnotes) -> dict[str, Any]:
+    if fig is None:
+        return {"text": "–", "value": "", "ref": None, "cls": "none"}
+    cls = {"TOO_BIG": "bad", "FITS": "good"}.get(fig.verdict or "", "")
+    return {
+        "text": figure_text(fig),
+        "value": "" if fig.value is None else fig.value,
+        "ref": sources.ref(fig.source),
+        "title": source_text(fig.source) if fig.source else "",
+        "cls": cls,
+    }
+
+
+def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
+    return {
+        "id": t.id,
+        "title": t.title,
+        "columns": t.columns,
+        "notes": t.notes,
+        "rows": [
+            {
+                "label": r.label,
+                "unit": r.unit,
+                "id": r.id,
+                "cells": [_cell(r.values.get(c), sources) for c in t.columns],
+            }
+            for r in t.rows
+        ],
+    }
+
+
+def _plots(report: SizeReport) -> list[dict[str, str]]:
+    out = []
+    groups = [
+        (
+            d.title,
+            d.blocksize,
+            [(f, {"image": d.cells[f].image, "limit": d.cells[f].limit}) for f in d.flavours],
+        )
+        for d in report.devices
+        if any(d.cells[f].limit is not None for f in d.flavours)
+    ]
+    for i, svg in enumerate(plots.fit_bars(groups)):
+        out.append(
+            {
+                "id": f"plot-fit-{i}",
+                "title": "Firmware image against the flash limit",
+                "caption": "per device and flavour: the image (bar), the binding limit "
+                "(black line), erase-block boundaries (white lines), headroom (green) and "
+                "bytes over the limit (red)",
+                "svg": svg,
+            }
+        )
+    tables = {t.id: t for t in report.comparison}
+    flash = tables.get("flash")
+    if flash:
+        tls = [r for r in flash.rows if r.id.startswith("tls_xz:")][:TLS_PLOT_ROWS]
+        if tls:
+            out.append(
+                {
+                    "id": "plot-tls",
+                    "title": "TLS libraries (xz)",
+                    "caption": "xz -9e of each TLS library file, summed",
+                    "svg": plots.grouped_bars(tls, flash.columns, "TLS libraries, bytes"),
+                }
+            )
+    for tid in ("memory", "performance"):
+        t = tables.get(tid)
+        if t and t.rows:
+            for unit in dict.fromkeys(r.unit for r in t.rows):
+                rows = [r for r in t.rows if r.unit == unit]
+                out.append(
+                    {
+                        "id": f"plot-{tid}-{len(out)}",
+                        "title": f"{t.title} ({unit})",
+                        "caption": "",
+                        "svg": plots.grouped_bars(rows, t.columns, unit),
+                    }
+                )
+    return out
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(PROJECT_ROOT / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_html(report: SizeReport) -> str:
+    sources = Footnotes()
+    tables = [_table(t, sources) for t in report.comparison]
+    devices = [
+        {
+            "profile": d.profile,
+            "title": d.title,
+            "target": d.target,
+            "release": d.release,
+            "flavours": d.flavours,
+            "rows": table_rows(d) + baseline_rows(d, report.baseline),
+            "packages": package_rows(d, report.top_packages) if report.top_packages else [],
+            "notes": notes(d),
+        }
+        for d in report.devices
+    ]
+    columns = list(dict.fromkeys(f for r in report.matrix for f in r.cells))
+    matrix = [
+        {
+            "profile": r.profile,
+            "title": r.title,
+            "target": r.target or "",
+            "release": r.release or "",
+            "min": "" if r.min_headroom is None else r.min_headroom,
+            "cells": [
+                {
+                    "text": matrix_text(r.cells[f]),
+                    "value": r.cells[f].headroom,
+                    "cls": {"TOO_BIG": "bad", "FITS": "good"}.get(r.cells[f].verdict, "none"),
+                }
+                if f in r.cells
+                else {"text": "–", "value": None, "cls": "none"}
+                for f in columns
+            ],
+        }
+        for r in report.matrix
+    ]
+    return (
+        _env()
+        .get_template(TEMPLATE)
+        .render(
+            report=report,
+            tables=tables,
+            devices=devices,
+            matrix=matrix,
+            matrix_columns=columns,
+            plots=_plots(report),
+            sources=sources.items(),
+            gates=gate_lines(report),
+            footprints=[
+                {
+                    **fp.__dict__,
+                    "installed": num(fp.installed),
+                    "xz": num(fp.xz),
+                    "squashfs_cost": num(fp.squashfs_cost),
+                }
+                for fp in report.footprints
+            ],
+        )
+    )
