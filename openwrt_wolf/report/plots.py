@@ -19,6 +19,7 @@ OTHER = "#8e5ea2"
 TOO_BIG = "#c0392b"
 ROOM = "#cfe8cf"
 DEVICES_PER_FIGURE = 25
+BAR = 0.7  # bar height in row units
 
 
 @cache
@@ -68,72 +69,80 @@ def fit_bars(
     return out
 
 
+def _rects(spans: list[tuple[float, float, float]], colour: str) -> Any:
+    """One collection of bars (y, left, width): one SVG path element for all of them."""
+    from matplotlib.collections import PolyCollection
+
+    half = BAR / 2
+    verts = [[(x, y - half), (x + w, y - half), (x + w, y + half), (x, y + half)]
+             for y, x, w in spans]  # fmt: skip
+    return PolyCollection(verts, facecolors=colour, edgecolors="none")
+
+
 def _fit_figure(groups: Sequence[tuple[str, int | None, list[tuple[str, dict[str, Any]]]]]) -> str:
+    """The device's name labels its group of bars, one bar per flavour in the column order;
+    colour tells the flavour (legend)."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     Figure = _mpl()
     n_bars = sum(len(g[2]) for g in groups)
-    height = 0.6 + 0.22 * n_bars + 0.3 * len(groups)
+    height = 0.7 + 0.2 * n_bars + 0.15 * len(groups)
     fig = Figure(figsize=(8.5, height))
-    ax = fig.add_axes((0.2, 0.6 / height, 0.76, 1 - 0.9 / height))
+    ax = fig.add_axes((0.26, 0.55 / height, 0.71, 1 - 0.85 / height))
     y = 0.0
     ticks: list[float] = []
     labels: list[str] = []
-    bars: dict[str, tuple[list[float], list[float]]] = {}
-    over: tuple[list[float], list[float], list[float]] = ([], [], [])
-    room: tuple[list[float], list[float], list[float]] = ([], [], [])
+    spans: dict[str, list[tuple[float, float, float]]] = {"room": [], "over": []}
     bx: list[float] = []
     by: list[float] = []
     lx: list[float] = []
     ly: list[float] = []
-    heads: list[tuple[float, str]] = []
     xmax = 0.0
+    flavours: list[str] = []
     for title, blocksize, cells in groups:
-        y += 0.3  # room for the device's title above its bars
-        heads.append((y - 0.5, title))
         top = y
         for flavour, c in cells:
             image, limit = c.get("image"), c.get("limit")
-            ticks.append(y)
-            labels.append(flavour)
+            if flavour not in flavours:
+                flavours.append(flavour)
             if image is not None:
                 shown = min(image, limit) if limit is not None else image
-                bars.setdefault(flavour, ([], []))[0].append(y)
-                bars[flavour][1].append(shown / KIB)
+                spans.setdefault(flavour, []).append((y, 0.0, shown / KIB))
                 xmax = max(xmax, image / KIB)
             if image is not None and limit is not None:
                 start, width = (limit, image - limit) if image > limit else (image, limit - image)
-                part = over if image > limit else room
-                part[0].append(y)
-                part[1].append(start / KIB)
-                part[2].append(width / KIB)
+                spans["over" if image > limit else "room"].append((y, start / KIB, width / KIB))
             if blocksize and image is not None:
                 for b in range(blocksize, image + 1, blocksize):
                     bx += [b / KIB, b / KIB, float("nan")]
-                    by += [y - 0.3, y + 0.3, float("nan")]
+                    by += [y - BAR / 2, y + BAR / 2, float("nan")]
             y += 1
-        limits = {c.get("limit") for _, c in cells if c.get("limit") is not None}
-        for lim in limits:
+        ticks.append((top + y - 1) / 2)
+        labels.append(title)
+        for lim in {c.get("limit") for _, c in cells if c.get("limit") is not None}:
             assert lim is not None
             lx += [lim / KIB, lim / KIB, float("nan")]
             ly += [top - 0.45, y - 0.55, float("nan")]
             xmax = max(xmax, lim / KIB)
-        y += 0.9
-    for flavour, (ys, ws) in bars.items():
-        ax.barh(ys, ws, height=0.6, color=colour(flavour), label=flavour)
-    if room[0]:
-        ax.barh(room[0], room[2], left=room[1], height=0.6, color=ROOM, label="headroom")
-    if over[0]:
-        ax.barh(over[0], over[2], left=over[1], height=0.6, color=TOO_BIG, label="over the limit")
+        y += 0.6
+    colours = {**{f: colour(f) for f in flavours}, "room": ROOM, "over": TOO_BIG}
+    for name, rects in spans.items():
+        if rects:
+            ax.add_collection(_rects(rects, colours[name]))
     if bx:
-        ax.plot(bx, by, color="white", lw=0.35, label="_blocks")
+        ax.plot(bx, by, color="white", lw=0.35)
     if lx:
-        ax.plot(lx, ly, color="black", lw=1.4, label="limit")
-    for yy, title in heads:
-        ax.text(0, yy, title, fontsize=8, fontweight="bold", va="bottom")
+        ax.plot(lx, ly, color="black", lw=1.4)
     ax.set_yticks(ticks, labels)
-    ax.set_ylim(y - 0.5, -0.9)
+    ax.tick_params(axis="y", length=0)
+    ax.set_ylim(y - 0.4, -0.6)
     ax.set_xlim(0, xmax * 1.04 if xmax else 1)
     ax.set_xlabel("KiB (white lines: erase-block boundaries)")
-    fig.legend(loc="upper right", fontsize=7, ncols=6, frameon=False)
+    handles: list[Any] = [Patch(color=colour(f), label=f) for f in flavours]
+    handles += [Patch(color=ROOM, label="headroom"), Patch(color=TOO_BIG, label="over the limit")]
+    handles.append(Line2D([], [], color="black", lw=1.4, label="limit"))
+    fig.legend(handles=handles, loc="upper right", fontsize=7, ncols=6, frameon=False)
     return _svg(fig)
 
 
