@@ -25,6 +25,7 @@ class BaseCell:
     erase_blocks: int | None
     headroom: int | None
     headroom_blocks: int | None
+    margin: int | None = None
 
 
 def _int(v: Any) -> int | None:
@@ -60,6 +61,7 @@ def from_report_json(path: Path) -> tuple[dict[tuple[str, str], BaseCell], str]:
                         "erase_blocks",
                         "headroom",
                         "headroom_blocks",
+                        "margin",
                     )
                 },
             )
@@ -77,6 +79,7 @@ def from_devices(devices: list[DeviceReport]) -> dict[tuple[str, str], BaseCell]
             c.erase_blocks,
             c.headroom,
             c.headroom_blocks,
+            c.margin,
         )
         for d in devices
         for f, c in d.cells.items()
@@ -113,6 +116,7 @@ def delta(c: Cell, b: BaseCell) -> CellDelta:
         erase_blocks=_sub(c.erase_blocks, b.erase_blocks),
         headroom=_sub(c.headroom, b.headroom),
         headroom_blocks=_sub(c.headroom_blocks, b.headroom_blocks),
+        margin=_sub(c.margin, b.margin),
     )
 
 

@@ -28,9 +28,10 @@ class Measure:
 
 
 MEASURES: dict[str, Measure] = {
-    "headroom": Measure("B", False, lambda c, d: c.headroom, "headroom (limit - checked size)"),
+    "headroom": Measure("B", False, lambda c, d: c.headroom, "bytes the rootfs may still grow"),
+    "margin": Measure("B", False, lambda c, d: c.margin, "limit - checked size"),
     "headroom_blocks": Measure(
-        "blocks", False, lambda c, d: c.headroom_blocks, "whole erase blocks of headroom"
+        "blocks", False, lambda c, d: c.headroom_blocks, "whole erase blocks under the limit"
     ),
     "image": Measure("B", False, lambda c, d: c.image, "firmware image bytes"),
     "rootfs": Measure("B", False, lambda c, d: c.rootfs, "root filesystem bytes"),

@@ -51,8 +51,8 @@ class MatrixCell:
     image: int | None
     limit: int | None
     limit_name: str | None
-    headroom: int | None
-    headroom_blocks: int | None
+    headroom: int | None  # bytes the rootfs may still grow (fit model's rootfs_room)
+    headroom_blocks: int | None  # whole erase blocks under the limit
 
 
 @dataclass(frozen=True)
@@ -77,8 +77,9 @@ class CellDelta:
     rootfs: int | None
     image: int | None
     erase_blocks: int | None  # erase blocks of kernel+rootfs, current minus baseline
-    headroom: int | None
+    headroom: int | None  # bytes the rootfs may still grow
     headroom_blocks: int | None
+    margin: int | None = None  # limit - checked size
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,8 @@ HEAP_PEAK = {"mbedtls": 38_912, "wolfssl": 21_504, "openssl": 101_376}  # B
 class Oracle:
     image: int  # stat of the assembled sysupgrade file
     erase_blocks: int  # (file - marker) / 64 KiB: the file is block-padded
-    headroom: int  # IMAGE_SIZE - file
+    margin: int  # IMAGE_SIZE - file (the size check-size compares)
+    headroom: int  # bytes the rootfs file may grow with the image kept (below)
     fits: bool
     kept: bool  # the file is in the output directory (else OpenWrt deleted it)
     rootfs: int  # unsquashfs -s
@@ -94,10 +95,15 @@ def make(base: Path) -> Lab:
             spec = {AR300: {"images": [entry]}}
         profiles_json(out / "profiles.json", rel, "ath79/generic", spec)
         libs = {**FLAVOUR_LIBS[flav], **GLUE}
+        # pad-to 64k after the kernel, pad-rootfs to 64k + marker: the image stays within
+        # IMAGE_SIZE while kernel (padded) + rootfs fill at most the whole blocks below it
+        whole = (IMAGE_SIZE - MARKER) // BLOCK * BLOCK
+        padded_kernel = -(-kernel.stat().st_size // BLOCK) * BLOCK
         lab.oracle[(rel, flav)] = Oracle(
             image=size,
             erase_blocks=(size - MARKER) // BLOCK,
-            headroom=IMAGE_SIZE - size,
+            margin=IMAGE_SIZE - size,
+            headroom=whole - padded_kernel - rootfs.stat().st_size,
             fits=kept,
             kept=kept,
             rootfs=unsquashfs_size(rootfs),

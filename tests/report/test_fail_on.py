@@ -28,11 +28,12 @@ def _fit(
         "verdict": "FITS" if fits else "TOO_BIG",
         "limit": LIMIT,
         "limit_name": "IMAGE_SIZE",
-        "headroom": room,
-        "headroom_blocks": room // 65536,
+        "rootfs_room": room,  # what the report calls headroom
+        "margin": LIMIT - image,
+        "headroom_blocks": (LIMIT - image) // 65536,
         "erase_blocks": blocks,
         "padding": 0,
-        "checked_size": LIMIT - room,
+        "checked_size": image,
     }
 
 
@@ -95,9 +96,13 @@ CASES = {
         (LIMIT + 1, _fit(LIMIT + 1, blocks=251, headroom=-1, fits=False)),
         (LIMIT, _fit(LIMIT, blocks=250, headroom=0)),
     ),
-    "headroom<64KiB": (
-        (LIMIT - 65535, _fit(LIMIT - 65535, blocks=249)),
-        (LIMIT - 65536, _fit(LIMIT - 65536, blocks=249)),
+    "headroom<64KiB": (  # the rootfs may grow by 65,535 B / by 65,536 B
+        (9_000_000, _fit(9_000_000, blocks=138, headroom=65535)),
+        (9_000_000, _fit(9_000_000, blocks=138, headroom=65536)),
+    ),
+    "margin<4KiB": (
+        (LIMIT - 4095, _fit(LIMIT - 4095, blocks=250)),
+        (LIMIT - 4096, _fit(LIMIT - 4096, blocks=250)),
     ),
     "growth>4KiB": (
         (BASE_IMAGE + 4097, _fit(BASE_IMAGE + 4097, blocks=80)),
