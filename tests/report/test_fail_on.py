@@ -181,3 +181,13 @@ def test_growth_without_a_baseline_is_an_error(tmp_path: Path) -> None:
         timeout=120,
     )
     assert p.returncode == 2 and "give --baseline REF" in p.stderr
+
+
+def test_a_rule_that_could_check_nothing_says_so(tmp_path: Path) -> None:
+    """A record written before the fit model had rootfs_room carries no headroom."""
+    fit = _fit(BASE_IMAGE, blocks=80)
+    del fit["rootfs_room"]
+    p = _run(_store(tmp_path, BASE_IMAGE, fit), "--fail-on", "headroom<64KiB")
+    assert p.returncode == 0, p.stderr[-2000:]
+    want = f"fail-on headroom<64KiB: ok (0 checked, 1 not checked: {DEV}/mbedtls: headroom unknown)"
+    assert want in p.stderr

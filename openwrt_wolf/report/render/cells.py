@@ -181,6 +181,7 @@ def gate_lines(report: SizeReport) -> list[str]:
     out = []
     for g in report.gates:
         if g.ok:
-            out.append(f"fail-on {g.rule}: ok ({g.checked} checked)")
+            skipped = f", {len(g.unchecked)} not checked: {g.unchecked[0]}" if g.unchecked else ""
+            out.append(f"fail-on {g.rule}: ok ({g.checked} checked{skipped})")
         out += [f"fail-on {g.rule}: BROKEN by {b.profile}/{b.flavour}: {b.text}" for b in g.broken]
     return out
