@@ -60,7 +60,7 @@ def main(
     from .render.cells import gate_lines
 
     for line in gate_lines(report):
-        con.print(line, markup=False, highlight=False)
+        con.print(line, markup=False, highlight=False, soft_wrap=True)  # one line each in logs
     if report.broken:
         raise SystemExit(1)
 
