@@ -144,9 +144,9 @@ def test_wolfssl_minimal_build(wolfssl_minimal: Footprint) -> None:
     xz = _check_files(wolfssl_minimal)
     assert abs(xz - PUBLISHED["wolfssl"]) / PUBLISHED["wolfssl"] <= 0.10, xz
     names = _exports(wolfssl_minimal)
-    # ustream-ssl's OpenSSL-compat path, hostapd's glue, px5g
-    assert {"wolfSSL_CTX_new", "wolfSSL_X509_check_host", "wolfSSL_CTX_set_ecdh_auto",
-            "wolfSSL_set_tlsext_host_name", "wc_ecc_make_key", "wc_MakeSelfCert",
+    # ustream-ssl's native backend (patches/ustream-ssl/0001), hostapd's glue, px5g, X25519
+    assert {"wolfSSL_CTX_new", "wolfSSL_check_domain_name", "wolfSSL_CTX_SetMinVersion",
+            "wolfSSL_UseSNI", "wc_ecc_make_key", "wc_MakeSelfCert", "wc_curve25519_make_key",
             "wc_AesKeyWrap", "wc_InitCmac", "wc_PBKDF2", "wc_DhAgree"} <= names  # fmt: skip
     # every symbol each default consumer imports (lists derived from their sources by
     # compiling them, data/wolfssl_consumers.toml), as `nm -D` sees the built library
@@ -154,9 +154,11 @@ def test_wolfssl_minimal_build(wolfssl_minimal: Footprint) -> None:
         if consumer.required:
             missing = set(consumer.symbols) - names
             assert not missing, f"{consumer.name} would not link: {sorted(missing)}"
-    # dropped: TLS 1.0/1.1, DTLS, Curve25519, and compat API no consumer calls
-    assert not {"wolfTLSv1_client_method", "wolfDTLSv1_2_client_method",
-                "wc_curve25519_make_key", "wolfSSL_X509_print_ex"} & names  # fmt: skip
+    # dropped: TLS 1.0/1.1, DTLS, Ed25519, and compat API no consumer calls (the OpenSSL
+    # compatibility calls of ustream-ssl's old wolfSSL path included)
+    assert not {"wolfTLSv1_client_method", "wolfDTLSv1_2_client_method", "wc_ed25519_sign_msg",
+                "wolfSSL_X509_print_ex", "wolfSSL_X509_check_host",
+                "wolfSSL_CTX_set_ecdh_auto", "wolfSSL_BIO_free"} & names  # fmt: skip
     _smoke_ok(wolfssl_minimal)
 
 
