@@ -33,7 +33,11 @@ def main(
     store: str | None = None,
     parallel: int = 2,
     version: str | None = None,
+    stack: bool = False,
 ) -> list[Footprint]:
+    if stack:
+        stack_main(arch=arch, toolchain=toolchain, markdown=markdown, store=store)
+        return []
     rel = releases.get(release)
     req = lab.Request(
         arch=arch,
@@ -82,3 +86,22 @@ def _versions(value: str | None) -> tuple[tuple[str, str], ...]:
             )
         out.append((lib, ver))
     return tuple(out)
+
+
+def stack_main(*, arch: str, toolchain: str | None, markdown: bool, store: str | None) -> None:
+    """`invoke footprint --stack`: the whole TLS stack per flavour in one table."""
+    from . import stack, userland
+
+    out = console()
+    stacks = []
+    for name in userland.FLAVOURS:
+        out.print(f"building the {name} stack for {arch} (cached after the first run) ...",
+                  markup=False)  # fmt: skip
+        stacks.append(stack.collect(name, arch, toolchain=toolchain, store_dir=store))
+    title = f"the whole TLS stack per flavour, {arch}, OpenWrt 25.12.5 settings"
+    if markdown:
+        out.print(stack.markdown(stacks), markup=False, highlight=False)
+    else:
+        out.print(stack.table(stacks, title))
+    for line in stack.reference_notes(stacks):
+        out.print(f"note: {line}", markup=False, highlight=False)

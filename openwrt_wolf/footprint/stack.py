@@ -1,0 +1,236 @@
+"""The whole TLS stack per flavour, as flash sees it: the TLS library plus every package that
+changes with the flavour (libustream-ssl, px5g, uencrypt, apk), stripped as OpenWrt installs
+them, xz, and the growth of an xz squashfs when they are all added: the flavour difference in
+flash, read off one table (`invoke footprint --stack`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from .. import paths
+from ..results import store
+from . import lab, measure, spec, userland
+from .model import LibraryFile
+
+KIND = "tls-stack"
+
+
+@dataclass(frozen=True)
+class StackPart:
+    component: str  # "TLS library", "libustream-ssl", "px5g", "uencrypt", "apk"
+    package: str  # the OpenWrt package name of this flavour
+    files: list[LibraryFile]
+    note: str = ""
+
+    @property
+    def installed(self) -> int:
+        return sum(f.installed for f in self.files)
+
+    @property
+    def xz(self) -> int:
+        return sum(f.xz for f in self.files)
+
+
+@dataclass(frozen=True)
+class Stack:
+    flavour: str
+    arch: str
+    library: str  # "wolfSSL 5.9.2 minimal"
+    parts: list[StackPart]
+    squashfs_cost: int  # an xz squashfs grows by this when the whole stack is added
+    squashfs_block: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def installed(self) -> int:
+        return sum(p.installed for p in self.parts)
+
+    @property
+    def xz(self) -> int:
+        return sum(p.xz for p in self.parts)
+
+    def part(self, component: str) -> StackPart | None:
+        return next((p for p in self.parts if p.component == component), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Stack:
+        parts = [
+            StackPart(
+                p["component"],
+                p["package"],
+                [LibraryFile(**f) for f in p["files"]],
+                p.get("note", ""),
+            )
+            for p in d["parts"]
+        ]
+        return cls(
+            d["flavour"],
+            d["arch"],
+            d["library"],
+            parts,
+            d["squashfs_cost"],
+            d["squashfs_block"],
+            list(d.get("notes", [])),
+        )
+
+
+PACKAGES = {  # OpenWrt package per component and flavour (package/*/Makefile)
+    "mbedtls": {
+        "libustream-ssl": "libustream-mbedtls",
+        "px5g": "px5g-mbedtls",
+        "uencrypt": "uencrypt-mbedtls",
+    },
+    "wolfssl": {
+        "libustream-ssl": "libustream-wolfssl",
+        "px5g": "px5g-wolfssl",
+        "uencrypt": "uencrypt-wolfssl",
+    },
+    "openssl": {
+        "libustream-ssl": "libustream-openssl",
+        "px5g": "(openssl-util)",
+        "uencrypt": "uencrypt-openssl",
+    },
+}
+
+
+def collect(
+    flavour: str,
+    arch: str = "mips_24kc",
+    *,
+    toolchain: str | None = None,
+    store_dir: str | None = None,
+) -> Stack:
+    """Build (cached) and measure one flavour's stack; the record goes to the results store."""
+    ub = userland.build(flavour, arch=arch, toolchain_path=toolchain)
+    fp = ub.library
+    by_name = {f.name: f for f in ub.files}
+    pk = PACKAGES[flavour]
+    parts = [StackPart("TLS library", f"lib{fp.library} ({fp.config})", list(fp.files))]
+    parts.append(
+        StackPart(
+            "libustream-ssl",
+            pk["libustream-ssl"],
+            [by_name["libustream-ssl.so"]],
+            f"backend {ub.backend}",
+        )
+    )
+    notes = list(ub.notes)
+    if ub.px5g is not None:
+        parts.append(StackPart("px5g", pk["px5g"], [by_name["px5g"]]))
+    else:
+        notes.append(
+            "OpenSSL: OpenWrt has no px5g-openssl; uhttpd's init script makes its "
+            "certificate with /usr/bin/openssl (openssl-util), not measured here"
+        )
+    if ub.uencrypt is not None:
+        parts.append(StackPart("uencrypt", pk["uencrypt"], [by_name["uencrypt"]]))
+    installed = [lab.build_root() / fp.cache_key / "installed" / f.name for f in fp.files]
+    installed += [ub.root / "measure" / "installed" / f.name for p in parts[1:] for f in p.files]
+    block = spec.get_arch(arch).squashfs_block
+    st = Stack(
+        flavour=flavour,
+        arch=arch,
+        library=f"{fp.title} {fp.version} {fp.config}",
+        parts=parts,
+        squashfs_cost=measure.squashfs_cost(installed, block),
+        squashfs_block=block,
+        notes=notes,
+    )
+    store.FileStore(paths.store_dir(store_dir)).put(
+        store.Record(
+            kind=KIND,
+            key=f"{arch}-{flavour}-{ub.root.name}",
+            release=fp.release,
+            device=None,
+            flavour=flavour,
+            data=st.to_dict(),
+        )
+    )
+    return st
+
+
+def rows(stacks: list[Stack]) -> tuple[list[str], list[list[str]]]:
+    """Rows: components; columns: per flavour stripped / xz; totals, Δ to the first flavour,
+    and the squashfs growth of the whole stack."""
+    comps: list[str] = []
+    for s in stacks:
+        comps += [p.component for p in s.parts if p.component not in comps]
+    head = ["component"] + [f"{s.flavour} {k}" for s in stacks for k in ("stripped", "xz")]
+    out = []
+    for c in comps:
+        row = [c]
+        for s in stacks:
+            p = s.part(c)
+            row += [f"{p.installed:,}", f"{p.xz:,}"] if p else ["–", "–"]
+        out.append(row)
+    out.append(["total", *[v for s in stacks for v in (f"{s.installed:,}", f"{s.xz:,}")]])
+    base = stacks[0]
+    out.append(
+        [
+            f"Δ vs {base.flavour}",
+            *[
+                v
+                for s in stacks
+                for v in (f"{s.installed - base.installed:+,}", f"{s.xz - base.xz:+,}")
+            ],
+        ]
+    )
+    out.append(
+        [
+            f"squashfs -b {base.squashfs_block // 1024}k growth",
+            *[v for s in stacks for v in ("", f"{s.squashfs_cost:,}")],
+        ]
+    )
+    out.append(
+        [
+            f"Δ squashfs vs {base.flavour}",
+            *[v for s in stacks for v in ("", f"{s.squashfs_cost - base.squashfs_cost:+,}")],
+        ]
+    )
+    return head, out
+
+
+def markdown(stacks: list[Stack]) -> str:
+    head, body = rows(stacks)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in body])
+
+
+def table(stacks: list[Stack], title: str) -> Table:
+    head, body = rows(stacks)
+    t = Table(title=title)
+    for i, h in enumerate(head):
+        t.add_column(h, justify="left" if i == 0 else "right")
+    for r in body:
+        t.add_row(*r)
+    return t
+
+
+def reference_notes(stacks: list[Stack]) -> list[str]:
+    """Our stack differences beside the reference's rootfs growth, and every build note."""
+    ref = userland.reference()
+    base = stacks[0]
+    out = []
+    for s in stacks[1:]:
+        for r in ref.get(s.flavour, []):
+            approx = "about " if r.get("approx") else ""
+            out.append(
+                f"{s.flavour} vs {base.flavour}: stack xz {s.xz - base.xz:+,} B, squashfs "
+                f"{s.squashfs_cost - base.squashfs_cost:+,} B; reference rootfs {approx}"
+                f"{r['rootfs_delta']:+,} B ({r['device']})"
+            )
+    for s in stacks:
+        out += [f"{s.flavour}: {n}" for n in s.notes]
+    return out
+
+
+def save(stacks: list[Stack], path: Path) -> None:
+    store.write_atomic(path, json.dumps([s.to_dict() for s in stacks], indent=2) + "\n")

@@ -1,0 +1,541 @@
+"""The userland TLS consumers over real HTTPS: uclient-fetch and uhttpd built against each
+ustream-ssl backend (Mbed TLS, OpenSSL, our native wolfSSL) talk to the host's OpenSSL
+(`openssl s_server` / `s_client`), natively on x86_64 and cross-built for MIPS under qemu-user.
+
+Oracles are the peer's own report of the negotiated session: s_server's -trace of the
+ServerHello it sent (supported_versions and key_share for TLS 1.3, server_version and the
+ServerKeyExchange curve for TLS 1.2) and s_client -brief ("Protocol version", "Server Temp
+Key"); uclient-fetch's own error lines and exit codes for a certificate from an unknown CA and
+for a wrong host name; nm -D for what the native backend imports from wolfSSL; the host's
+OpenSSL reading px5g's certificate and encrypting what uencrypt encrypts."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import time
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.footprint import userland
+from openwrt_wolf.patchset import symbols
+from tests.conftest import need_tools
+
+HOST_TOOLS = (
+    "openssl",
+    "cmake",
+    "make",
+    "patch",
+    "pkg-config",
+    "gcc",
+    "x86_64-linux-gnu-strip",
+    "/usr/include/crypt.h",
+    "autoreconf",
+    "libtoolize",
+    "perl",
+    "xz",
+)
+MIPS_TOOLS = (
+    "mips-linux-gnu-gcc",
+    "mips-linux-gnu-strip",
+    "mips-linux-gnu-nm",
+    "qemu-mips-static",
+    "/usr/mips-linux-gnu/include/stdio.h",
+)
+GROUPS = ("X25519", "P-256")  # openssl -groups names
+VERSIONS = {"1.2": "-tls1_2", "1.3": "-tls1_3"}
+FLAVOURS = ("mbedtls", "openssl", "wolfssl")
+TIMEOUT = 120  # qemu-user handshakes take seconds; a hang is a failure, not a wait
+
+
+# --- fixtures: certificates, builds -------------------------------------------------------
+
+
+def _openssl(*args: str | Path, cwd: Path) -> None:
+    subprocess.run(
+        ["openssl", *map(str, args)], cwd=cwd, check=True, capture_output=True, timeout=60
+    )
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a server certificate for localhost (SAN) signed by it, and an unrelated CA."""
+    need_tools("openssl")
+    d = tmp_path_factory.mktemp("pki")
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes")
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=wolf test CA",
+        cwd=d,
+    )
+    _openssl("req", *ec, "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=localhost", cwd=d)
+    (d / "ext").write_text("subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n")
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "srv.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "srv.crt",
+        "-days",
+        "30",
+        "-extfile",
+        "ext",
+        cwd=d,
+    )
+    # RSA for uhttpd: in TLS 1.2 an ECDSA certificate's curve must be one the client lists
+    # (RFC 8422), and Mbed TLS enforces it; an X25519-only client would get no handshake
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "rsa.key",
+        "-out",
+        "rsa.csr",
+        "-subj",
+        "/CN=localhost",
+        cwd=d,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "rsa.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "rsa.crt",
+        "-days",
+        "30",
+        "-extfile",
+        "ext",
+        cwd=d,
+    )
+    _openssl(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "other.key",
+        "-out",
+        "other.crt",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=other CA",
+        cwd=d,
+    )
+    (d / "www").mkdir()
+    (d / "www" / "index.html").write_text("served by uhttpd\n")
+    return d
+
+
+def _build(flavour: str, arch: str) -> userland.UserlandBuild:
+    need_tools(*HOST_TOOLS, *(MIPS_TOOLS if arch == "mips_24kc" else ()))
+    return userland.build(flavour, arch=arch)
+
+
+@pytest.fixture(scope="module", params=FLAVOURS)
+def host_build(request: pytest.FixtureRequest) -> userland.UserlandBuild:
+    return _build(request.param, "host")
+
+
+@pytest.fixture(scope="module", params=FLAVOURS)
+def mips_build(request: pytest.FixtureRequest) -> userland.UserlandBuild:
+    return _build(request.param, "mips_24kc")
+
+
+# --- peers --------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            pytest.fail(f"server exited ({proc.returncode}): {out[-2000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    pytest.fail(f"nothing listens on port {port}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+PAGE = "HTTP/1.0 200 OK\r\nContent-Length: 20\r\nConnection: close\r\n\r\nserved by s_server!\n"
+
+
+def _s_server(pki: Path, version: str, group: str, cert: str = "srv") -> Iterator[int]:
+    """openssl s_server -HTTP for one connection, one version and one group, tracing the
+    handshake (-trace) into pki/trace-<port>.txt: the peer's own record of the session."""
+    port = _free_port()
+    (pki / "page").write_text(PAGE)
+    argv = [
+        "openssl",
+        "s_server",
+        "-accept",
+        str(port),
+        "-HTTP",
+        "-naccept",
+        "1",
+        "-cert",
+        f"{cert}.crt",
+        "-key",
+        f"{cert}.key",
+        VERSIONS[version],
+        "-groups",
+        group,
+        "-trace",
+        "-msgfile",
+        f"trace-{port}.txt",
+    ]
+    p = subprocess.Popen(argv, cwd=pki, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_listening_quiet(port, p)
+        yield port
+    finally:
+        _stop(p)
+
+
+def server_session(trace: str) -> tuple[str, str]:
+    """(version, group) the server chose, from its last ServerHello (after a
+    HelloRetryRequest, the real one) and, for TLS 1.2, its ServerKeyExchange."""
+    assert "ServerHello, Length=" in trace, trace[-2000:]
+    hello = trace.rsplit("ServerHello, Length=", 1)[1].split("Record\n", 1)[0]
+    if m := re.search(r"supported_versions\(43\), length=2\n\s+(TLS 1\.\d)", hello):
+        version = m.group(1)
+        group = re.search(r"NamedGroup: (\S+)", hello)
+    else:
+        version = re.search(r"server_version=0x[0-9a-f]+ \((TLS 1\.\d)\)", hello).group(1)  # type: ignore[union-attr]
+        group = re.search(r"named_curve: (\S+)", trace)
+    assert group, trace[-2000:]
+    names = {"ecdh_x25519": "X25519", "secp256r1": "P-256"}
+    return version.replace("TLS ", ""), names.get(group.group(1), group.group(1))
+
+
+def _wait_listening_quiet(port: int, proc: subprocess.Popen[bytes]) -> None:
+    """s_server -naccept 1 would serve our probe; wait for its ACCEPT line instead."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode(errors="replace")
+        if "ACCEPT" in line:
+            return
+        if not line and proc.poll() is not None:
+            pytest.fail(f"openssl s_server exited ({proc.returncode})")
+    pytest.fail(f"openssl s_server did not start on port {port}")
+
+
+def _fetch(
+    ub: userland.UserlandBuild,
+    pki: Path,
+    url: str,
+    ca: str = "ca.crt",
+) -> subprocess.CompletedProcess[str]:
+    argv = ub.command(ub.uclient_fetch, "--ca-certificate", str(pki / ca), "-O", "-", url)
+    return subprocess.run(argv, env=ub.env(), capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def check_fetch(ub: userland.UserlandBuild, pki: Path, version: str, group: str) -> None:
+    for port in _s_server(pki, version, group):
+        r = _fetch(ub, pki, f"https://localhost:{port}/page")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "served by s_server!\n"
+    assert server_session((pki / f"trace-{port}.txt").read_text()) == (version, group)
+
+
+def check_untrusted(ub: userland.UserlandBuild, pki: Path) -> None:
+    """A server certificate from a CA the client was not given: uclient-fetch's own line."""
+    for port in _s_server(pki, "1.3", "P-256"):
+        r = _fetch(ub, pki, f"https://localhost:{port}/page", ca="other.crt")
+        assert r.returncode == 5, (r.returncode, r.stderr)
+        assert "Connection error: Invalid SSL certificate" in r.stderr
+        assert "served by" not in r.stdout  # nothing downloaded
+
+
+def check_wrong_name(ub: userland.UserlandBuild, pki: Path) -> None:
+    """A trusted certificate for localhost, reached as 127.0.0.1."""
+    for port in _s_server(pki, "1.2", "X25519"):
+        r = _fetch(ub, pki, f"https://127.0.0.1:{port}/page")
+        assert r.returncode == 5, (r.returncode, r.stderr)
+        assert "Connection error: Server hostname does not match SSL certificate" in r.stderr
+
+
+def check_uhttpd(ub: userland.UserlandBuild, pki: Path, version: str, group: str) -> None:
+    port = _free_port()
+    argv = ub.command(
+        ub.uhttpd,
+        "-f",
+        "-h",
+        str(pki / "www"),
+        "-s",
+        f"127.0.0.1:{port}",
+        "-C",
+        str(pki / "rsa.crt"),
+        "-K",
+        str(pki / "rsa.key"),
+    )
+    p = subprocess.Popen(argv, env=ub.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        _wait_listening(port, p)
+        client = subprocess.run(
+            [
+                "openssl",
+                "s_client",
+                "-connect",
+                f"127.0.0.1:{port}",
+                "-servername",
+                "localhost",
+                "-CAfile",
+                str(pki / "ca.crt"),
+                "-verify_return_error",
+                "-brief",
+                "-ign_eof",
+                VERSIONS[version],
+                "-groups",
+                group,
+            ],
+            input="GET /index.html HTTP/1.0\r\nHost: localhost\r\n\r\n",
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        _stop(p)
+    # no returncode check: uhttpd closes without close_notify (ustream-ssl's quiet shutdown),
+    # which OpenSSL 3's s_client reports as "unexpected eof" after the response
+    out = client.stdout + client.stderr
+    assert re.search(rf"Protocol version: TLSv{re.escape(version)}\b", out), out
+    temp = {"X25519": r"Server Temp Key: X25519", "P-256": r"Server Temp Key: ECDH, prime256v1"}
+    assert re.search(temp[group], out), out
+    assert "Verification: OK" in out, out
+    assert "served by uhttpd" in out, out
+
+
+# --- x86_64: the full matrix per backend --------------------------------------------------
+
+
+@pytest.mark.parametrize("group", GROUPS)
+@pytest.mark.parametrize("version", list(VERSIONS))
+def test_host_uclient_fetch_https(
+    host_build: userland.UserlandBuild, pki: Path, version: str, group: str
+) -> None:
+    check_fetch(host_build, pki, version, group)
+
+
+def test_host_uclient_fetch_rejects_unknown_ca(
+    host_build: userland.UserlandBuild, pki: Path
+) -> None:
+    check_untrusted(host_build, pki)
+
+
+def test_host_uclient_fetch_rejects_wrong_name(
+    host_build: userland.UserlandBuild, pki: Path
+) -> None:
+    check_wrong_name(host_build, pki)
+
+
+@pytest.mark.parametrize("group", GROUPS)
+@pytest.mark.parametrize("version", list(VERSIONS))
+def test_host_uhttpd_https(
+    host_build: userland.UserlandBuild, pki: Path, version: str, group: str
+) -> None:
+    check_uhttpd(host_build, pki, version, group)
+
+
+def test_host_programs_use_the_lab_library(host_build: userland.UserlandBuild) -> None:
+    """ldd (the host's loader) resolves libustream-ssl's TLS library inside the build's tree,
+    not the build host's own libssl."""
+    out = subprocess.run(
+        ["ldd", str(host_build.libustream_ssl)],
+        env=host_build.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    want = {"mbedtls": "libmbedtls", "openssl": "libssl", "wolfssl": "libwolfssl"}
+    line = next(x for x in out.splitlines() if want[host_build.flavour] in x)
+    assert str(host_build.root / "lib") in line, out
+
+
+# --- MIPS under qemu-user: a subset (each handshake costs seconds of emulation) ----------
+# Native wolfSSL (the new code): both versions x both groups for uclient-fetch, both error
+# paths, uhttpd in TLS 1.3/X25519 and TLS 1.2/P-256. Mbed TLS and OpenSSL (unchanged upstream
+# code): one uclient-fetch TLS 1.3/X25519, one uhttpd TLS 1.2/P-256, the unknown-CA error.
+
+MIPS_FETCH = [("1.3", "X25519"), ("1.2", "P-256"), ("1.3", "P-256"), ("1.2", "X25519")]
+MIPS_UHTTPD = [("1.3", "X25519"), ("1.2", "P-256")]
+
+
+@pytest.mark.parametrize(("version", "group"), MIPS_FETCH)
+def test_mips_uclient_fetch_https(
+    mips_build: userland.UserlandBuild, pki: Path, version: str, group: str
+) -> None:
+    if mips_build.flavour != "wolfssl" and (version, group) != MIPS_FETCH[0]:
+        pytest.skip("MIPS subset: other backends run one uclient-fetch case")
+    check_fetch(mips_build, pki, version, group)
+
+
+def test_mips_uclient_fetch_rejects_unknown_ca(
+    mips_build: userland.UserlandBuild, pki: Path
+) -> None:
+    check_untrusted(mips_build, pki)
+
+
+def test_mips_uclient_fetch_rejects_wrong_name(
+    mips_build: userland.UserlandBuild, pki: Path
+) -> None:
+    if mips_build.flavour != "wolfssl":
+        pytest.skip("MIPS subset: the name check runs for the native wolfSSL backend")
+    check_wrong_name(mips_build, pki)
+
+
+@pytest.mark.parametrize(("version", "group"), MIPS_UHTTPD)
+def test_mips_uhttpd_https(
+    mips_build: userland.UserlandBuild, pki: Path, version: str, group: str
+) -> None:
+    if mips_build.flavour != "wolfssl" and (version, group) != MIPS_UHTTPD[1]:
+        pytest.skip("MIPS subset: other backends run one uhttpd case")
+    check_uhttpd(mips_build, pki, version, group)
+
+
+# --- the native backend and the minimal export list ---------------------------------------
+
+
+def _nm_undefined(nm: str, lib: Path) -> set[str]:
+    out = subprocess.run(
+        [nm, "-D", "--undefined-only", str(lib)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+
+
+def _nm_defined(nm: str, lib: Path) -> set[str]:
+    out = subprocess.run(
+        [nm, "-D", "--defined-only", str(lib)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+
+
+def test_native_backend_imports_are_the_consumer_list() -> None:
+    """The MIPS libustream-ssl.so's wolfSSL imports (nm -D) are exactly the list the minimal
+    library exports for libustream-wolfssl, and none is from the OpenSSL compatibility API."""
+    ub = _build("wolfssl", "mips_24kc")
+    imported = {
+        s
+        for s in _nm_undefined("mips-linux-gnu-nm", ub.libustream_ssl)
+        if s.startswith(("wolfSSL", "wolfTLS", "wc_", "sp_", "mp_", "ecc_"))
+    }
+    data = tomllib.loads(symbols.CONSUMERS_FILE.read_text())
+    assert imported == set(data["consumer"]["libustream-wolfssl"]["symbols"])
+    compat = re.compile(r"^wolfSSL_(X509|BIO|ERR_error_string$|CTX_set_options|.*_compat)")
+    assert not [s for s in imported if compat.match(s)]
+    exported = _nm_defined(
+        "mips-linux-gnu-nm", next(p for p in ub.tls_libraries if "libwolfssl" in p.name)
+    )
+    assert imported <= exported
+
+
+# --- px5g and uencrypt (host): checked by the host's OpenSSL ------------------------------
+
+
+def test_host_px5g_certificate_reads_back(
+    host_build: userland.UserlandBuild, tmp_path: Path
+) -> None:
+    if host_build.px5g is None:
+        pytest.skip("OpenWrt has no px5g for OpenSSL (uhttpd's init uses /usr/bin/openssl)")
+    argv = host_build.command(
+        host_build.px5g,
+        "selfsigned",
+        "-der",
+        "-days",
+        "2",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-keyout",
+        str(tmp_path / "k.der"),
+        "-out",
+        str(tmp_path / "c.der"),
+        "-subj",
+        "/CN=wolf.lan",
+    )
+    subprocess.run(argv, env=host_build.env(), check=True, capture_output=True, timeout=TIMEOUT)
+    text = subprocess.run(
+        ["openssl", "x509", "-inform", "der", "-in", str(tmp_path / "c.der"), "-noout", "-text"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert "CN = wolf.lan" in text and "ecdsa-with-SHA256" in text and "prime256v1" in text
+
+
+def test_host_uencrypt_matches_openssl_enc(host_build: userland.UserlandBuild) -> None:
+    if host_build.uencrypt is None:
+        pytest.fail(f"uencrypt did not build: {host_build.notes}")
+    key, iv = "00112233445566778899aabbccddeeff", "0f0e0d0c0b0a09080706050403020100"
+    data = bytes(range(256)) * 5
+    ours = subprocess.run(
+        host_build.command(host_build.uencrypt, "-e", "-k", key, "-i", iv),
+        input=data,
+        env=host_build.env(),
+        capture_output=True,
+        check=True,
+        timeout=TIMEOUT,
+    ).stdout
+    theirs = subprocess.run(
+        ["openssl", "enc", "-aes-128-cbc", "-K", key, "-iv", iv],
+        input=data,
+        capture_output=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    assert ours == theirs
