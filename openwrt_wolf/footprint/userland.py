@@ -126,6 +126,11 @@ def flavour(name: str) -> Flavour:
     )
 
 
+def release() -> str:
+    """The OpenWrt release whose tree (px5g, uencrypt) and settings the userland follows."""
+    return str(_data()["release"])
+
+
 def reference() -> dict[str, list[dict[str, Any]]]:
     """The reference's rootfs growth per flavour over Mbed TLS (data, for the stack note)."""
     return dict(_data()["reference"])

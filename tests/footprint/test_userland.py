@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from openwrt_wolf.errors import WolfError
 from openwrt_wolf.footprint import userland
+from openwrt_wolf.host import upstream
 from openwrt_wolf.patchset import symbols
-from tests.conftest import need_tools
+from tests.conftest import _openwrt_tree, need_tools, unavailable
 
 HOST_TOOLS = (
     "openssl",
@@ -155,6 +157,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _build(flavour: str, arch: str) -> userland.UserlandBuild:
     need_tools(*HOST_TOOLS, *(MIPS_TOOLS if arch == "mips_24kc" else ()))
+    try:  # the sources: ../shared/openwrt snapshots (skip without them; fail in CI)
+        for name in userland.COMPONENTS:
+            upstream.tarball(name)
+    except WolfError as e:
+        unavailable(f"needs OpenWrt's source snapshots: {e}")
+    _openwrt_tree(userland.release())
     return userland.build(flavour, arch=arch)
 
 
@@ -265,38 +273,55 @@ def _wait_listening_quiet(port: int, proc: subprocess.Popen[bytes]) -> None:
 
 
 def _fetch(
-    ub: userland.UserlandBuild,
-    pki: Path,
-    url: str,
-    ca: str = "ca.crt",
+    ub: userland.UserlandBuild, pki: Path, url: str, ca: str = "ca.crt"
 ) -> subprocess.CompletedProcess[str]:
     argv = ub.command(ub.uclient_fetch, "--ca-certificate", str(pki / ca), "-O", "-", url)
     return subprocess.run(argv, env=ub.env(), capture_output=True, text=True, timeout=TIMEOUT)
 
 
+def _served_fetch(
+    ub: userland.UserlandBuild,
+    pki: Path,
+    version: str,
+    group: str,
+    host: str = "localhost",
+    ca: str = "ca.crt",
+) -> tuple[subprocess.CompletedProcess[str], str]:
+    """uclient-fetch against a fresh s_server; (result, the server's trace).
+
+    uclient-fetch sometimes refuses the request synchronously with "Failed to send request:
+    Unknown error -1" before the TLS session is used: seen with every backend (OpenSSL's
+    too) on this loaded 2-core host, a uclient/ustream-ssl timing issue, not a TLS result;
+    such a run is repeated (up to three times), anything else counts."""
+    for _ in range(3):
+        for port in _s_server(pki, version, group):
+            r = _fetch(ub, pki, f"https://{host}:{port}/page", ca=ca)
+        if "Failed to send request" not in r.stderr:
+            break
+    return r, (pki / f"trace-{port}.txt").read_text(errors="replace")
+
+
 def check_fetch(ub: userland.UserlandBuild, pki: Path, version: str, group: str) -> None:
-    for port in _s_server(pki, version, group):
-        r = _fetch(ub, pki, f"https://localhost:{port}/page")
-        assert r.returncode == 0, r.stderr
-        assert r.stdout == "served by s_server!\n"
-    assert server_session((pki / f"trace-{port}.txt").read_text()) == (version, group)
+    r, trace = _served_fetch(ub, pki, version, group)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "served by s_server!\n"
+    assert server_session(trace) == (version, group)
 
 
 def check_untrusted(ub: userland.UserlandBuild, pki: Path) -> None:
     """A server certificate from a CA the client was not given: uclient-fetch's own line."""
-    for port in _s_server(pki, "1.3", "P-256"):
-        r = _fetch(ub, pki, f"https://localhost:{port}/page", ca="other.crt")
-        assert r.returncode == 5, (r.returncode, r.stderr)
-        assert "Connection error: Invalid SSL certificate" in r.stderr
-        assert "served by" not in r.stdout  # nothing downloaded
+    r, _ = _served_fetch(ub, pki, "1.3", "P-256", ca="other.crt")
+    assert r.returncode == 5, (r.returncode, r.stderr)
+    assert "Connection error: Invalid SSL certificate" in r.stderr
+    assert "served by" not in r.stdout  # nothing downloaded
 
 
 def check_wrong_name(ub: userland.UserlandBuild, pki: Path) -> None:
     """A trusted certificate for localhost, reached as 127.0.0.1."""
-    for port in _s_server(pki, "1.2", "X25519"):
-        r = _fetch(ub, pki, f"https://127.0.0.1:{port}/page")
-        assert r.returncode == 5, (r.returncode, r.stderr)
-        assert "Connection error: Server hostname does not match SSL certificate" in r.stderr
+    r, _ = _served_fetch(ub, pki, "1.2", "X25519", host="127.0.0.1")
+    assert r.returncode == 5, (r.returncode, r.stderr)
+    assert "Connection error: Server hostname does not match SSL certificate" in r.stderr
+    assert "served by" not in r.stdout
 
 
 def check_uhttpd(ub: userland.UserlandBuild, pki: Path, version: str, group: str) -> None:
