@@ -4,8 +4,8 @@ Per (arch, flavour) this builds json-c, libubox, ustream-ssl (backend mbedtls | 
 wolfssl-native, the last with our patch), uclient (uclient-fetch), uhttpd, px5g and uencrypt
 from the sources in ../shared/openwrt (``host.upstream``) with OpenWrt's target flags, against
 ``lab.build_one``'s build of the flavour's library (data/footprint/userland.toml says which), and
-installs them into one tree that runs as is: natively for ``host`` (x86_64, Debian gcc), under
-qemu-user for ``mips_24kc`` (Debian's mips-linux-gnu gcc, glibc).
+installs them into one tree that runs as is: natively for ``host`` (= the lab's ``x86_64``,
+Debian gcc), under qemu-user for ``mips_24kc`` (Debian's mips-linux-gnu gcc, glibc).
 
 Use (helper code, tests, benchmarks)::
 
@@ -16,9 +16,10 @@ Use (helper code, tests, benchmarks)::
     ub.root / "lib"          # every shared object the programs need (TLS library included)
     ub.files                 # installed (sstripped) and xz sizes of the TLS consumers
 
-``UserlandBuild`` fields are stable: root, arch, flavour, backend, uhttpd, uclient_fetch,
-libustream_ssl, libuclient, px5g (None for OpenSSL: OpenWrt has no px5g-openssl), uencrypt,
-tls_libraries, qemu/sysroot (None on host), files, library (the lab's Footprint), notes.
+``UserlandBuild`` fields are stable: root, arch (the lab's name: x86_64 or mips_24kc),
+flavour, backend, uhttpd, uclient_fetch, libustream_ssl, libuclient, px5g (None for OpenSSL:
+OpenWrt has no px5g-openssl), uencrypt, tls_libraries, qemu/sysroot (None when native), files,
+library (the lab's Footprint), notes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ FLAVOURS = ("mbedtls", "wolfssl", "openssl")
 BACKENDS = {"mbedtls": "mbedtls", "wolfssl": "wolfssl-native", "openssl": "openssl"}
 # the upstream snapshots we build (host/upstream.py names)
 COMPONENTS = ("json-c", "libubox", "ustream-ssl", "uclient", "uhttpd")
+ARCH_ALIASES = {"host": "x86_64"}  # the lab's native arch (data/footprint/arch.toml)
 
 
 @dataclass(frozen=True)
@@ -418,11 +420,11 @@ def build(
     ``invoke footprint``). ``sources`` overrides ``host.upstream``'s trees: keys json-c,
     libubox, ustream-ssl, uclient, uhttpd, and openwrt (the tree with package/utils)."""
     fv = flavour(flavour_name)
+    arch = ARCH_ALIASES.get(arch, arch)
     a = spec.get_arch(arch)
     # the cross toolchain only when cross-building (a host build needs no MIPS gcc)
-    hosttools.ensure(
-        [t for t in hosttools.groups()["userland"] if arch != "host" or "mips" not in t]
-    )
+    tools = hosttools.groups()["userland"]
+    hosttools.ensure([t for t in tools if a.qemu or "mips" not in t])
     tc = toolchain.find(a, toolchain_path)
     bs = spec.resolve(
         fv.library,
