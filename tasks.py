@@ -429,7 +429,7 @@ def flash(
         "store": "results store directory",
         "version": "override a release's library version, e.g. wolfssl=5.9.2 (25.12.5's 5.9.1 "
         "is not in Debian)",
-        "stack": "the whole TLS stack per flavour (library + libustream + px5g + uencrypt + apk)",
+        "stack": "the whole TLS stack per flavour (library + libustream-ssl + px5g + uencrypt)",
     }
 )
 @guarded
