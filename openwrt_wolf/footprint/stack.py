@@ -122,7 +122,7 @@ def collect(
             f"backend {ub.backend}",
         )
     )
-    notes = list(ub.notes)
+    notes = [n for n in ub.notes if "uhttpd" not in n]  # uhttpd is not part of the stack
     if ub.px5g is not None:
         parts.append(StackPart("px5g", pk["px5g"], [by_name["px5g"]]))
     else:
