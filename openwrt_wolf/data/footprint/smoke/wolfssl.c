@@ -24,9 +24,9 @@ int main(int argc, char **argv)
 		fails++;
 	}
 
-	/* the calls ustream-ssl makes (SSL_library_init, TLS_client_method): the minimal
-	 * library exports only what its consumers import */
-	wolfSSL_library_init();
+	/* the calls ustream-ssl's native backend makes (wolfSSL_Init, wolfTLS_client_method):
+	 * the minimal library exports only what its consumers import */
+	wolfSSL_Init();
 	WOLFSSL_CTX *ctx = wolfSSL_CTX_new(wolfTLS_client_method());
 	WOLFSSL *ssl = ctx ? wolfSSL_new(ctx) : NULL;
 	printf("tls_context %s\n", ssl ? "ok" : "failed");
