@@ -134,10 +134,10 @@ def collect(
         parts.append(StackPart("uencrypt", pk["uencrypt"], [by_name["uencrypt"]]))
     installed = [lab.build_root() / fp.cache_key / "installed" / f.name for f in fp.files]
     installed += [ub.root / "measure" / "installed" / f.name for p in parts[1:] for f in p.files]
-    block = spec.get_arch(arch).squashfs_block
+    block = spec.get_arch(ub.arch).squashfs_block  # ub.arch: the lab name ("host" -> x86_64)
     st = Stack(
         flavour=flavour,
-        arch=arch,
+        arch=ub.arch,
         library=f"{fp.title} {fp.version} {fp.config}",
         parts=parts,
         squashfs_cost=measure.squashfs_cost(installed, block),
@@ -147,7 +147,7 @@ def collect(
     store.FileStore(paths.store_dir(store_dir)).put(
         store.Record(
             kind=KIND,
-            key=f"{arch}-{flavour}-{ub.root.name}",
+            key=f"{ub.arch}-{flavour}-{ub.root.name}",
             release=fp.release,
             device=None,
             flavour=flavour,
