@@ -135,7 +135,7 @@ def _variants(library: str, quick: bool, tool: dict[str, object]) -> dict[str, l
         pk = tool["quick_pk_seconds" if quick else "pk_seconds"]
         return {
             str(size): [f"-DBUFSIZE={size}", "-DBENCH_TSC_LOOPS=1", "-DBENCH_RSA_MAX=2048",
-                        f"-DBENCH_PK_SECONDS={pk}"]
+                        "-DBENCH_RSA_FIXED_KEY", f"-DBENCH_PK_SECONDS={pk}"]
             for size in (1024, 16384)
         }  # fmt: skip
     return {"all": []}  # openssl: everything is a command-line option
