@@ -86,7 +86,9 @@ def _extract(tarball: Path, member_suffixes: tuple[str, ...], dest: Path) -> Pat
     """Unpack only the members under the given paths; return the tree's top directory."""
     dest.mkdir(parents=True, exist_ok=True)
     listing = proc.run(["tar", "-tf", tarball], timeout=300).output.split()
-    wanted = [m for m in listing if any(m.split("/", 1)[-1].startswith(s) for s in member_suffixes)]
+    # files only: GNU tar matches each name once, so a directory and its files would clash
+    inside = [(m, m.split("/", 1)[-1]) for m in listing if not m.endswith("/")]
+    wanted = [m for m, rel in inside if rel.startswith(member_suffixes)]
     if not wanted:
         raise WolfError(f"{tarball.name}: none of {', '.join(member_suffixes)} inside")
     proc.run(["tar", "-xf", tarball, "-C", dest, *wanted], timeout=300)
