@@ -62,7 +62,8 @@ def caption(results: dict[str, CryptoSpeed]) -> str:
             f"{'EMULATED' if w.emulated else 'hardware'}, {w.clock} clock"
             f"{', quick' if r.quick else ''}; missing: {', '.join(r.missing) or 'none'}"
         )
-    lines.append("ratio = flavour / Mbed TLS (ms/op: lower is faster; MiB/s: higher is faster)")
+    if BASE in results:
+        lines.append("ratio = flavour / Mbed TLS (ms/op: lower is faster; MiB/s: higher is faster)")
     return "\n".join(lines)
 
 
@@ -72,11 +73,10 @@ def table(results: dict[str, CryptoSpeed], target: str) -> Table:
         title=f"Performance on {target}{' (emulated: compare the ratios)' if emulated else ''}"
     )
     flavours = list(results)
-    t.add_column("operation")
+    t.add_column("operation", no_wrap=True)
     t.add_column("unit")
     for f in flavours:
-        t.add_column(TITLES.get(f, f) + (" (emulated)" if results[f].where.emulated else ""),
-                     justify="right")  # fmt: skip
+        t.add_column(TITLES.get(f, f), justify="right")  # "emulated" is in the title
     others = [f for f in flavours if f != BASE] if BASE in flavours else []
     for f in others:
         t.add_column(f"{TITLES.get(f, f)} / Mbed TLS", justify="right")
