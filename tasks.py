@@ -450,6 +450,33 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
 # --- performance lab (issue 13) --------------------------------------------------------
 
 
+@task(
+    help={
+        "flavour": "mbedtls,wolfssl,openssl or all (default all)",
+        "target": "where to measure: qemu (MIPS user-mode emulation on this machine); required",
+        "test": "crypto (each library's own benchmark tool); default all",
+        "quick": "shorter runs of each tool (CI)",
+        "release": "OpenWrt release whose library settings to build (default 25.12.5)",
+        "wolfssl_config": "minimal (the USE_WOLFSSL minimal mode, default) or openwrt",
+        "ecc": "the minimal mode's ECC code: sp-p256 (default) or generic",
+        "toolchain": "an OpenWrt SDK/toolchain directory or a *-gcc (default: Debian's cross gcc)",
+        "clock": "cpu (default: the tools count process CPU time) or wall",
+        "store": "results store directory",
+        "report_only": "only print the tables from the store",
+    }
+)
+@guarded
+def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
+         wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
+         report_only=False):  # fmt: skip
+    """Run-time cost per flavour: each TLS library's own benchmark tool on the target."""
+    from openwrt_wolf.perf import cli
+
+    cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,
+             wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,
+             store_dir=store, report_only=report_only)  # fmt: skip
+
+
 # --- reports: history (issue 15) -------------------------------------------------------
 
 

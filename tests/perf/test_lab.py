@@ -1,0 +1,173 @@
+"""`invoke perf --flavour all --target qemu --quick`, as CI runs it: the three libraries' own
+benchmark tools cross-built against the footprint lab's builds and run under qemu-user. Each
+stored figure is checked against the tool's own printed line (kept in the record), read here
+with the tool's documented output format, not with the lab's parsers; the printed table
+against the store; and each bad input gives one line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.footprint import lab as fp_lab
+from openwrt_wolf.perf import crypto
+from openwrt_wolf.perf.model import CRYPTO, CryptoSpeed
+from openwrt_wolf.results import store
+from tests.conftest import need_tools
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ("mips-linux-gnu-gcc", "qemu-mips-static", "cmake", "autoreconf", "libtoolize", "perl",
+         "make", "patch", "/usr/mips-linux-gnu/include/stdio.h")  # fmt: skip
+MIB = 1024 * 1024
+Run = tuple[subprocess.CompletedProcess[str], Path]
+
+
+def _wolf(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200"}  # the table as a user's pipe gets it (term.py)
+    return subprocess.run([str(ROOT / "wolf"), *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    need_tools(*TOOLS)
+    st = tmp_path_factory.mktemp("perf-store")
+    r = _wolf("perf", "--flavour", "all", "--target", "qemu", "--quick", "--store", str(st))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r, st
+
+
+def _records(st: Path) -> dict[str, CryptoSpeed]:
+    return {r.flavour or "": CryptoSpeed.from_dict(r.data)
+            for r in store.FileStore(st).query(CRYPTO)}  # fmt: skip
+
+
+def _printed(record: CryptoSpeed) -> str:
+    return "\n".join(record.outputs)
+
+
+def _wolfcrypt_ms(text: str, label: str) -> float:
+    # "<label words> <n> ops took <s> sec, avg <ms> ms," with brackets/spaces in the label
+    words = r"[\s\[\]]+".join(re.escape(w) for w in label.split())
+    m = re.search(rf"^{words}\s+\d+ ops took [\d.]+ sec, avg ([\d.]+) ms", text, re.M)
+    assert m, label
+    return float(m.group(1))
+
+
+def _wolfcrypt_mib(text: str, label: str, size: int) -> float:
+    blocks = text.split("wolfCrypt Benchmark (block bytes ")
+    part = next(b for b in blocks if b.startswith(f"{size},"))
+    m = re.search(rf"^{re.escape(label)}\s+[\d.]+ \w+ took [\d.]+ seconds,\s+([\d.]+) MiB/s",
+                  part, re.M)  # fmt: skip
+    assert m, (label, size)
+    return float(m.group(1))
+
+
+def _mbedtls_value(text: str, label: str) -> float:
+    name, _, what = label.partition(" ")
+    # the tool pads TYPE (" public"): any run of spaces before it
+    m = re.search(rf"^\s+{re.escape(name)}\s+:\s+([\d.]+)\s+{re.escape(what)}/s", text, re.M)
+    assert m, label
+    return float(m.group(1))
+
+
+def test_every_flavour_stored_emulated(run: Run) -> None:
+    recs = _records(run[1])
+    assert set(recs) == {"mbedtls", "wolfssl", "openssl"}
+    for r in recs.values():
+        assert r.where.target == "qemu" and r.where.emulated and r.quick
+        assert r.where.clock == "cpu"
+
+
+def test_wolfssl_figures_are_the_tools_own(run: Run) -> None:
+    r = _records(run[1])["wolfssl"]
+    tool = crypto.settings()["tool"]["wolfssl"]
+    text = _printed(r)
+    assert r.config == "minimal" and r.ecc == "sp-p256"
+    # what this build has, from wolfSSL's own options.h (configure's output)
+    options = (fp_lab.build_root() / r.footprint_key / "include/wolfssl/options.h").read_text()
+    has = {"x25519": "HAVE_CURVE25519", "mlkem768-keygen": "WOLFSSL_HAVE_MLKEM"}
+    for ident, define in has.items():
+        assert (ident in r.missing) == (f"#define {define}" not in options), ident
+    assert "mldsa65-sign" in r.missing  # no ML-DSA in either wolfSSL configuration
+    ops = ["p256-ecdh", "p256-sign", "p256-verify", "rsa2048-sign", "rsa2048-verify"]
+    if "x25519" not in r.missing:
+        ops.append("x25519")
+    for ident in ops:
+        assert r.ms_per_op[ident] == pytest.approx(_wolfcrypt_ms(text, tool["operations"][ident]))
+    for ident, label in tool["ciphers"].items():
+        for size in (1024, 16384):
+            assert r.mib_per_s[ident][str(size)] == pytest.approx(_wolfcrypt_mib(text, label, size),
+                                                                  rel=1e-3)  # fmt: skip
+
+
+def test_mbedtls_figures_are_the_tools_own(run: Run) -> None:
+    r = _records(run[1])["mbedtls"]
+    tool = crypto.settings()["tool"]["mbedtls"]
+    assert set(r.missing) == {"mlkem768-keygen", "mlkem768-encaps", "mlkem768-decaps",
+                              "mldsa65-sign", "mldsa65-verify"}  # Mbed TLS 3.6: no PQC  # fmt: skip
+    for ident, label in tool["operations"].items():
+        per_s = _mbedtls_value(_printed(r), label)
+        assert r.ms_per_op[ident] == pytest.approx(1000 / per_s, rel=1e-3)
+    for ident, label in tool["ciphers"].items():
+        for i, size in enumerate((1024, 16384)):
+            # one run per (block size, algorithm), in that order: cipher_args x sizes
+            out = r.outputs[i * len(tool["cipher_args"]) + list(tool["ciphers"]).index(ident)]
+            kib = _mbedtls_value(out, f"{label} KiB")
+            assert r.mib_per_s[ident][str(size)] == pytest.approx(kib / 1024, rel=1e-3)
+
+
+def test_openssl_figures_are_the_tools_own(run: Run) -> None:
+    r = _records(run[1])["openssl"]
+    assert r.missing == []  # OpenSSL 3.5 has all of them, ML-KEM-768 and ML-DSA-65 included
+    text = _printed(r)
+    # +R1:<count>:<bits>:<seconds> is RSA sign (apps/speed.c, -mr)
+    m = re.search(r"^\+R1:(\d+):2048:([\d.]+)$", text, re.M)
+    want = float(m[2]) * 1000 / int(m[1]) if m else None
+    assert r.ms_per_op["rsa2048-sign"] == pytest.approx(want, rel=1e-3)
+    m = re.search(r"^\+R16:(\d+):ML-KEM-768:([\d.]+)$", text, re.M)
+    want = float(m[2]) * 1000 / int(m[1]) if m else None
+    assert r.ms_per_op["mlkem768-encaps"] == pytest.approx(want, rel=1e-3)
+    # +F:<n>:<cipher>:<bytes per second> after +H:<block size>, one run per block size
+    for size in (1024, 16384):
+        m = re.search(rf"^\+H:{size}\n\+F:\d+:AES-128-GCM:([\d.]+)$", text, re.M)
+        assert m, size
+        assert r.mib_per_s["aes-128-gcm"][str(size)] == pytest.approx(float(m[1]) / MIB, rel=1e-3)
+
+
+def test_table_prints_ratios(run: Run) -> None:
+    out = run[0].stdout
+    assert "Performance on qemu (emulated" in out
+    recs = _records(run[1])
+    sign = {f: recs[f].ms_per_op["p256-sign"] for f in recs}
+    row = next(ln for ln in out.splitlines() if "P-256 ECDSA sign" in ln)
+    ratio = f"{sign['wolfssl'] / sign['mbedtls']:.2f}×"
+    assert ratio in row, (row, sign)
+    assert "EMULATED" in out
+
+
+def test_report_only_reads_the_store(run: Run) -> None:
+    r = _wolf("perf", "--flavour", "all", "--target", "qemu", "--report-only", "--store",
+              str(run[1]), timeout=600)  # fmt: skip
+    assert r.returncode == 0 and "P-256 ECDSA sign" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "--target is required"),
+        (("--target", "qemu", "--flavour", "gnutls"), "--flavour 'gnutls': unknown"),
+        (("--target", "mars"), "unknown or unsupported target 'mars'"),
+        (("--target", "qemu", "--clock", "sundial"), "--clock 'sundial'"),
+    ],
+)
+def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
+    r = _wolf("perf", *args, "--store", str(tmp_path), timeout=600)
+    assert r.returncode == 2, r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and message in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
