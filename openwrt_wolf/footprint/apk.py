@@ -200,7 +200,8 @@ def build_apk(
     cflags, ldflags = _flags(bs.arch, tc.soft_float)
     patch_sums = [hashlib.sha256(p.read_bytes()).hexdigest() for p in patches()]
     key = f"{v['package']}-{a['version']}-{bs.arch.name}-{'native' if native else 'target'}-"
-    key += _key([lib_key, patch_sums, options, cflags, ldflags, tc.identity])
+    snap = upstream.snapshot(str(a["upstream"])).sha256  # the apk-tools source itself
+    key += _key([lib_key, snap, patch_sums, options, cflags, ldflags, tc.identity])
     out = root() / key
     binary = out / "apk"
     result = ApkBuild(bs.library, str(v["package"]), bs.arch.name, native, binary, key)

@@ -36,6 +36,7 @@ TOOLS = (
     "perl",
     "make",
 )
+VERSIONS = {"wolfssl": "5.9.2"}  # 25.12.5's 5.9.1 is not in Debian's archive (CI's only source)
 UNTRUSTED = "UNTRUSTED signature"  # apk's message for APKE_SIGNATURE_UNTRUSTED (src/print.c)
 
 
@@ -51,7 +52,7 @@ def apks() -> dict[str, Path]:
     out = {}
     for lib in LIBS:
         try:
-            out[lib] = apk.native_build(lib).binary
+            out[lib] = apk.native_build(lib, version=VERSIONS.get(lib)).binary
         except WolfError as e:
             if "apk-tools" in e.message and "not found" in e.message.lower():
                 unavailable(e.message)
