@@ -297,3 +297,21 @@ def zlib_dir(fp: Footprint) -> Path:
     """The target zlib the library build's `apk` component linked (to run it under qemu)."""
     (c,) = [c for c in fp.components if c.name == "apk"]
     return (root() / c.cache_key / "zlib").resolve()
+
+
+def for_footprint(fp: Footprint, toolchain_path: str | None = None) -> Component:
+    """The `apk` component for a library build the lab already made (cached both ways): for
+    callers that hold a Footprint (e.g. a whole-stack table), not a BuildSpec."""
+    from . import lab, toolchain  # lab imports this module through components
+
+    arch = spec.get_arch(fp.arch)
+    tc = toolchain.find(arch, toolchain_path)
+    bs = spec.resolve(fp.library, fp.release, fp.config, fp.arch, ecc=fp.ecc,
+                      soft_float=tc.soft_float, version=fp.version)  # fmt: skip
+    if bs.key(tc.identity) != fp.cache_key:
+        raise WolfError(
+            f"{fp.title} {fp.config}: the lab's data changed since this build",
+            hint="rebuild it with `invoke footprint` first",
+        )
+    root_dir = lab.build_root() / fp.cache_key
+    return component(bs, fp.cache_key, build.BuildDirs(root_dir, root_dir / "build.log"), tc)
