@@ -186,13 +186,14 @@ def _flags(arch: spec.Arch, soft_float: bool) -> tuple[tuple[str, ...], tuple[st
 def build_apk(
     bs: spec.BuildSpec,
     lib_key: str,
-    lib_dirs: build.BuildDirs,
+    lib_dirs: build.BuildDirs | None,
     tc: Toolchain,
     *,
     native: bool,
     jobs: int = 2,
 ) -> ApkBuild:
-    """apk linked against the library build in lib_dirs (include/, lib/)."""
+    """apk linked against the library build in lib_dirs (include/, lib/), or the host's own
+    library (native only) when lib_dirs is None."""
     v = variant(bs.library)
     a = data()["apk"]
     options = list(a["host_options"] if native else a["target_options"])
@@ -214,8 +215,10 @@ def build_apk(
         log = out / "build.log"
         src = _source(out / "src", log)
         pcdir = out / "pkgconfig"
-        for name, libs in dict(v["pkgconfig"]).items():
-            _write_pc(pcdir, name, bs.version, lib_dirs.include, lib_dirs.lib, libs)
+        pcdir.mkdir()
+        if lib_dirs is not None:
+            for name, libs in dict(v["pkgconfig"]).items():
+                _write_pc(pcdir, name, bs.version, lib_dirs.include, lib_dirs.lib, libs)
         if cross:
             zinc, zlib_dir = zlib(
                 tc, bs.arch, tuple(c for c in cflags if "{" not in c) + tuple(bs.arch.fpic)
@@ -233,7 +236,8 @@ def build_apk(
             # native: the host's zlib; the library build is found at run time through rpath
             env["PKG_CONFIG_PATH"] = str(pcdir)
             env["CC"] = tc.tool("gcc")
-            setup += [f"-Dc_link_args=-Wl,-rpath,{lib_dirs.lib}"]
+            if lib_dirs:
+                setup += [f"-Dc_link_args=-Wl,-rpath,{lib_dirs.lib}"]
         try:
             proc.run(setup, cwd=out, env=env, logfile=log, timeout=STEP_TIMEOUT)
             proc.run(
@@ -286,6 +290,13 @@ def native_build(
 
     bs = spec.resolve(library, release, FLAVOUR_CONFIG[library], "x86_64", version=version)
     tc = toolchain.find(bs.arch)
+    if variant(library).get("native") == "system":  # the host's own library (apk.toml)
+        mods = list(variant(library)["pkgconfig"])
+        found = proc.run(["pkg-config", "--modversion", *mods], timeout=30, check=False)
+        if found.returncode != 0:
+            raise WolfError(f"the host has no {' '.join(mods)} development files (pkg-config)",
+                            hint="./wolf hosttools --group test --install")  # fmt: skip
+        return build_apk(bs, f"system-{found.output.split()[0]}", None, tc, native=True, jobs=jobs)
     fp = lab.build_one(bs, tc, lab.Request(arch="x86_64", jobs=jobs))
     dirs = build.BuildDirs(
         lab.build_root() / fp.cache_key, lab.build_root() / fp.cache_key / "build.log"
