@@ -430,18 +430,21 @@ def flash(
         "version": "override a release's library version, e.g. wolfssl=5.9.2 (25.12.5's 5.9.1 "
         "is not in Debian)",
         "stack": "the whole TLS stack per flavour (library + libustream-ssl + px5g + uencrypt)",
+        "component": "packages built against each library and added to its row: apk, or all",
     }
 )
 @guarded
 def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=None,
               toolchain=None, smoke=False, sources=None, mirror=None, rebuild=False,
-              markdown=False, store=None, version=None, stack=False):  # fmt: skip
+              markdown=False, store=None, version=None, stack=False,
+              component=None):  # fmt: skip
     """Cross-build the TLS libraries at OpenWrt's settings and compare their flash cost."""
     from openwrt_wolf.footprint import cli
 
     cli.main(arch=arch, release=release, library=library, config=config, ecc=ecc,
              toolchain=toolchain, smoke=smoke, sources=sources, mirror=mirror, rebuild=rebuild,
-             markdown=markdown, store=store, version=version, stack=stack)  # fmt: skip
+             markdown=markdown, store=store, version=version, stack=stack,
+             component=component)  # fmt: skip
 
 
 # --- OpenWrt host image tools, what-if (issue 14) --------------------------------------

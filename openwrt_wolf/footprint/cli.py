@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..catalogue import releases
 from ..errors import WolfError
 from ..term import console
-from . import lab, report, spec
+from . import components, lab, report, spec
 from .model import Footprint
 
 
@@ -34,6 +34,7 @@ def main(
     parallel: int = 2,
     version: str | None = None,
     stack: bool = False,
+    component: str | None = None,
 ) -> list[Footprint]:
     if stack:
         stack_main(arch=arch, toolchain=toolchain, markdown=markdown, store=store)
@@ -53,6 +54,7 @@ def main(
         store=store,
         parallel=parallel,
         versions=_versions(version),
+        components=_list(component, (), components.names()),
     )
     outcome = lab.run(req)
     fps = outcome.footprints
@@ -65,6 +67,11 @@ def main(
         out.print(report.table(fps, f"TLS libraries for {arch}, OpenWrt {rel.name} settings"))
     if fps:
         out.print(report.caption(fps), markup=False, highlight=False)
+    if any(fp.components for fp in fps):
+        if markdown:
+            out.print(report.stack_markdown(fps), markup=False, highlight=False)
+        else:
+            out.print(report.stack_table(fps, f"TLS stack per flavour, {arch}"))
     for fp in fps:
         if fp.smoke is not None and not fp.smoke.ok:
             bad = {k: v for k, v in fp.smoke.checks.items() if v != "ok"}

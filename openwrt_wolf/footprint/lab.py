@@ -3,6 +3,7 @@ version, sha256, config, flags and toolchain), measure, optionally smoke-test, s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -19,7 +20,7 @@ from ..host import hosttools
 from ..locks import locked as _locked
 from ..results import store
 from ..term import progress
-from . import build, measure, smoke, sources, spec, toolchain
+from . import build, components, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint
 
 RESULT = "footprint.json"
@@ -43,6 +44,7 @@ class Request:
     store: str | None = None
     keep_sources: bool = False
     versions: tuple[tuple[str, str], ...] = ()  # (library, version) overriding the release's
+    components: tuple[str, ...] = ()  # packages built against each library (components.py)
     notes: list[str] = field(default_factory=list)
 
 
@@ -120,6 +122,15 @@ def build_one(bs: spec.BuildSpec, tc: toolchain.Toolchain, req: Request) -> Foot
                     bs, tc, dirs.include, dirs.lib, dirs.root / "installed", dirs.root / "smoke"
                 )
                 fp = Footprint.from_dict({**fp.to_dict(), "smoke": result.__dict__})
+                store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
+            have = {c.name for c in fp.components}
+            if any(name not in have for name in req.components):
+                got = list(fp.components)
+                for name in req.components:
+                    if name not in have:
+                        step(f"component {name}")
+                        got.append(components.build_component(name, bs, key, dirs, tc))
+                fp = dataclasses.replace(fp, components=got)
                 store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
         bar.update(label=bs.label)
     return fp
@@ -212,12 +223,15 @@ class Outcome:
 def run(req: Request) -> Outcome:
     """Build everything the request names; failures do not stop the other builds."""
     arch = spec.get_arch(req.arch)
+    components.check(req.components)
     needed = hosttools.groups()["footprint"]
     if req.toolchain:  # Debian's cross toolchain is not needed when another one is given
         needed = [t for t in needed if not t.startswith((arch.debian_prefix, arch.sysroot))]
     hosttools.ensure(needed)
     tc = toolchain.find(arch, req.toolchain)
     specs = plan(req, soft_float=tc.soft_float)
+    if req.components:
+        hosttools.ensure(hosttools.groups()["components"])
     if req.smoke:
         hosttools.ensure(["qemu-mips-static"])
     results: list[Footprint | None] = [None] * len(specs)

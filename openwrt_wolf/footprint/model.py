@@ -30,6 +30,33 @@ class Smoke:
 
 
 @dataclass(frozen=True)
+class Component:
+    """A package built against the library that a flavour ships with it (apk, libustream, ...),
+    measured like the library: its files as installed."""
+
+    name: str  # the lab's component name, e.g. "apk"
+    package: str  # the OpenWrt package, e.g. apk-wolfssl
+    files: list[LibraryFile]
+    cache_key: str
+    installed_path: str = ""  # where the package installs the (first) file, e.g. usr/bin/apk
+
+    @property
+    def installed(self) -> int:
+        return sum(f.installed for f in self.files)
+
+    @property
+    def xz(self) -> int:
+        return sum(f.xz for f in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Component:
+        return cls(**{**d, "files": [LibraryFile(**f) for f in d.get("files", [])]})
+
+
+@dataclass(frozen=True)
 class Footprint:
     library: str
     title: str
@@ -62,6 +89,7 @@ class Footprint:
     smoke: Smoke | None = None
     notes: list[str] = field(default_factory=list)
     exports: list[str] = field(default_factory=list)  # exported-symbol patterns; [] = all
+    components: list[Component] = field(default_factory=list)  # built against this library
 
     @property
     def stripped(self) -> int:
@@ -77,4 +105,5 @@ class Footprint:
         kw["files"] = [LibraryFile(**f) for f in d.get("files", [])]
         smoke = d.get("smoke")
         kw["smoke"] = Smoke(**smoke) if smoke else None
+        kw["components"] = [Component.from_dict(c) for c in d.get("components", [])]
         return cls(**kw)

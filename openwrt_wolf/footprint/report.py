@@ -73,3 +73,38 @@ def stored(store_dir: str | None = None, release: str | None = None) -> list[Foo
     """Footprints in the results store (newest per cache key), for `size-report` and others."""
     st = store.FileStore(paths.store_dir(store_dir))
     return [Footprint.from_dict(r.data) for r in st.query(KIND, release=release)]
+
+
+STACK_HEADERS = ("flavour", "config", "ECC", "package", "files", "stripped", "xz -9e")
+
+
+def stack_rows(fps: list[Footprint]) -> list[list[str]]:
+    """Per library build: the library, each component built against it, and the stack's total
+    (stripped = as installed, after sstrip), so flavour differences read off one table."""
+    rows = []
+    for fp in fps:
+        names = ", ".join(f.name for f in fp.files)
+        rows.append([fp.title, fp.config, fp.ecc or "–", "library", names,
+                     f"{fp.installed:,}", f"{fp.xz:,}"])  # fmt: skip
+        for c in fp.components:
+            where = c.installed_path or ", ".join(f.name for f in c.files)
+            rows.append(["", "", "", c.package, where, f"{c.installed:,}", f"{c.xz:,}"])
+        total_i = fp.installed + sum(c.installed for c in fp.components)
+        total_x = fp.xz + sum(c.xz for c in fp.components)
+        rows.append(["", "", "", "total", "", f"{total_i:,}", f"{total_x:,}"])
+    return rows
+
+
+def stack_table(fps: list[Footprint], title: str) -> Table:
+    t = Table(title=title)
+    for h in STACK_HEADERS:
+        t.add_column(h, justify="right" if h in ("stripped", "xz -9e") else "left")
+    for row in stack_rows(fps):
+        t.add_row(*row)
+    return t
+
+
+def stack_markdown(fps: list[Footprint]) -> str:
+    lines = ["| " + " | ".join(STACK_HEADERS) + " |", "|" + "---|" * len(STACK_HEADERS)]
+    lines += ["| " + " | ".join(r) + " |" for r in stack_rows(fps)]
+    return "\n".join(lines)
