@@ -14,7 +14,7 @@ from rich.table import Table
 
 from .. import paths
 from ..results import store
-from . import lab, measure, spec, userland
+from . import apk, lab, measure, spec, userland
 from .model import LibraryFile
 
 KIND = "tls-stack"
@@ -134,6 +134,12 @@ def collect(
         parts.append(StackPart("uencrypt", pk["uencrypt"], [by_name["uencrypt"]]))
     installed = [lab.build_root() / fp.cache_key / "installed" / f.name for f in fp.files]
     installed += [ub.root / "measure" / "installed" / f.name for p in parts[1:] for f in p.files]
+    # apk: the package manager's crypto backend follows the flavour (apk-wolfssl with USE_WOLFSSL)
+    comp = apk.for_footprint(fp, toolchain)  # apk links the same library build (apk.FLAVOUR_CONFIG)
+    parts.append(StackPart("apk", comp.package, list(comp.files)))
+    installed += [
+        apk.root() / comp.cache_key / "measure" / "installed" / f.name for f in comp.files
+    ]
     block = spec.get_arch(ub.arch).squashfs_block  # ub.arch: the lab name ("host" -> x86_64)
     st = Stack(
         flavour=flavour,

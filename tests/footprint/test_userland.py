@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.footprint import stack, userland
+from openwrt_wolf.footprint import apk, stack, userland
 from openwrt_wolf.host import upstream
 from openwrt_wolf.patchset import symbols
 from tests.conftest import _openwrt_tree, need_tools, unavailable
@@ -559,12 +559,16 @@ def test_stack_parts_are_the_installed_files(tmp_path: Path) -> None:
     _mips("wolfssl")  # skips/fails like the builds without tools or sources
     st = stack.collect("wolfssl", "mips_24kc", store_dir=str(tmp_path))
     ub = _mips("wolfssl")
-    assert [p.component for p in st.parts] == ["TLS library", "libustream-ssl", "px5g", "uencrypt"]
+    assert [p.component for p in st.parts] == [
+        "TLS library", "libustream-ssl", "px5g", "uencrypt", "apk"
+    ]  # fmt: skip
     assert [p.package for p in st.parts[1:]] == ["libustream-wolfssl", "px5g-wolfssl",
-                                                 "uencrypt-wolfssl"]  # fmt: skip
+                                                 "uencrypt-wolfssl", "apk-wolfssl"]  # fmt: skip
+    apk_dir = apk.root() / apk.for_footprint(ub.library).cache_key / "measure" / "installed"
     for part in st.parts[1:]:
         for f in part.files:
-            installed = ub.root / "measure" / "installed" / f.name
+            base = apk_dir if part.component == "apk" else ub.root / "measure" / "installed"
+            installed = base / f.name
             assert installed.stat().st_size == f.installed
             xz = subprocess.run(["xz", "-9e", "-c", str(installed)], capture_output=True,
                                 check=True, timeout=120).stdout  # fmt: skip
