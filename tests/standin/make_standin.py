@@ -43,7 +43,8 @@ IB_TOOLS = ("mksquashfs4", "padjffs2", "fwtool", "tplink-safeloader", "mktplinkf
 # the device variables the image recipes read
 DEVICE_VARS = (
     "KERNEL", "KERNEL_NAME", "KERNEL_SIZE", "KERNEL_LOADADDR", "KERNEL_ENTRY", "IMAGES",
-    "IMAGE/sysupgrade.bin", "IMAGE/factory.bin", "IMAGE_SIZE", "BLOCKSIZE", "DEVICE_DTS",
+    "IMAGE/sysupgrade.bin", "IMAGE/factory.bin", "IMAGE/tftp-recovery.bin", "IMAGE_SIZE",
+    "BLOCKSIZE", "DEVICE_DTS",
     "SUPPORTED_DEVICES", "DEVICE_COMPAT_VERSION", "DEVICE_COMPAT_MESSAGE", "IMAGE_METADATA",
     "UIMAGE_NAME", "UIMAGE_MAGIC", "UIMAGE_TIME", "FILESYSTEMS",
 )  # fmt: skip
