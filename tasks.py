@@ -39,6 +39,16 @@ def hosttools(c, group="test", install=False):
     host_cli.main(group=group, install=install)
 
 
+@task
+@guarded
+def host_tools(c):
+    """Build OpenWrt's own host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils)
+    from ../shared/openwrt at 25.12.5's pins, once and cached; print where they are."""
+    from openwrt_wolf.host import cli as host_cli
+
+    host_cli.host_tools()
+
+
 # --- size report (issue 2) -------------------------------------------------------------
 
 

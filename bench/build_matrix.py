@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from openwrt_wolf.build.driver import build  # noqa: E402
 from openwrt_wolf.build.jobs import Options  # noqa: E402
+from openwrt_wolf.host import openwrt_tools, upstream  # noqa: E402
 from tests.standin import make_standin  # noqa: E402
 from tests.standin.server import serve  # noqa: E402
 
@@ -46,7 +47,12 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="wolf-bench-") as tmp:
         base = Path(tmp)
-        mirror = make_standin.make_server(base / "mirror", ("ath79/generic", "ramips/mt76x8"))
+        mirror = make_standin.make_server(
+            base / "mirror",
+            ("ath79/generic", "ramips/mt76x8"),
+            tree=upstream.openwrt_tree("25.12.5"),
+            tools=openwrt_tools.ensure(),
+        )
         with serve(mirror) as (url, _):
             rows = []
             for jobs in (1, args.j):

@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -54,3 +58,19 @@ def openwrt_tree_25125() -> Path:
 def openwrt_tree_24108() -> Path:
     """OpenWrt v24.10.8, as openwrt_tree_25125 ($OPENWRT_TREE_24_10_8 instead of $OPENWRT_TREE)."""
     return _openwrt_tree("24.10.8")
+
+
+@pytest.fixture(scope="session")
+def openwrt_tools(openwrt_tree_25125: Path) -> OpenWrtTools:
+    """OpenWrt's host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils) built once
+    from the shared upstream snapshots into the cache, as `invoke host-tools` builds them."""
+    from openwrt_wolf.errors import WolfError
+    from openwrt_wolf.host import hosttools
+    from openwrt_wolf.host import openwrt_tools as ot
+
+    need_tools(*(t.name for t in hosttools.tools_for("openwrt-tools")))
+    try:
+        return ot.ensure()
+    except WolfError as e:  # the upstream snapshots are not on this machine
+        unavailable(f"needs OpenWrt's host tools: {e}")
+        raise  # unreachable: unavailable() skips or fails

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -358,8 +358,7 @@ def _resolved(env: Make, name: str, profile: str, keep: tuple[str, ...] = ()) ->
     return " ".join(text.split())
 
 
-def read_device(base: Make, profile: str, st: Subtarget, tree: Path) -> TreeDevice:
-    """Evaluate one device; MakeError or WolfError says why it could not be read."""
+def _device_env(base: Make, profile: str) -> Make:
     stanza = f"Device/{profile}"
     if not base.defined(stanza):
         raise MakeError(f"TARGET_DEVICES lists it, but no `define {stanza}` exists")
@@ -370,6 +369,30 @@ def read_device(base: Make, profile: str, st: Subtarget, tree: Path) -> TreeDevi
     )
     env = base.copy()
     env.eval(text, (profile,), where=stanza)
+    return env
+
+
+def device_variables(
+    tree: Path, target: str, subtarget: str, profile: str, names: Sequence[str]
+) -> dict[str, str]:
+    """The named variables of one device, and every TPLINK_* it sets, expanded as its image
+    recipes see them (KERNEL, IMAGE/sysupgrade.bin, IMAGE_SIZE, ...)."""
+    tree = check_tree(Path(tree))
+    for st, sub_env in read_subtargets(tree, target):
+        if st.subtarget != subtarget:
+            continue
+        try:
+            env = _device_env(_image_env(tree, target, sub_env), profile)
+            names = [*names, *sorted(k for k in env.vars if k.startswith("TPLINK_"))]
+            return {n: _resolved(env, n, profile) for n in dict.fromkeys(names)}
+        except MakeError as e:
+            raise WolfError(f"{target}/{subtarget} {profile}: cannot read it: {e}") from None
+    raise WolfError(f"no subtarget {target}/{subtarget} in {tree}")
+
+
+def read_device(base: Make, profile: str, st: Subtarget, tree: Path) -> TreeDevice:
+    """Evaluate one device; MakeError or WolfError says why it could not be read."""
+    env = _device_env(base, profile)
     args = (profile,)
     notes: list[str] = []
     image_size, image_text = _size(env, "IMAGE_SIZE", profile, notes)

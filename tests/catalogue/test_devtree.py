@@ -3,7 +3,8 @@
 The fake tree below is written in OpenWrt's own formats; every expected value is known from
 the snippet itself. GNU make is a second, independent oracle: a harness makefile runs the real
 image Makefile through `make` and prints each device's variables, which must equal ours.
-The test over a real tree runs only when OPENWRT_TREE points at one (e.g. a v25.12.5 checkout).
+The tests over a real tree read OpenWrt v25.12.5 (fixture openwrt_tree_25125: $OPENWRT_TREE or
+the shared snapshot; skipped without either, a failure in CI).
 """
 
 from __future__ import annotations
@@ -24,12 +25,6 @@ from openwrt_wolf.errors import WolfError
 from tests.conftest import need_tools
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = os.environ.get("OPENWRT_TREE")
-needs_real = pytest.mark.skipif(
-    not REAL,
-    reason="set OPENWRT_TREE to an OpenWrt v25.12.5 checkout to run; skipped also in CI, "
-    "which has no OpenWrt tree",
-)
 
 # --- a small OpenWrt tree -------------------------------------------------------------------
 
@@ -579,9 +574,8 @@ def test_cli_tree_prints_devices_counts_and_unreadable(fake_tree: Path) -> None:
     assert "(IMAGE_SIZE 65536 B larger)" in out
 
 
-@needs_real
-def test_cli_alias_says_which_profile() -> None:
-    p = run_invoke("--tree", str(REAL), "--target", "ath79", "--device", "tl-wr902ac")
+def test_cli_alias_says_which_profile(openwrt_tree_25125: Path) -> None:
+    p = run_invoke("--tree", str(openwrt_tree_25125), "--target", "ath79", "--device", "tl-wr902ac")
     assert p.returncode == 0, p.stderr
     assert "--device tl-wr902ac: catalogue alias of tplink_tl-wr902ac-v1" in p.stdout
     assert re.search(r"tplink_tl-wr902ac-v1 .*ath79/generic .*qca9531 .*7360k", p.stdout)
@@ -706,12 +700,10 @@ def test_bad_catalogue_device_in_tree_is_an_error(fake_tree: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def real_read() -> devtree.TreeRead:
-    assert REAL
-    return devtree.read_tree(Path(REAL), ["ath79", "ramips", "malta"])
+def real_read(openwrt_tree_25125: Path) -> devtree.TreeRead:
+    return devtree.read_tree(openwrt_tree_25125, ["ath79", "ramips", "malta"])
 
 
-@needs_real
 def test_real_tree_known_devices(real_read: devtree.TreeRead) -> None:
     # facts from shared/docs/openwrt-facts.md (v25.12.5)
     v1 = by_profile(real_read, "tplink_tl-wr902ac-v1")
@@ -735,7 +727,6 @@ def test_real_tree_known_devices(real_read: devtree.TreeRead) -> None:
     assert subs["malta/le"].arch_packages == "mipsel_24kc"
 
 
-@needs_real
 def test_real_tree_catalogue_agrees(real_read: devtree.TreeRead) -> None:
     comp = devices_toml.compare(devices.for_release("25.12.5"), real_read)
     assert comp.absent == []
@@ -743,11 +734,11 @@ def test_real_tree_catalogue_agrees(real_read: devtree.TreeRead) -> None:
     assert all(d.catalogue == "–" and d.field.startswith("tplink_") for d in comp.differences)
 
 
-@needs_real
-def test_real_tree_agrees_with_gnu_make(real_read: devtree.TreeRead, tmp_path: Path) -> None:
+def test_real_tree_agrees_with_gnu_make(
+    real_read: devtree.TreeRead, openwrt_tree_25125: Path, tmp_path: Path
+) -> None:
     need_tools("make")
-    assert REAL
-    seen, diffs = compare_with_make(real_read, Path(REAL), tmp_path, ["ath79", "ramips"])
+    seen, diffs = compare_with_make(real_read, openwrt_tree_25125, tmp_path, ["ath79", "ramips"])
     assert seen == len([d for d in real_read.devices if d.target in ("ath79", "ramips")])
     # make itself leaks SENAO_IMGNAME from the previous device into these three, which
     # never set it; we read each device on its own.
@@ -755,3 +746,32 @@ def test_real_tree_agrees_with_gnu_make(real_read: devtree.TreeRead, tmp_path: P
         re.match(r"fortinet_fap-22\d-[bc] IMAGE/sysupgrade.bin: .*senao-tar-gz ar71xx", d)
         for d in diffs
     ), diffs
+
+
+def test_catalogue_24108_is_the_24108_tree(openwrt_tree_24108: Path, tmp_path: Path) -> None:
+    """The 24.10.8 entries were written by `devices --tree <v24.10.8> --write`; GNU make and the
+    devices' DTS are the oracles for what the tree says, openwrt-facts.md for the values."""
+    need_tools("make")
+    read = devtree.read_tree(openwrt_tree_24108, ["ath79", "ramips"])
+    assert read.version == "24.10.8"
+    cat = devices.for_release("24.10.8")
+    assert {d.profile for d in cat} == {
+        "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16", "tplink_tl-wr902ac-v3"
+    }  # fmt: skip
+    comp = devices_toml.compare(cat, read)
+    assert comp.absent == [] and comp.differences == []
+    # the values OpenWrt's own make gives for these devices (the same as 25.12.5's facts)
+    want = {"tplink_tl-wr902ac-v1": ("7360k", "64k"), "glinet_gl-ar300m16": ("16000k", "64k"),
+            "tplink_tl-wr902ac-v3": ("7808k", "64k")}  # fmt: skip
+    got = {}
+    for target, sub in (("ath79", "generic"), ("ramips", "mt76x8")):
+        dump = make_dump(openwrt_tree_24108, target, sub, tmp_path / target)
+        got |= {p: (v["IMAGE_SIZE"], v["BLOCKSIZE"]) for p, v in dump.items() if p in want}
+    assert got == want
+    for d in cat:
+        dump_pipe = by_profile(read, d.profile).sysupgrade
+        assert dump_pipe and d.recipe != "other"
+    for d in cat:
+        tree_dev = by_profile(read, d.profile)
+        assert tree_dev.dts_check() == "ok"  # IMAGE_SIZE = the DTS firmware partition
+    assert devices.resolve("tl-wr902ac", "24.10.8").profile == "tplink_tl-wr902ac-v1"

@@ -1,9 +1,9 @@
 """Per-profile default package evaluation: Kconfig text written here by hand; the real scan of
-a pristine vs. patched v25.12.5 tree only when OPENWRT_TREE is set."""
+a pristine vs. patched v25.12.5 tree (fixture openwrt_tree_25125: $OPENWRT_TREE or the shared
+snapshot)."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -67,14 +67,9 @@ def test_not_a_tree(tmp_path: Path) -> None:
         defaults.collect(tmp_path)
 
 
-OPENWRT_TREE = os.environ.get("OPENWRT_TREE")
-
-
-@pytest.mark.skipif(not OPENWRT_TREE, reason="set OPENWRT_TREE to a v25.12.5 tree")
-def test_real_tree_off_unchanged_on_swapped() -> None:
+def test_real_tree_off_unchanged_on_swapped(openwrt_tree_25125: Path) -> None:
     need_tools("make", "perl", "gawk", "git")
-    assert OPENWRT_TREE
-    tree = Path(OPENWRT_TREE)
+    tree = openwrt_tree_25125
     with tempfile.TemporaryDirectory() as tmp:
         patched = defaults.patched_copy(tree, Path(tmp) / "p")
         before = defaults.collect(tree)

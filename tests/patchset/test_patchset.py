@@ -1,12 +1,11 @@
 """The patch engine on small trees of our own: apply, re-apply, conflict, revert, status, feeds,
 on a plain directory and on a git checkout. Oracles: file contents we wrote by hand, `git
 status`/`git diff` of the checkout, GNU patch's own --dry-run. The real series runs only when
-OPENWRT_TREE points at a v25.12.5 tree."""
+the v25.12.5 tree is at hand (fixture openwrt_tree_25125)."""
 
 from __future__ import annotations
 
 import filecmp
-import os
 import shutil
 import subprocess
 import sys
@@ -270,14 +269,10 @@ def test_cli_errors_are_one_line(tmp_path: Path, patches: Path) -> None:
 
 # --- the real series on a real tree ---------------------------------------------------------
 
-OPENWRT_TREE = os.environ.get("OPENWRT_TREE")
 
-
-@pytest.mark.skipif(not OPENWRT_TREE, reason="set OPENWRT_TREE to a v25.12.5 tree")
-def test_real_series_on_openwrt_tree(tmp_path: Path) -> None:
+def test_real_series_on_openwrt_tree(openwrt_tree_25125: Path, tmp_path: Path) -> None:
     need_tools("git")
-    assert OPENWRT_TREE
-    src = Path(OPENWRT_TREE)
+    src = openwrt_tree_25125
     t = tmp_path / "openwrt"
     shutil.copytree(src, t, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     series = patchset.load()

@@ -4,10 +4,17 @@
         openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst
         sha256sums                      ("<sha256> *<name>", as OpenWrt's rules.mk writes it)
 
-Each tree holds tests/standin/imagebuilder/ (Makefile, scripts/ib.py), .standin.json (what
-.targetinfo/.profiles.mk give the real one), packages/*.apk (tar archives of real bytes) with
-an index, and the prebuilt kernel pieces in build_dir/target-<arch>_musl/linux-<t>_<s>/,
-where the real ImageBuilder ships them (target/imagebuilder/Makefile copies KERNEL_BUILD_DIR).
+Each tree holds tests/standin/imagebuilder/ (Makefile, scripts/ib.py, include/standin-image.mk),
+.standin.json (what .targetinfo/.profiles.mk give the real one), packages/*.apk with an index,
+and, as OpenWrt's ImageBuilder ships them, OpenWrt's own image machinery:
+- include/image-commands.mk copied from the OpenWrt tree, and include/standin-helpers.mk with
+  the few definitions of the tree's include/image.mk, rules.mk and verbose.mk it needs;
+- include/standin-device-<profile>.mk: the device's variables (KERNEL, IMAGE/*, BLOCKSIZE,
+  IMAGE_SIZE, TPLINK_*, ...) evaluated from the tree's target/linux/<t>/image/*.mk;
+- staging_dir/host/bin: OpenWrt's host tools (openwrt_wolf.host.openwrt_tools);
+- the kernel pieces in build_dir/target-<arch>_musl/linux-<t>_<s>/<profile>-kernel.bin, made by
+  running the device's KERNEL recipe over a generated vmlinux and DTB.
+Package payloads and kernels are generated from a fixed seed: the same bytes on every machine.
 """
 
 from __future__ import annotations
@@ -15,10 +22,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import lzma
-import os
+import random
+import re
 import shutil
-import struct
 import subprocess
 import sys
 import tarfile
@@ -27,26 +33,39 @@ from pathlib import Path
 
 import zstandard
 
+from openwrt_wolf.catalogue import devtree
+from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+
 HERE = Path(__file__).resolve().parent
 RELEASE = "25.12.5"
+# OpenWrt's host tools the ImageBuilder's image recipes call ($(STAGING_DIR_HOST)/bin)
+IB_TOOLS = ("mksquashfs4", "padjffs2", "fwtool", "tplink-safeloader", "mktplinkfw", "mktplinkfw2")
+# the device variables the image recipes read
+DEVICE_VARS = (
+    "KERNEL", "KERNEL_NAME", "KERNEL_SIZE", "KERNEL_LOADADDR", "KERNEL_ENTRY", "IMAGES",
+    "IMAGE/sysupgrade.bin", "IMAGE/factory.bin", "IMAGE/tftp-recovery.bin", "IMAGE_SIZE",
+    "BLOCKSIZE", "DEVICE_DTS",
+    "SUPPORTED_DEVICES", "DEVICE_COMPAT_VERSION", "DEVICE_COMPAT_MESSAGE", "IMAGE_METADATA",
+    "UIMAGE_NAME", "UIMAGE_MAGIC", "UIMAGE_TIME", "FILESYSTEMS",
+)  # fmt: skip
+# definitions the tree's include/image-commands.mk calls, and the files that hold them
+HELPERS = {
+    "include/image.mk": ("exp_units", "param_get", "param_get_default", "split_args",
+                         "build_cmd", "concat_cmd", "Image/pad-to"),
+    "rules.mk": ("empty", "space", "comma"),
+    "include/verbose.mk": ("ERROR_MESSAGE",),
+}  # fmt: skip
+
+# Machine code is skewed towards a few byte values; a random stream mapped through this table
+# compresses like it (xz ~0.39), and random.Random(str) gives the same bytes on every machine.
+_WEIGHTS = {0x00: 120, 0xFF: 40, 0x24: 20, 0x8F: 12, 0x10: 10, 0x27: 8, 0x3C: 8, 0xAF: 6,
+            0x02: 6, 0x03: 6, 0x01: 4, 0x04: 4, 0x08: 4, 0x20: 4, 0x40: 2, 0x80: 2}  # fmt: skip
+_CODE_TABLE = bytes(v for v, n in _WEIGHTS.items() for _ in range(n))
 
 
-def _pool() -> bytes:
-    """Real bytes to slice package payloads from: host executables and libraries."""
-    parts = [Path(os.path.realpath(sys.executable)).read_bytes()]
-    for lib in ("/usr/lib/x86_64-linux-gnu/libcrypto.so.3", "/usr/bin/bash"):
-        if os.path.exists(lib):
-            parts.append(Path(lib).read_bytes())
-    return b"".join(parts)
-
-
-def _slice(pool: bytes, name: str, size: int) -> bytes:
-    # different offsets per package, so squashfs cannot deduplicate payloads
-    start = int(hashlib.sha256(name.encode()).hexdigest(), 16) % max(1, len(pool) - size)
-    out = pool[start : start + size]
-    while len(out) < size:
-        out += pool[: size - len(out)]
-    return out
+def _code(name: str, size: int) -> bytes:
+    """Deterministic bytes that compress like program code (seeded by the package name)."""
+    return random.Random(f"standin:{name}").randbytes(size).translate(_CODE_TABLE)
 
 
 def _incompressible(name: str, size: int) -> bytes:
@@ -69,62 +88,109 @@ def _apk(path: Path, files: dict[str, bytes]) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def _tplink_v1_header(kernel: bytes) -> bytes:
-    # mktplinkfw's 512-byte header as `tplink-v1-header -O` writes it in front of the LZMA
-    # kernel (combined mode): version 0x01000000, vendor, fw version, hw id/rev, then
-    # kernel_la, kernel_ep, fw_length (0), kernel_ofs, kernel_len, rootfs_ofs, rootfs_len
-    h = bytearray(0x200)
-    struct.pack_into(">I", h, 0, 0x01000000)
-    h[4:11] = b"OpenWrt"
-    h[28:38] = b"ver. 1.0.0"
-    struct.pack_into(">II", h, 64, 0x09020001, 1)
-    struct.pack_into(">7I", h, 0x74, 0x80060000, 0x80060000, 0, 0x200, len(kernel), 0, 0)
-    return bytes(h)
+def _definitions(text: str, names: tuple[str, ...]) -> str:
+    """The named `define NAME ... endef` blocks and one-line assignments of a Makefile, verbatim."""
+    out: list[str] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        if m := re.match(r"define\s+(\S+)\s*$", lines[i]):
+            end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "endef")
+            if m.group(1) in names:
+                out += lines[i : end + 1]
+            i = end + 1
+            continue
+        if (m := re.match(r"([\w/.-]+)\s*:?=", lines[i])) and m.group(1) in names:
+            out.append(lines[i])
+        i += 1
+    found = {n for n in names if any(re.match(rf"(define\s+)?{re.escape(n)}\b", ln) for ln in out)}
+    if found != set(names):
+        raise RuntimeError(f"not in the OpenWrt tree: {sorted(set(names) - found)}")
+    return "\n".join(out) + "\n"
 
 
-def _kernel(kind: str, raw: bytes, out: Path) -> None:
-    comp = lzma.compress(
-        raw,
-        format=lzma.FORMAT_ALONE,
-        filters=[{"id": lzma.FILTER_LZMA1, "preset": 1, "lc": 1, "lp": 2, "pb": 2}],
+def _image_machinery(top: Path, tree: Path, tools: OpenWrtTools) -> None:
+    """include/image-commands.mk, the helpers it calls, and OpenWrt's host tools."""
+    inc = top / "include"
+    shutil.copyfile(tree / "include/image-commands.mk", inc / "image-commands.mk")
+    helpers = "".join(
+        f"# from {rel}\n" + _definitions((tree / rel).read_text(), names)
+        for rel, names in HELPERS.items()
     )
-    if kind == "uimage-lzma":
-        blob = out.with_suffix(".lzma")
-        blob.write_bytes(comp)
-        subprocess.run(
-            [
-                "mkimage",
-                "-A",
-                "mips",
-                "-O",
-                "linux",
-                "-T",
-                "kernel",
-                "-C",
-                "lzma",
-                "-a",
-                "0x80060000",
-                "-e",
-                "0x80060000",
-                "-n",
-                "MIPS OpenWrt Linux-6.12.94",
-                "-d",
-                str(blob),
-                str(out),
-            ],
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        blob.unlink()
-    elif kind == "lzma-tplink-v1":
-        out.write_bytes(_tplink_v1_header(comp) + comp)
-    else:
-        out.write_bytes(comp)
+    (inc / "standin-helpers.mk").write_text(helpers)
+    bin_dir = top / "staging_dir" / "host" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in IB_TOOLS:
+        shutil.copy2(tools.tool(name), bin_dir / name)
+    # OpenWrt's lzma (LZMA SDK 4.65) is not at hand: see tests/standin/tools/lzma
+    shutil.copy2(HERE / "tools" / "lzma", bin_dir / "lzma")
 
 
-def make_tree(dest: Path, target: str, release: str = RELEASE) -> Path:
-    """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path."""
+def _mk_value(value: str) -> str:
+    return value.replace("$", "$$")
+
+
+def _device_mk(
+    top: Path, tree: Path, target: str, profile: str, facts: dict[str, int]
+) -> dict[str, str]:
+    """Write include/standin-device-<profile>.mk from the tree; check it against targets.toml."""
+    t, s = target.split("/")
+    want = devtree.device_variables(tree, t, s, profile, DEVICE_VARS)
+    # targets.toml states the facts independently: a tree that disagrees is the wrong tree
+    for key, var in (("image_size", "IMAGE_SIZE"), ("blocksize", "BLOCKSIZE")):
+        text = want[var].strip()
+        got = int(text[:-1]) * 1024 if text.endswith("k") else int(text or 0)
+        if got != facts[key]:
+            raise RuntimeError(f"{profile}: the tree's {var} {text} != targets.toml {facts[key]}")
+    lines = [f"{k} := {_mk_value(v)}" for k, v in sorted(want.items())]
+    (top / "include" / f"standin-device-{profile}.mk").write_text("\n".join(lines) + "\n")
+    return want
+
+
+def _kernel(top: Path, kdir: Path, profile: str, dev: dict[str, str], size: int) -> None:
+    """The device's KERNEL recipe run by make over a generated vmlinux and DTB, as OpenWrt's
+    buildroot makes $(KDIR)/<profile>-kernel.bin before the ImageBuilder ships it."""
+    vmlinux = kdir / (dev["KERNEL_NAME"] or "vmlinux")
+    vmlinux.write_bytes(_code(f"kernel-{profile}", size))
+    dts = dev["DEVICE_DTS"].split()
+    if dts:
+        (kdir / f"image-{dts[0]}.dtb").write_bytes(_code(f"dtb-{profile}", 12000))
+    p = subprocess.run(
+        ["make", "--no-print-directory", "-f", str(top / "include/standin-image.mk"),
+         f"TOPDIR={top}", f"DEVICE={profile}", "kernel"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if p.returncode != 0:
+        raise RuntimeError(f"KERNEL recipe of {profile} failed:\n{p.stdout}\n{p.stderr}")
+    vmlinux.unlink()
+    for dtb in kdir.glob("image-*.dtb"):
+        dtb.unlink()
+
+
+def _release_mk(top: Path, info: dict[str, object], kdir: Path) -> None:
+    # what rules.mk, include/version.mk and the target Makefile set for the image recipes
+    lk = info["linux_kernel"]
+    assert isinstance(lk, dict)
+    values = {
+        "VERSION_DIST": "OpenWrt",
+        "VERSION_NUMBER": str(info["version"]),
+        "REVISION": str(info["version_code"]),
+        "TARGETID": f"{info['target']}/{info['subtarget']}",
+        "BOARD": str(info["target"]),
+        "SUBTARGET": str(info["subtarget"]),
+        "LINUX_KARCH": str(info["arch"]).removesuffix("el"),
+        "LINUX_VERSION": str(lk["version"]),
+    }
+    text = f"KDIR := $(TOPDIR)/{kdir.relative_to(top)}\n"
+    text += "".join(f"{k} := {_mk_value(v)}\n" for k, v in values.items())
+    (top / "include" / "standin-release.mk").write_text(text)
+
+
+def make_tree(
+    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools
+) -> Path:
+    """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path.
+    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools."""
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     rel, tgt = spec["release"][release], spec["target"][target]
     t, s = target.split("/")
@@ -133,12 +199,12 @@ def make_tree(dest: Path, target: str, release: str = RELEASE) -> Path:
     if top.exists():
         shutil.rmtree(top)
     shutil.copytree(HERE / "imagebuilder", top)
-    pool = _pool()
+    _image_machinery(top, tree, tools)
     pkgdir = top / "packages"
     pkgdir.mkdir()
     index = []
     for pname, (version, size, depends, conflicts, path) in spec["packages"].items():
-        data = _incompressible(pname, size) if "/firmware/" in path else _slice(pool, pname, size)
+        data = _incompressible(pname, size) if "/firmware/" in path else _code(pname, size)
         files = {path: data} if path else {}
         if pname == "base-files":
             files["/etc/init.d/dropbear"] = b"#!/bin/sh /etc/rc.common\nSTART=19\n"
@@ -158,15 +224,7 @@ def make_tree(dest: Path, target: str, release: str = RELEASE) -> Path:
     (pkgdir / "index.json").write_text(json.dumps(index, indent=1))
     kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
     kdir.mkdir(parents=True)
-    profiles = {}
-    for pid, p in tgt["profile"].items():
-        _kernel(
-            p["kernel"],
-            _slice(pool, f"kernel-{pid}", p["kernel_input"]),
-            kdir / f"{pid}-kernel.bin",
-        )
-        profiles[pid] = {k: v for k, v in p.items() if k not in ("kernel", "kernel_input")}
-    info = {
+    info: dict[str, object] = {
         "version": release,
         "version_code": rel["version_code"],
         "source_date_epoch": rel["source_date_epoch"],
@@ -176,8 +234,15 @@ def make_tree(dest: Path, target: str, release: str = RELEASE) -> Path:
         "arch": tgt["arch"],
         "arch_packages": tgt["arch_packages"],
         "default_packages": rel["default_packages"] + tgt["default_packages"],
-        "profiles": profiles,
     }
+    _release_mk(top, info, kdir)
+    profiles = {}
+    for pid, p in tgt["profile"].items():
+        dev = _device_mk(top, tree, target, pid, p)
+        _kernel(top, kdir, pid, dev, p["kernel_input"])
+        profiles[pid] = {k: v for k, v in p.items() if k != "kernel_input"}
+        profiles[pid]["images"] = [i for i in dev["IMAGES"].split() if i.endswith(".bin")]
+    info["profiles"] = profiles
     (top / ".standin.json").write_text(json.dumps(info, indent=1))
     return top
 
@@ -200,7 +265,9 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
     return top
 
 
-def make_buildroot(dest: Path, target: str, release: str = RELEASE) -> Path:
+def make_buildroot(
+    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools
+) -> Path:
     """A stand-in OpenWrt source tree for the target (tests/standin/buildroot/): the stand-in
     ImageBuilder's scripts/ib.py, packages and .standin.json reused, its kernels moved out of
     $(KDIR) (make puts them there) and a `version` file as in a release source tarball."""
@@ -208,10 +275,13 @@ def make_buildroot(dest: Path, target: str, release: str = RELEASE) -> Path:
     top = dest / f"openwrt-{release}-{target.replace('/', '-')}"
     if top.exists():
         shutil.rmtree(top)
-    ib = make_tree(dest / ".ib", target, release)
+    ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools)
     shutil.copytree(HERE / "buildroot", top)
     shutil.copyfile(HERE / "imagebuilder" / "scripts" / "ib.py", top / "scripts" / "ib.py")
     shutil.move(ib / "packages", top / "packages")
+    shutil.move(ib / "staging_dir", top / "staging_dir")
+    for mk in ib.glob("include/*.mk"):  # the image recipe machinery (make_tree)
+        shutil.move(mk, top / "include" / mk.name)
     t, _ = target.split("/")
     kernels = top / "target" / "linux" / t / "standin-kernels"
     kernels.mkdir(parents=True)
@@ -235,7 +305,12 @@ def pack(tree: Path, out: Path) -> Path:
 
 
 def make_server(
-    root: Path, targets: tuple[str, ...] = ("ath79/generic",), release: str = RELEASE
+    root: Path,
+    targets: tuple[str, ...] = ("ath79/generic",),
+    release: str = RELEASE,
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
 ) -> Path:
     """A download-server directory: releases/<rel>/targets/<t>/<s>/{archive,sha256sums}."""
     work = root / ".trees"
@@ -244,12 +319,22 @@ def make_server(
         d = root / "releases" / release / "targets" / target
         d.mkdir(parents=True, exist_ok=True)
         lines = []
-        for tree in (make_tree(work, target, release), make_sdk(work, target, release)):
-            archive = pack(tree, d / f"{tree.name}.tar.zst")
+        ib = make_tree(work, target, release, tree=tree, tools=tools)
+        for top in (ib, make_sdk(work, target, release)):
+            archive = pack(top, d / f"{top.name}.tar.zst")
             lines.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()} *{archive.name}\n")
         (d / "sha256sums").write_text("".join(sorted(lines, key=lambda x: x.split("*")[1])))
     return root
 
 
 if __name__ == "__main__":
-    print(make_server(Path(sys.argv[1]), tuple(sys.argv[2:]) or ("ath79/generic",)))
+    from openwrt_wolf.host import openwrt_tools, upstream
+
+    print(
+        make_server(
+            Path(sys.argv[1]),
+            tuple(sys.argv[2:]) or ("ath79/generic",),
+            tree=upstream.openwrt_tree(RELEASE),
+            tools=openwrt_tools.ensure(),
+        )
+    )

@@ -7,12 +7,16 @@ Mirrors what OpenWrt's ImageBuilder does and prints, in OpenWrt's words:
 - apk's resolver errors ("unable to select packages", "no such package", "conflicts:",
   "trying to overwrite ... owned by ...");
 - `make manifest`: "name - version" lines (make-index-json.py --manifest);
-- `make image`: root.squashfs in $(KDIR), the recipe in $(KDIR)/tmp, check-size's
-  "    WARNING: Image file <f> is too big: <size> > <limit>" and deletion, cp to BIN_DIR,
-  profiles.json as json_add_image_info.py/json_overview_image_info.py write it,
-  sha256sums as rules.mk's sha256sums writes it ("<hash> *<name>").
-Images are assembled from real files with mksquashfs, dd and the kernel pieces shipped in
-$(KDIR) (uImage made with mkimage when the stand-in tree was generated).
+- `make image`: root.squashfs in $(KDIR) made by OpenWrt's mksquashfs4 with include/image.mk's
+  options, then each of the device's IMAGES (sysupgrade.bin, factory.bin) in $(KDIR)/tmp by
+  OpenWrt's own recipe: include/standin-image.mk runs the device's IMAGE/* pipeline with the
+  tree's include/image-commands.mk and OpenWrt's host tools in staging_dir/host/bin, so the
+  tool messages, check-size's WARNING and the deletions are OpenWrt's; cp to BIN_DIR (a
+  deleted image is skipped, as .IGNORE does), profiles.json as
+  json_add_image_info.py/json_overview_image_info.py write it, sha256sums as rules.mk's
+  sha256sums writes it ("<hash> *<name>").
+The kernel pieces in $(KDIR) were made by the device's KERNEL recipe when the stand-in tree was
+generated (tests/standin/make_standin.py), as OpenWrt's ImageBuilder ships them.
 """
 
 from __future__ import annotations
@@ -21,17 +25,17 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import tarfile
 import time
-import zlib
 from pathlib import Path
 
 TOP = Path(os.environ.get("TOPDIR") or Path(__file__).resolve().parent.parent)
 INFO = json.loads((TOP / ".standin.json").read_text())
-PREREQ = ("mksquashfs", "dd", "mkimage")
+# a few of prereq-build.mk's checks; the image tools themselves ship in staging_dir/host/bin
+PREREQ = ("make", "dd", "gawk")
+HOST_BIN = TOP / "staging_dir" / "host" / "bin"
 
 
 def build_dir() -> Path:
@@ -224,11 +228,11 @@ def run(argv: list[str]) -> None:
 
 
 def mksquashfs(root: Path, out: Path, block: int) -> None:
-    # OpenWrt's own mksquashfs4 adds -Xpreset 9 -Xe -Xlc 0 -Xlp 2 -Xpb 2; Debian's 4.5 does
-    # not know those xz options, so the stand-in uses plain xz.
+    # include/image.mk's Image/mkfs/squashfs-common with SQUASHFSCOMP (CONFIG_SQUASHFS_XZ, no
+    # BCJ filter on MIPS) and SQUASHFSOPT (block size, devices, no xattrs, 4+4 readers)
     run(
         [
-            "mksquashfs",
+            str(HOST_BIN / "mksquashfs4"),
             str(root),
             str(out),
             "-nopad",
@@ -236,6 +240,15 @@ def mksquashfs(root: Path, out: Path, block: int) -> None:
             "-root-owned",
             "-comp",
             "xz",
+            "-Xpreset",
+            "9",
+            "-Xe",
+            "-Xlc",
+            "0",
+            "-Xlp",
+            "2",
+            "-Xpb",
+            "2",
             "-b",
             f"{block // 1024}k",
             "-p",
@@ -243,144 +256,35 @@ def mksquashfs(root: Path, out: Path, block: int) -> None:
             "-p",
             "/dev/console c 600 0 0 5 1",
             "-no-xattrs",
-            "-processors",
-            "1",
+            "-block-readers",
+            "4",
+            "-small-readers",
+            "4",
             "-quiet",
             "-no-progress",
         ]
     )
 
 
-def pad_to(path: Path, n: int) -> None:
-    # Build/pad-to: dd bs=N conv=sync (zero-fills the last block)
-    size = path.stat().st_size
-    want = -(-size // n) * n
-    with path.open("ab") as f:
-        f.write(b"\0" * (want - size))
-
-
-def pad_rootfs(path: Path, block: int) -> None:
-    # Build/pad-rootfs (padjffs2): 0xff to the next erase block, then the JFFS2 end marker
-    size = path.stat().st_size
-    want = -(-size // block) * block
-    with path.open("ab") as f:
-        f.write(b"\xff" * (want - size))
-        f.write(b"\xde\xad\xc0\xde")
-
-
-def append_metadata(path: Path, profile: str) -> None:
-    # Build/append-metadata: fwtool's metadata chunk: an 8-byte header and the JSON, then the
-    # 16-byte trailer "FWx0" | crc32 of the file so far (seeded 0xffffffff, not inverted) |
-    # type 1 | 3 pad | chunk size
-    meta = {
-        "metadata_version": "1.1",
-        "compat_version": "1.0",
-        "supported_devices": INFO["profiles"][profile]["supported_devices"],
-        "version": {
-            "dist": "OpenWrt",
-            "version": INFO["version"],
-            "revision": INFO["version_code"],
-            "target": f"{INFO['target']}/{INFO['subtarget']}",
-            "board": profile,
-        },
-    }
-    chunk = bytes(8) + json.dumps(meta, separators=(",", ":")).encode()
-    with path.open("ab") as f:
-        f.write(chunk)
-    crc = zlib.crc32(path.read_bytes()) ^ 0xFFFFFFFF
-    with path.open("ab") as f:
-        f.write(struct.pack(">4sIB3xI", b"FWx0", crc, 1, len(chunk) + 16))
-
-
-def check_size(path: Path, limit: int) -> bool:
-    size = path.stat().st_size
-    if limit >= size:
-        return True
-    err(f"    WARNING: Image file {path} is too big: {size} > {limit}")
-    path.unlink()
-    return False
-
-
-def tool_failed(out: Path) -> None:
-    """A firmware tool exited 1 inside the image recipe: make removes the half-made target,
-    stops, and `make image` fails (the ImageBuilder runs the image Makefile without -k)."""
+def run_recipe(profile: str, image: str, out: Path) -> bool:
+    """Device/Build/image: the device's IMAGE/<image> pipeline, run by make with OpenWrt's
+    Build/* definitions. Like OpenWrt's image Makefile, a failing step that the recipe
+    tolerates (tplink-safeloader, mktplinkfw2, check-size) leaves no file and no error."""
     out.unlink(missing_ok=True)
-    err(f"make[3]: *** [Makefile: {out}] Error 1")
-    err("make[2]: *** [Makefile: build_image] Error 2")
-    raise SystemExit(2)
-
-
-def assemble(profile: str, kernel: Path, rootfs: Path, out: Path) -> bool:
-    prof = INFO["profiles"][profile]
-    recipe = prof["recipe"]
-    bs = prof["blocksize"]
-    if recipe == "ath79-default":
-        # append-kernel | pad-to $(BLOCKSIZE) | append-rootfs | pad-rootfs | check-size
-        # | append-metadata
-        shutil.copyfile(kernel, out)
-        pad_to(out, bs)
-        with out.open("ab") as f:
-            f.write(rootfs.read_bytes())
-        pad_rootfs(out, bs)
-    elif recipe == "tplink-safeloader":
-        # append-rootfs | tplink-safeloader sysupgrade: the file-system partition starts right
-        # after the kernel inside the firmware partition, is 64 KiB aligned at its absolute
-        # address and ends with the JFFS2 marker; os-image then file-system, no header
-        k, r = kernel.read_bytes(), rootfs.read_bytes()
-        fw_ofs, fw_size = prof["firmware_partition"]
-        fs_base = fw_ofs + len(k)
-        fs_len = -(-(len(r) + fs_base) // 0x10000) * 0x10000 + 4 - fs_base
-        fs_max = fw_size - fs_base
-        if fs_len > fs_max:
-            err(f"tplink-safeloader: file-system partition too big (more than {fs_max} bytes)")
-            tool_failed(out)
-        with out.open("wb") as f:
-            f.write(k + r + b"\xff" * (fs_len - 4 - len(r)) + b"\xde\xad\xc0\xde")
-    elif recipe == "tplink-v2":
-        # tplink-v2-image -s -e (mktplinkfw2 -a 0x4 -j): 512-byte header, kernel, rootfs at
-        # a 4-byte boundary, JFFS2 markers at the 4 KiB then 64 KiB boundary while room is left
-        k, r = kernel.read_bytes(), rootfs.read_bytes()
-        fw_max = prof["fw_max_len"]
-        exceed = 0x200 + len(k) + len(r) - fw_max
-        if exceed > 0:
-            err(f"[mktplinkfw2] *** error: images are too big by {exceed} bytes")
-            tool_failed(out)
-        ofs = -(-(0x200 + len(k)) // 4) * 4
-        body = bytearray(bytes(0x200) + k + bytes(ofs - 0x200 - len(k)) + r)
-        masks = [4096, 65536]
-        while len(body) < fw_max and masks:
-            m = min(masks)
-            body += b"\xff" * (-len(body) % m)
-            masks = [x for x in masks if len(body) % x]
-            body += b"\xde\xad\xc0\xde"
-        # mktplinkfw2's header: -T version, fw version, hw id/rev/add, 0x55aa and 0xa5 marks,
-        # kernel_la, kernel_ep, fw_length, kernel_ofs/len, rootfs_ofs/len; MD5 at 0x40 over
-        # the whole image with the salt in its place
-        body[0] = prof["tplink_hversion"]
-        body[4:14] = b"ver. 2.0.0"
-        struct.pack_into(
-            ">III", body, 0x34, prof["tplink_hwid"], prof["tplink_hwrev"], prof["tplink_hwrevadd"]
-        )
-        body[0x8C:0x8E] = b"\x55\xaa"
-        body[0x90] = 0xA5
-        struct.pack_into(
-            ">7I", body, 0x68, 0x80000000, 0x80000000, len(body), 0x200, len(k), ofs, len(r)
-        )
-        salt = bytes.fromhex("dcd73aa5c39598fbdcf9e7f40eae4737")
-        body[0x40:0x50] = hashlib.md5(bytes(body[:0x40]) + salt + bytes(body[0x50:])).digest()
-        out.write_bytes(bytes(body))
-    else:
-        err(f"stand-in: no recipe {recipe}")
+    p = subprocess.run(
+        ["make", "--no-print-directory", "-f", str(TOP / "include" / "standin-image.mk"),
+         f"TOPDIR={TOP}", f"DEVICE={profile}", f"IMAGE={image}", f"OUT={out}", str(out)],
+        check=False,
+    )  # fmt: skip
+    if p.returncode != 0:
+        err(f"make[3]: *** [Makefile: {out}] Error {p.returncode}")
+        err("make[2]: *** [Makefile: build_image] Error 2")
         raise SystemExit(2)
-    if not check_size(out, prof["image_size"]):
-        return False
-    append_metadata(out, profile)
-    return True
+    return out.is_file()
 
 
-def json_info(profile: str, name: str, path: Path, prefix: str) -> dict[str, object]:
+def json_info(profile: str, images: list[tuple[str, Path]], prefix: str) -> dict[str, object]:
     prof = INFO["profiles"][profile]
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
     limits = {"image": prof["image_size"]}
     if prof.get("kernel_size"):
         limits["kernel"] = prof["kernel_size"]
@@ -388,13 +292,14 @@ def json_info(profile: str, name: str, path: Path, prefix: str) -> dict[str, obj
         "image_prefix": prefix,
         "images": [
             {
-                "type": "sysupgrade",
-                "name": name,
-                "sha256": digest,
-                "sha256_unsigned": digest,
+                "type": kind,
+                "name": path.name,
+                "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                "sha256_unsigned": hashlib.sha256(path.read_bytes()).hexdigest(),
                 "size": path.stat().st_size,
                 "filesystem": "squashfs",
             }
+            for kind, path in images
         ],
         "device_packages": prof["device_packages"],
         "supported_devices": prof["supported_devices"],
@@ -436,6 +341,7 @@ def cmd_image(a: dict[str, str]) -> None:
             link.unlink()
     print()
     print("Building images...")
+    os.environ["SOURCE_DATE_EPOCH"] = str(INFO["source_date_epoch"])  # rules.mk exports it
     k = kdir()
     (k / "tmp").mkdir(parents=True, exist_ok=True)
     for old in k.glob("root.*"):
@@ -443,13 +349,14 @@ def cmd_image(a: dict[str, str]) -> None:
     rootfs = k / "root.squashfs"
     mksquashfs(root, rootfs, prof["squashfs_block"])
     prefix = f"{img_prefix(a.get('EXTRA_IMAGE_NAME', ''))}-{profile}"
-    name = f"{prefix}-squashfs-sysupgrade.bin"
-    tmp_img = k / "tmp" / name
-    tmp_img.unlink(missing_ok=True)
-    kernel = k / f"{profile}-kernel.bin"
+    kept: list[tuple[str, Path]] = []
+    for image in prof["images"]:  # IMAGES, in the device's order
+        name = f"{prefix}-squashfs-{image}"
+        if run_recipe(profile, image, k / "tmp" / name):
+            shutil.copyfile(k / "tmp" / name, bin_dir / name)
+            kept.append((image.removesuffix(".bin"), bin_dir / name))
     profiles_json = bin_dir / "profiles.json"
-    if assemble(profile, kernel, rootfs, tmp_img):
-        shutil.copyfile(tmp_img, bin_dir / name)
+    if kept:
         overview = {
             "metadata_version": 1,
             "target": f"{INFO['target']}/{INFO['subtarget']}",
@@ -462,7 +369,7 @@ def cmd_image(a: dict[str, str]) -> None:
             old = json.loads(profiles_json.read_text())
             if old.get("version_code") == INFO["version_code"]:
                 overview = old
-        overview["profiles"][profile] = json_info(profile, name, bin_dir / name, prefix)
+        overview["profiles"][profile] = json_info(profile, kept, prefix)
         overview["arch_packages"] = INFO["arch_packages"]
         overview["default_packages"] = sorted(INFO["default_packages"])
         overview["linux_kernel"] = INFO["linux_kernel"]
