@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.catalogue import devices
-from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware import fit
-from openwrt_wolf.host import upstream
+from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests import fitimages as fi
-from tests.conftest import need_tools, unavailable
+from tests.conftest import need_tools
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = 0x10000
@@ -35,34 +34,12 @@ class Tools:
 
 
 @pytest.fixture(scope="module")
-def tools(tmp_path_factory: pytest.TempPathFactory) -> Tools:
-    need_tools("gcc")
-    try:
-        fu = upstream.source_dir("firmware-utils") / "src"
-        tree = upstream.openwrt_tree("25.12.5")
-    except WolfError as e:
-        unavailable(str(e))
-    out = tmp_path_factory.mktemp("tools")
-
-    def cc(name: str, *srcs: Path, flags: tuple[str, ...] = ()) -> Path:
-        # the flags of firmware-utils' CMakeLists.txt FW_UTIL() lines
-        exe = out / name
-        argv = ["gcc", "-O2", *flags, "-o", str(exe), *map(str, srcs)]
-        subprocess.run(argv, check=True, capture_output=True, timeout=300)
-        return exe
-
+def tools(openwrt_tools: OpenWrtTools) -> Tools:
+    """OpenWrt's own tools, built once from the pinned sources (`invoke host-tools`)."""
     return Tools(
-        safeloader=cc(
-            "tplink-safeloader", fu / "tplink-safeloader.c", fu / "md5.c", flags=("--std=gnu99",)
-        ),
-        mktplinkfw2=cc(
-            "mktplinkfw2",
-            fu / "mktplinkfw2.c",
-            fu / "mktplinkfw-lib.c",
-            fu / "md5.c",
-            flags=("-fgnu89-inline",),
-        ),
-        padjffs2=cc("padjffs2", tree / "tools/padjffs2/src/padjffs2.c"),
+        safeloader=openwrt_tools.tplink_safeloader,
+        mktplinkfw2=openwrt_tools.mktplinkfw2,
+        padjffs2=openwrt_tools.padjffs2,
     )
 
 
