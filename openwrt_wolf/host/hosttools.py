@@ -41,8 +41,15 @@ def groups() -> dict[str, list[str]]:
     return {k: list(v) for k, v in raw["groups"].items()}
 
 
+def group(name: str) -> str:
+    """A group name from the command line, checked against data/hosttools.toml."""
+    if name not in groups():
+        raise WolfError(f"unknown host tool group {name!r}", hint=f"one of: {', '.join(groups())}")
+    return name
+
+
 def tools_for(group_or_names: str | list[str]) -> list[HostTool]:
-    names = groups()[group_or_names] if isinstance(group_or_names, str) else group_or_names
+    names = groups()[group(group_or_names)] if isinstance(group_or_names, str) else group_or_names
     cat = catalogue()
     unknown = [n for n in names if n not in cat]
     if unknown:
