@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -21,6 +22,19 @@ from ..errors import WolfError
 SCHEMA_VERSION = 1
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 HISTORY = ".history"  # <kind>/.history/<key>/<created>.json: replaced records
+log = logging.getLogger("openwrt_wolf.store")
+
+# The record envelope's fields and the JSON types each may hold (None: may be null).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "kind": (str,),
+    "key": (str,),
+    "release": (str,),
+    "device": (str, type(None)),
+    "flavour": (str, type(None)),
+    "data": (dict,),
+    "created": (str,),
+    "schema_version": (int,),
+}
 
 
 def now_utc() -> str:
@@ -44,15 +58,29 @@ class Record:
         return {"schema": f"openwrt-wolf/record/{self.schema_version}", **asdict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "record") -> Record:
+    def from_dict(cls, d: Any, where: str = "record") -> Record:
+        """Check the envelope (a JSON object, every field there with its type) before use: a
+        hand-edited or foreign file must not reach a report as a half-valid record."""
+        if not isinstance(d, dict):
+            raise WolfError(f"{where}: a record is a JSON object, this is a {type(d).__name__}")
         if d.get("schema_version") != SCHEMA_VERSION:
             raise WolfError(
                 f"{where}: schema version {d.get('schema_version')!r}, this tool reads "
                 f"{SCHEMA_VERSION}",
                 hint="re-run the job that wrote it, or use the matching openwrt-wolf version",
             )
-        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**fields)
+        for name, types in _TYPES.items():
+            if name not in d:
+                raise WolfError(f"{where}: field {name!r} is missing")
+            # bool is an int to Python, never a schema version
+            if not isinstance(d[name], types) or isinstance(d[name], bool):
+                want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+                raise WolfError(
+                    f"{where}: field {name!r} is {json.dumps(d[name])[:40]}, not {want}"
+                )
+        if not _KEY.match(d["kind"]) or not _KEY.match(d["key"]):
+            raise WolfError(f"{where}: kind/key {d['kind']!r}/{d['key']!r} are not record names")
+        return cls(**{k: d[k] for k in _TYPES})
 
 
 class Store(Protocol):
@@ -135,7 +163,9 @@ class FileStore:
                                                          flavour=flavour)}
         old = self.root / kind / HISTORY
         for path in sorted(old.glob("*/*.json")) if old.is_dir() else []:
-            r = self._load(path)
+            r = self._load_or_warn(path)
+            if r is None:
+                continue
             if (release and r.release != release) or (device and r.device != device):
                 continue
             if flavour and r.flavour != flavour:
@@ -144,18 +174,30 @@ class FileStore:
         return sorted(out.values(), key=lambda r: r.created)
 
     def get(self, kind: str, key: str) -> Record | None:
+        """The record, or None when there is none or it is unreadable (said in one warning
+        line): the job then runs again and replaces it."""
         path = self._path(kind, key)
         if not path.exists():
             return None
-        return self._load(path)
+        return self._load_or_warn(path)
 
     def _load(self, path: Path) -> Record:
         try:
-            return Record.from_dict(json.loads(path.read_text()), str(path))
-        except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as e:
-            raise WolfError(
-                f"corrupt result record {path}: {e}", hint="delete it and re-run"
-            ) from None
+            return Record.from_dict(json.loads(path.read_bytes()), str(path))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise WolfError(f"{path}: not JSON ({e})") from None
+        except IsADirectoryError:
+            raise WolfError(f"{path}: a directory, not a record file") from None
+        except OSError as e:
+            raise WolfError(f"{path}: cannot read it ({e.strerror or e})") from None
+
+    def _load_or_warn(self, path: Path) -> Record | None:
+        try:
+            return self._load(path)
+        except WolfError as e:
+            log.warning("warning: skipped result record %s (delete it or re-run the job that "
+                        "wrote it)", e)  # fmt: skip
+            return None
 
     def _paths(self, kind: str | None) -> Iterator[Path]:
         if not self.root.is_dir():
@@ -176,7 +218,9 @@ class FileStore:
     ) -> list[Record]:
         out = []
         for path in self._paths(kind):
-            r = self._load(path)
+            r = self._load_or_warn(path)  # one bad record must not hide all the others
+            if r is None:
+                continue
             if release and r.release != release:
                 continue
             if device and r.device != device:
