@@ -59,6 +59,8 @@ def _write_bad(d: Path, name: str) -> Path:
         path.mkdir()
     elif name == "unreadable (dangling link)":
         path.symlink_to(d / "nowhere.json")
+    elif name == "a FIFO":
+        os.mkfifo(path)
     elif name == "not UTF-8":
         path.write_bytes(b"\xff\xfe{\x00")
     elif name == "truncated":
@@ -68,7 +70,7 @@ def _write_bad(d: Path, name: str) -> Path:
     return path
 
 
-KINDS = [*BAD, "a directory", "unreadable (dangling link)", "not UTF-8", "truncated"]
+KINDS = [*BAD, "a directory", "a FIFO", "unreadable (dangling link)", "not UTF-8", "truncated"]
 
 
 @pytest.mark.parametrize("name", KINDS)

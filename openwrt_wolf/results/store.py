@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -217,11 +218,11 @@ class FileStore:
 
     def _load(self, path: Path) -> Record:
         try:
+            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would hang the read
+                raise WolfError(f"{path}: not a regular file")
             return Record.from_dict(json.loads(path.read_bytes()), str(path))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
             raise WolfError(f"{path}: not JSON ({e})") from None
-        except IsADirectoryError:
-            raise WolfError(f"{path}: a directory, not a record file") from None
         except OSError as e:
             raise WolfError(f"{path}: cannot read it ({e.strerror or e})") from None
 
