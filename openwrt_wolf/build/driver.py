@@ -148,6 +148,19 @@ def _kept_record(job: Job) -> dict[str, Any] | None:
     return None
 
 
+def _reuse_kept(job: Job, st: store.FileStore, con: Any) -> Outcome | None:
+    """The result another run stored for this request while we waited, when still intact."""
+    kept = _kept_record(job)
+    if kept is None:
+        return None
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        stored = BuildRecord.from_dict(kept)
+        if not _changed_artifacts(stored):
+            con.print(f"cached  {job.label}: another run just built it", markup=False)
+            return Outcome(job, stored, True, _put_record(st, job, stored))
+    return None
+
+
 def _put_record(st: store.FileStore, job: Job, record: BuildRecord) -> Path:
     rec = store.Record(kind=KIND, key=job.key, release=record.release, device=record.device,
                        flavour=record.flavour, data=asdict(record))  # fmt: skip
@@ -224,12 +237,18 @@ def _run_group(
     lock = threading.Lock()
 
     def one(job: Job) -> Outcome:
-        slot = slots.get()
-        try:
-            with tree_lock(slot), term.progress(f"build {job.label}"):
-                out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st, con)
-        finally:
-            slots.put(slot)
+        # another run building the same request writes the same output directory: wait for
+        # it, then take its result instead of building it again
+        with tree_lock(_kept(job).parent):
+            out = None if opts.force else _reuse_kept(job, st, con)
+            if out is None:
+                slot = slots.get()
+                try:
+                    with tree_lock(slot), term.progress(f"build {job.label}"):
+                        out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st,
+                                         con)  # fmt: skip
+                finally:
+                    slots.put(slot)
         with lock:
             done_count[0] += 1
             fr = out.record.fit
