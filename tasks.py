@@ -388,6 +388,9 @@ def measure_memory(
         "known_hosts": "known_hosts file (default ~/.ssh/known_hosts)",
         "wait_up": "seconds to wait for the router to come back after flashing (default 300)",
         "store": "results store directory",
+        "trust_new_key_after_wipe": "after sysupgrade -n: accept the router's new host key and, "
+        "if the key login is refused, a fresh install's blank root password (off: stop and "
+        "print the new fingerprint)",
     }
 )
 @guarded
@@ -407,6 +410,7 @@ def flash(
     known_hosts=None,
     wait_up=None,
     store=None,
+    trust_new_key_after_wipe=False,
 ):
     """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
     from openwrt_wolf.targets import cli as targets_cli
@@ -426,6 +430,7 @@ def flash(
         known_hosts=known_hosts,
         wait_up=number(wait_up, "--wait-up", default=300.0),
         store=store,
+        trust_new_key_after_wipe=trust_new_key_after_wipe,
     )
 
 
