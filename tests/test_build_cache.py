@@ -8,6 +8,8 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -248,3 +250,31 @@ def test_extract_stamp_names_archive_and_files(mirror_dir: Path, tmp_path: Path)
                          check=True, timeout=120).stdout.split()  # fmt: skip
     assert sorted(n.rstrip("/") for n in tar if not n.endswith("/")) == listed
     assert top.name == listed[0].split("/")[0]
+
+
+def test_sighup_during_make_image_stops_make(mirror_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    """A closed terminal (SIGHUP) cleans up like Ctrl-C: make and its children stop, the lock
+    is released with nothing running in the tree, no record is stored."""
+    ib = tmp_path / "ib"
+    shutil.copytree(tree(mirror_dir), ib, symlinks=True)
+    store = tmp_path / "s"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "invoke", "build", "--flavour", "wolfssl", "--device", V1,
+         "--imagebuilder", str(ib), "--no-report"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "STANDIN_IMAGE_DELAY": "60", "OPENWRT_WOLF_STORE": str(store),
+             "OPENWRT_WOLF_CACHE": str(tmp_path / "c")},
+    )  # fmt: skip
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "Calculating checksums..." in line:  # make image is running, nearly done
+            break
+    p.send_signal(signal.SIGHUP)
+    rest = p.communicate(timeout=60)[1]
+    assert p.returncode == 130 and "error: interrupted" in rest, "".join(seen) + rest
+    assert not list(store.rglob("*.json"))
+    for pid in filter(str.isdigit, os.listdir("/proc")):  # nothing runs in the tree any more
+        with contextlib.suppress(OSError):
+            assert not os.readlink(f"/proc/{pid}/cwd").startswith(str(ib)), pid
