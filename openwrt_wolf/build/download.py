@@ -8,6 +8,7 @@ like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
 from __future__ import annotations
 
 import errno
+import hashlib
 import logging
 import os
 import re
@@ -164,8 +165,14 @@ def fetch(a: Archive) -> Path:
     One process at a time per archive (a lock file beside it): two first builds at once
     would otherwise write the same .part."""
     dest = cache_path(a)
-    with locked(dest.with_name(dest.name + ".lock")):
+    with _lock(dest):
         return _fetch_locked(a, dest)
+
+
+def _lock(path: Path) -> contextlib.AbstractContextManager[None]:
+    """A lock for one archive or tree, kept apart in <cache>/locks (not beside the file)."""
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:20]
+    return locked(paths.cache_dir() / "locks" / f"download-{digest}.lock")
 
 
 def _fetch_locked(a: Archive, dest: Path) -> Path:
@@ -272,7 +279,7 @@ class Unreachable(WolfError):
 def cached_tree(into: Path) -> tuple[Path, str, str | None] | None:
     """An intact tree unpacked earlier into ``into``: (top, archive name, sha256), for an
     offline build when the server cannot be reached."""
-    with locked(into.with_name(into.name + ".lock")):
+    with _lock(into):
         try:
             digest = (into / EXTRACTED_MARK).read_text().strip()
         except OSError:
@@ -293,7 +300,7 @@ def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
     tree); it unpacks into a temporary sibling and renames it, so a killed run leaves no half
     tree and a second run never sees one."""
     digest = f"{archive.name} {digest or ''}".strip()
-    with locked(into.with_name(into.name + ".lock")):
+    with _lock(into):
         top = _intact(into, digest)
         if top is not None:
             return top
