@@ -26,7 +26,7 @@ from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.firmware import fit, imageformats
-from tests.conftest import need_tools, unavailable
+from tests.conftest import need_tools, preparing, unavailable
 from tests.standin import make_standin
 from tests.standin.server import serve
 
@@ -42,9 +42,10 @@ SAFELOADER_MAX = 0x710000  # openwrt-facts.md: kernel+rootfs limit of the TL-WR9
 @pytest.fixture(scope="session")
 def mirror_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     need_tools(*TOOLS)
-    return make_standin.make_server(
-        tmp_path_factory.mktemp("mirror"), ("ath79/generic", "ramips/mt76x8")
-    )
+    with preparing("the stand-in ImageBuilder mirror for ath79/generic and ramips/mt76x8"):
+        return make_standin.make_server(
+            tmp_path_factory.mktemp("mirror"), ("ath79/generic", "ramips/mt76x8")
+        )
 
 
 def tree(mirror: Path, target: str = "ath79/generic") -> Path:

@@ -29,7 +29,7 @@ from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
-from tests.conftest import need_tools
+from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,7 +41,8 @@ V1, AR300 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16"
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
     need_tools(*TOOLS)
-    return make_standin.make_buildroot(tmp_path_factory.mktemp("br"), "ath79/generic")
+    with preparing("the stand-in buildroot tree for ath79/generic"):
+        return make_standin.make_buildroot(tmp_path_factory.mktemp("br"), "ath79/generic")
 
 
 @pytest.fixture
