@@ -79,6 +79,8 @@ def load_consumers(path: Path = CONSUMERS_FILE) -> list[Consumer]:
 
 def exported_symbols(library: Path) -> set[str]:
     """Names a dynamic linker can bind to: defined global/weak symbols of .dynsym."""
+    if library.exists() and not library.is_file():  # a FIFO would hang the read
+        raise WolfError(f"{library} is not a regular file", hint="pass the built libwolfssl.so")
     try:
         with library.open("rb") as fh:
             elf = ELFFile(fh)
