@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import need_tools, unavailable
-from tests.test_store import GOOD
+from tests.results.test_store import GOOD
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def report(*args: str, store: Path) -> subprocess.CompletedProcess[str]:

@@ -16,15 +16,15 @@ import paramiko
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.router import ssh
+from openwrt_wolf.targets.router import hostkeys, ssh
 from tests import sshd_router
 from tests.sshd_router import WOLFSSL_PACKAGES, FakeRouter, make_image
-from tests.test_router_flash import do_flash, tmp_files
+from tests.targets.test_router_flash import do_flash, tmp_files
 
 router_sftp = sshd_router.router_sftp
 router_dropbear = sshd_router.router_dropbear
 router = sshd_router.router
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parent.parent.parent
 
 
 @pytest.fixture(params=["openssh", "dropbear"])
@@ -135,7 +135,7 @@ def test_known_hosts_symlink_is_written_through(tmp_path: Path) -> None:
                    check=True, timeout=30)  # fmt: skip
     kind, b64 = (tmp_path / "k.pub").read_text().split()[:2]
     key = paramiko.PKey.from_type_string(kind, base64.b64decode(b64))
-    ssh.remember_host(link, "[127.0.0.1]:2222", key)
+    hostkeys.remember_host(link, "[127.0.0.1]:2222", key)
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert real.read_text() == f"# mine\n[127.0.0.1]:2222 {kind} {b64}\n"
     assert (real.stat().st_mode & 0o777) == 0o600  # its own mode kept

@@ -20,12 +20,12 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from openwrt_wolf import download
+from openwrt_wolf.build import download
+from tests.build.test_build import V1, mirror_dir, tree  # noqa: F401  (the session's stand-in)
 from tests.conftest import need_tools, unavailable
 from tests.standin.server import serve
-from tests.test_build import V1, mirror_dir, tree  # noqa: F401  (the session's stand-in)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 IB_DIR = "releases/25.12.5/targets/ath79/generic"
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import unavailable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 FRONTEND = "/var/lib/dpkg/lock-frontend"
 
 HOLD = textwrap.dedent(f"""

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from openwrt_wolf.store import FileStore, Record
+from openwrt_wolf.results.store import FileStore, Record
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 GOOD: dict[str, Any] = {
     "schema": "openwrt-wolf/record/1",
