@@ -55,8 +55,8 @@ def test_install_waits_for_a_held_apt_lock(tmp_path: Path) -> None:
                               text=True)  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        code = ("from openwrt_wolf import cli, hosttools; cli.setup_logging(); "
-                "hosttools.ensure(['cpio'])")  # fmt: skip
+        code = ("from openwrt_wolf import cli; from openwrt_wolf.host import hosttools; "
+                "cli.setup_logging(); hosttools.ensure(['cpio'])")  # fmt: skip
         p = subprocess.run(
             [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
             timeout=300, env={**os.environ, "PATH": str(fake), "PYTHONPATH": str(ROOT)},
