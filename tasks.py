@@ -362,7 +362,7 @@ def measure_memory(
                password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     measure_cli.main(
         device=device, flavour=flavour, image=image, release=release,
-        boots=integer(boots, "--boots", default=3, minimum=1),
+        boots=integer(boots, "--boots", default=3),  # measure says "need at least one boot"
         idle=number(idle, "--idle", default=10.0), memory=integer(memory, "--memory", default=0,
         minimum=0), rootfs=rootfs, initrd=initrd, append=append, store=store, host=host,
         ssh=ssh, wait_up=number(wait_up, "--wait-up", default=180.0),
