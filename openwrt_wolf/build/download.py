@@ -7,6 +7,7 @@ like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import logging
