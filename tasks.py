@@ -8,7 +8,8 @@ import sys
 
 from invoke import task
 
-from openwrt_wolf.cli import guarded
+from openwrt_wolf.cli import guarded, integer, number, required
+from openwrt_wolf.host import hosttools as _hosttools
 
 # --- catalogue -------------------------------------------------------------------------
 
@@ -30,7 +31,12 @@ def devices(c, release=None, tree=None, write=False, device=None, target=None):
     catalogue_cli.main(release=release, tree=tree, write=write, device=device, target=target)
 
 
-@task
+@task(
+    help={
+        "group": f"the job whose tools to list: {', '.join(_hosttools.groups())} (default test)",
+        "install": "apt-get install the missing ones (as root or with password-less sudo)",
+    }
+)
 @guarded
 def hosttools(c, group="test", install=False):
     """List the host tools a job needs and their Debian packages; --install installs them."""
@@ -73,14 +79,15 @@ def host_tools(c):
 @guarded
 def size_report(
     c, store=None, from_=None, device=None, flavour=None, release=None, format="terminal",
-    output=None, packages=0, baseline=None, fail_on=None, sort="headroom",
+    output=None, packages=None, baseline=None, fail_on=None, sort="headroom",
 ):  # fmt: skip
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
     from openwrt_wolf.report import cli as report_cli
 
     report_cli.main(
         store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
-        release=release, fmt=format, output=output, packages=int(packages), baseline=baseline,
+        release=release, fmt=format, output=output,
+        packages=integer(packages, "--packages", default=0, minimum=0), baseline=baseline,
         fail_on=list(fail_on or []), sort=sort,
     )  # fmt: skip
 
@@ -107,7 +114,7 @@ def history(c, device=None, flavour=None, release=None, store=None, format="term
 
 @task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})
 @guarded
-def bench_size(c, size_mb=4.5, repeat=1):
+def bench_size(c, size_mb=None, repeat=None):
     """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
     os.execv(
         sys.executable,
@@ -115,9 +122,9 @@ def bench_size(c, size_mb=4.5, repeat=1):
             sys.executable,
             "bench/size_report.py",
             "--size-mb",
-            str(size_mb),
+            str(number(size_mb, "--size-mb", default=4.5)),
             "--repeat",
-            str(repeat),
+            str(integer(repeat, "--repeat", default=1, minimum=1)),
         ],
     )
 
@@ -134,12 +141,14 @@ def bench_size(c, size_mb=4.5, repeat=1):
     }
 )
 @guarded
-def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=False, json=False):
+def fit(
+    c, device=None, image=None, kernel=None, rootfs=None, release=None, check=False, json=False
+):
     """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
     from openwrt_wolf.firmware import cli as firmware_cli
 
     firmware_cli.main(
-        device=device,
+        device=required(device, "--device", hint="e.g. --device tl-wr902ac (see ./wolf devices)"),
         image=image,
         kernel=kernel,
         rootfs=rootfs,
@@ -176,17 +185,20 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
 )
 @guarded
 def build(
-    c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
-    sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
+    c, flavour=None, device=None, release=None, backend=None, mirror=None, imagebuilder=None,
+    sdk=None, tree=None, j=None, force=False, store=None, luci_https=False, packages=None,
     files=None, feed=None, patches=None, report=True,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     from openwrt_wolf.build import cli as build_cli
     from openwrt_wolf.report import cli as report_cli
 
+    flavour = required(flavour, "--flavour", hint="mbedtls, wolfssl, openssl or all")
+    device = required(device, "--device", hint="e.g. --device tl-wr902ac (see ./wolf devices)")
     build_cli.main_args(
         flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
-        imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
+        imagebuilder=imagebuilder, sdk=sdk, tree=tree,
+        jobs=integer(j, "-j", default=1, minimum=1), force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
     )  # fmt: skip
     if report:
@@ -211,15 +223,17 @@ def build(
 )
 @guarded
 def build_config(
-    c, flavour, device, release=None, what="packages", luci_https=False, packages=None,
+    c, flavour=None, device=None, release=None, what="packages", luci_https=False, packages=None,
     feed=None, imagebuilder=None,
 ):  # fmt: skip
     """Print a flavour's package changes for a device: PACKAGES=, .config fragment, feeds.conf."""
     from openwrt_wolf.build import cli as build_cli
 
     text = build_cli.render(
-        flavour=flavour, device=device, release=release, what=what, luci_https=luci_https,
-        packages=packages, feed=feed, imagebuilder=imagebuilder,
+        flavour=required(flavour, "--flavour", hint="mbedtls, wolfssl or openssl"),
+        device=required(device, "--device", hint="e.g. --device tl-wr902ac"),
+        release=release, what=what, luci_https=luci_https, packages=packages, feed=feed,
+        imagebuilder=imagebuilder,
     )  # fmt: skip
     print(text, end="")
 
@@ -311,11 +325,14 @@ def wolfssl_consumers(
     }
 )
 @guarded
-def vm(c, image, ssh=False, rootfs=None, initrd=None, append=None, memory=0):
+def vm(c, image=None, ssh=False, rootfs=None, initrd=None, append=None, memory=None):
     """Boot a malta image in QEMU with its serial console on this terminal (Ctrl-] quits)."""
     from openwrt_wolf.targets import cli as targets_cli
 
-    targets_cli.vm(image, ssh=ssh, rootfs=rootfs, initrd=initrd, append=append, memory=int(memory))
+    image = required(image, "--image", hint="a malta kernel ELF, e.g. --image "
+                     "openwrt-malta-be-vmlinux-initramfs.elf")  # fmt: skip
+    memory = integer(memory, "--memory", default=0, minimum=0)
+    targets_cli.vm(image, ssh=ssh, rootfs=rootfs, initrd=initrd, append=append, memory=memory)
 
 
 @task(
@@ -344,19 +361,21 @@ def vm(c, image, ssh=False, rootfs=None, initrd=None, append=None, memory=0):
 )
 @guarded
 def measure_memory(
-    c, device=None, flavour=None, image=None, release=None, boots=3, idle=10.0, memory=0,
+    c, device=None, flavour=None, image=None, release=None, boots=None, idle=None, memory=None,
     rootfs=None, initrd=None, append=None, store=None, host=None, port=None, user=None,
-    key=None, password=False, accept_new=False, known_hosts=None, wait_up=180.0,
+    key=None, password=False, accept_new=False, known_hosts=None, wait_up=None,
 ):  # fmt: skip
     """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
     from openwrt_wolf.measure import cli as measure_cli
 
-    ssh = dict(port=int(port) if port else None, user=user, key=key, password=password,
-               accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
+    ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
+               password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     measure_cli.main(
-        device=device, flavour=flavour, image=image, release=release, boots=int(boots),
-        idle=float(idle), memory=int(memory), rootfs=rootfs, initrd=initrd, append=append,
-        store=store, host=host, ssh=ssh, wait_up=float(wait_up),
+        device=device, flavour=flavour, image=image, release=release,
+        boots=integer(boots, "--boots", default=3),  # measure says "need at least one boot"
+        idle=number(idle, "--idle", default=10.0), memory=integer(memory, "--memory", default=0,
+        minimum=0), rootfs=rootfs, initrd=initrd, append=append, store=store, host=host,
+        ssh=ssh, wait_up=number(wait_up, "--wait-up", default=180.0),
     )  # fmt: skip
 
 
@@ -379,14 +398,17 @@ def measure_memory(
         "known_hosts": "known_hosts file (default ~/.ssh/known_hosts)",
         "wait_up": "seconds to wait for the router to come back after flashing (default 300)",
         "store": "results store directory",
+        "trust_new_key_after_wipe": "after sysupgrade -n: accept the router's new host key and, "
+        "if the key login is refused, a fresh install's blank root password (off: stop and "
+        "print the new fingerprint)",
     }
 )
 @guarded
 def flash(
     c,
-    device,
-    host,
-    port=22,
+    device=None,
+    host=None,
+    port=None,
     user="root",
     key=None,
     password=False,
@@ -396,16 +418,17 @@ def flash(
     accept_new=False,
     release=None,
     known_hosts=None,
-    wait_up=300,
+    wait_up=None,
     store=None,
+    trust_new_key_after_wipe=False,
 ):
     """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
     from openwrt_wolf.targets import cli as targets_cli
 
     targets_cli.flash(
-        device=device,
-        host=host,
-        port=int(port),
+        device=required(device, "--device", hint="e.g. --device tl-wr902ac (see ./wolf devices)"),
+        host=required(host, "--host", hint="the router's address, e.g. --host 192.168.1.1"),
+        port=integer(port, "--port", default=22, minimum=1),
         user=user,
         key=key,
         password=password,
@@ -415,8 +438,9 @@ def flash(
         accept_new=accept_new,
         release=release,
         known_hosts=known_hosts,
-        wait_up=float(wait_up),
+        wait_up=number(wait_up, "--wait-up", default=300.0),
         store=store,
+        trust_new_key_after_wipe=trust_new_key_after_wipe,
     )
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import math
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any, TypeVar
 
 from .errors import CommandError, WolfError
@@ -19,6 +24,25 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
 
 
+@contextlib.contextmanager
+def _hangup_and_term_as_interrupt() -> Iterator[None]:
+    """SIGTERM (kill, a CI timeout) and SIGHUP (a closed terminal) clean up like Ctrl-C: the
+    running command's process group is killed by proc.run, temporary files are removed."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def guarded(fn: F) -> F:
     """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C -> exit 130."""
 
@@ -26,7 +50,8 @@ def guarded(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         setup_logging()
         try:
-            return fn(*args, **kwargs)
+            with _hangup_and_term_as_interrupt():
+                return fn(*args, **kwargs)
         except CommandError as e:
             print(f"error: {e.details()}", file=sys.stderr)
             raise SystemExit(e.exit_code) from None
@@ -38,3 +63,50 @@ def guarded(fn: F) -> F:
             raise SystemExit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+# invoke converts an option to int/float from its default's type *before* a task body runs,
+# so `-j abc` became a ValueError traceback. Tasks take such options as strings (default
+# None) and convert them here, inside `guarded`, into one error line.
+
+
+def integer(value: object, option: str, *, default: int, minimum: int | None = None) -> int:
+    """An integer option value (``default`` when not given)."""
+    if value is None or value == "":
+        return default
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        raise WolfError(
+            f"{option} {value!r} is not a whole number", hint=f"e.g. {option} {default}"
+        ) from None
+    if minimum is not None and n < minimum:
+        raise WolfError(f"{option} {n}: must be at least {minimum}")
+    return n
+
+
+def number(value: object, option: str, *, default: float, minimum: float = 0.0) -> float:
+    """A finite number option value (nan and inf are no durations)."""
+    if value is None or value == "":
+        return default
+    try:
+        x = float(str(value).strip())
+    except ValueError:
+        raise WolfError(
+            f"{option} {value!r} is not a number", hint=f"e.g. {option} {default:g}"
+        ) from None
+    if not math.isfinite(x):
+        raise WolfError(
+            f"{option} {value!r} is not a finite number", hint=f"e.g. {option} {default:g}"
+        )
+    if x < minimum:
+        raise WolfError(f"{option} {x:g}: must be at least {minimum:g}")
+    return x
+
+
+def required(value: str | None, option: str, *, hint: str) -> str:
+    """A value the task cannot do without. Not invoke-required: then `invoke TASK --help`
+    would take --help as that value instead of showing the help."""
+    if value is None or not str(value).strip():
+        raise WolfError(f"{option} is required", hint=hint)
+    return str(value)

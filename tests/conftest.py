@@ -3,8 +3,12 @@ fail under CI=true: nothing real is silently skipped in CI."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +18,29 @@ if TYPE_CHECKING:
     from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+_config: pytest.Config | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _config
+    _config = config
+
+
+@contextlib.contextmanager
+def preparing(what: str) -> Iterator[None]:
+    """Say on the terminal what a long fixture prepares, past pytest's capture (also in
+    pytest-xdist workers, whose stderr is the terminal's), so a cold run is never silent."""
+    cap = _config.pluginmanager.getplugin("capturemanager") if _config else None
+
+    def say(line: str) -> None:
+        with cap.global_and_fixture_disabled() if cap else contextlib.nullcontext():
+            sys.stderr.write(f"\n{line}\n")
+            sys.stderr.flush()
+
+    say(f"preparing: {what}")
+    start = time.monotonic()
+    yield
+    say(f"ready: {what.split(' (')[0]} ({time.monotonic() - start:.0f} s)")
 
 
 def need_tools(*names: str) -> None:

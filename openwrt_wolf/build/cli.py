@@ -129,7 +129,14 @@ def render(
     extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
     c = pk.changes(rules, defaults, luci_https=luci_https, extra=extra)
     if what == "packages":
-        return pk.packages_value(c) + "\n"
+        value = pk.packages_value(c)
+        if not value:  # a blank line on stdout read like a broken rendering
+            term.console(stderr=True).print(
+                f"note: {rules.flavour} changes no package of {dev.profile}: PACKAGES= is empty",
+                markup=False,
+            )
+            return ""
+        return value + "\n"
     if what == "diffconfig":
         return pk.diffconfig(
             c, flavour=rules.flavour, release=rel, target=dev.target, subtarget=dev.subtarget,

@@ -7,11 +7,15 @@ like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import hashlib
+import logging
 import os
 import re
 import shutil
 import tarfile
+import tempfile
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,10 +30,13 @@ from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
 from ..hashing import file_sha256
+from ..locks import locked
 
 CHUNK = 1 << 16
 TIMEOUT = (10.0, 60.0)  # connect, read
 EXTRACTED_MARK = ".openwrt-wolf-extracted"
+FILES_MARK = ".openwrt-wolf-files"  # the files unpacked, checked before each use
+log = logging.getLogger("openwrt_wolf.download")
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ class Source:
         try:
             r = requests.get(where, timeout=TIMEOUT)
         except requests.RequestException as e:
-            raise WolfError(
+            raise Unreachable(
                 f"download server {self.base} unreachable ({type(e).__name__})",
                 hint=unreachable_hint(),
             ) from None
@@ -155,8 +162,21 @@ def _copy_stream(src: IO[bytes] | Iterator[bytes], dst: IO[bytes], bar: term.Tra
 
 
 def fetch(a: Archive) -> Path:
-    """The archive in the cache: downloaded (resumed when a .part exists) and sha256-checked."""
+    """The archive in the cache: downloaded (resumed when a .part exists) and sha256-checked.
+    One process at a time per archive (a lock file beside it): two first builds at once
+    would otherwise write the same .part."""
     dest = cache_path(a)
+    with _lock(dest):
+        return _fetch_locked(a, dest)
+
+
+def _lock(path: Path) -> contextlib.AbstractContextManager[None]:
+    """A lock for one archive or tree, kept apart in <cache>/locks (not beside the file)."""
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:20]
+    return locked(paths.cache_dir() / "locks" / f"download-{digest}.lock")
+
+
+def _fetch_locked(a: Archive, dest: Path) -> Path:
     if dest.exists() and file_sha256(dest) == a.sha256:
         return dest
     part = dest.with_name(dest.name + ".part")
@@ -230,44 +250,94 @@ def _open_tar(path: Path) -> tarfile.TarFile:
     return tarfile.open(path, mode="r|*")
 
 
+def _file_list(top: Path) -> list[str]:
+    return sorted(str(p.relative_to(top)) for p in top.rglob("*") if p.is_file() or p.is_symlink())
+
+
+def _intact(into: Path, digest: str) -> Path | None:
+    """The unpacked tree when its stamp names this archive and every file it had is there."""
+    mark, listing = into / EXTRACTED_MARK, into / FILES_MARK
+    try:
+        if mark.read_text().strip() != digest:
+            return None
+        names = listing.read_text().splitlines()
+    except OSError:
+        return None
+    tops = [p for p in into.iterdir() if p.is_dir()]
+    if len(tops) != 1 or not names:
+        return None
+    missing = next((n for n in names if not os.path.lexists(into / n)), None)
+    if missing is not None:
+        log.warning("note: the unpacked %s lacks %s; unpacking it again", into, missing)
+        return None
+    return tops[0]
+
+
+class Unreachable(WolfError):
+    """The download server (or mirror) did not answer."""
+
+
+def cached_tree(into: Path) -> tuple[Path, str, str | None] | None:
+    """An intact tree unpacked earlier into ``into``: (top, archive name, sha256), for an
+    offline build when the server cannot be reached."""
+    with _lock(into):
+        try:
+            digest = (into / EXTRACTED_MARK).read_text().strip()
+        except OSError:
+            return None
+        top = _intact(into, digest)
+    if top is None:
+        return None
+    name, _, sha = digest.partition(" ")
+    return top, name, sha or None
+
+
 def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
     """Unpack once into ``into``; returns the tree's top directory (the archive's only one).
 
     ``digest`` (the archive's sha256) says which archive the tree came from: a snapshot keeps
-    its name from day to day. Unpacks into a temporary sibling and renames it, so a killed run
-    leaves no half tree."""
-    mark = into / EXTRACTED_MARK
+    its name from day to day. A stamp holds it and the list of files unpacked; a tree whose
+    stamp differs or that lost a file is unpacked again. One process at a time (a lock per
+    tree); it unpacks into a temporary sibling and renames it, so a killed run leaves no half
+    tree and a second run never sees one."""
     digest = f"{archive.name} {digest or ''}".strip()
-    if mark.exists() and mark.read_text().strip() == digest:
+    with _lock(into):
+        top = _intact(into, digest)
+        if top is not None:
+            return top
+        into.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{into.name}.", suffix=".unpacking",
+                                    dir=into.parent))  # fmt: skip
+        label = f"unpacking {archive.name}"
+        try:
+            with _open_tar(archive) as tar, term.progress(label, unit="B") as bar:
+                for member in tar:
+                    try:
+                        tar.extract(member, tmp, filter="tar")
+                    except TypeError:  # a Python without extraction filters
+                        tar.extract(member, tmp)
+                    bar.advance(member.size)
+            (tmp / FILES_MARK).write_text("\n".join(_file_list(tmp)) + "\n")
+            (tmp / EXTRACTED_MARK).write_text(digest + "\n")
+            shutil.rmtree(into, ignore_errors=True)
+            os.replace(tmp, into)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if e.errno == errno.ENOSPC:
+                raise disk_full(into, e) from None
+            raise
+        except (tarfile.TarError, zstandard.ZstdError) as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise WolfError(f"cannot unpack {archive}: {e}", hint="delete it and re-run") from None
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         tops = [p for p in into.iterdir() if p.is_dir()]
-        if len(tops) == 1:
-            return tops[0]
-    tmp = into.with_name(into.name + ".unpacking")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.rmtree(into, ignore_errors=True)
-    try:
-        tmp.mkdir(parents=True)
-        with _open_tar(archive) as tar, term.progress(f"unpacking {archive.name}", unit="B") as bar:
-            for member in tar:
-                try:
-                    tar.extract(member, tmp, filter="tar")
-                except TypeError:  # a Python without extraction filters
-                    tar.extract(member, tmp)
-                bar.advance(member.size)
-        (tmp / EXTRACTED_MARK).write_text(digest + "\n")
-        os.replace(tmp, into)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if e.errno == errno.ENOSPC:
-            raise disk_full(into, e) from None
-        raise
-    except (tarfile.TarError, zstandard.ZstdError) as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise WolfError(f"cannot unpack {archive}: {e}", hint="delete it and re-run") from None
-    tops = [p for p in into.iterdir() if p.is_dir()]
-    if len(tops) != 1:
-        raise WolfError(f"{archive} does not hold one top directory", hint="is it an ImageBuilder?")
-    return tops[0]
+        if len(tops) != 1:
+            raise WolfError(
+                f"{archive} does not hold one top directory", hint="is it an ImageBuilder?"
+            )
+        return tops[0]
 
 
 def imagebuilder(release: str, target: str, mirror: str | None = None) -> Path:

@@ -31,6 +31,7 @@ from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..firmware import fit
 from ..firmware.imageformats import squashfs_sb
+from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
 from . import buildroot, download, packages
@@ -64,15 +65,23 @@ def build(opts: Options) -> list[Outcome]:
     todo: list[Job] = []
     for job in jobs:
         rec = None if opts.force else st.get(KIND, job.key)
-        if rec is not None:
+        kept = None if opts.force or rec is not None else _kept_record(job)
+        if rec is not None or kept is not None:
             path = st.root / KIND / f"{job.key}.json"
-            stored = BuildRecord.from_dict(rec.data)
-            gone = [f["path"] for f in stored.artifacts if not Path(f["path"]).exists()]
-            if not gone:
-                outcomes[job.key] = Outcome(job, stored, True, path)
-                con.print(f"cached  {job.label}: {path}")
-                continue
-            con.print(f"rebuild {job.label}: the record's files are gone ({gone[0]} ...)")
+            try:
+                stored = BuildRecord.from_dict(rec.data if rec is not None else kept or {})
+            except (KeyError, TypeError, ValueError) as e:
+                con.print(f"rebuild {job.label}: its record does not read ({e!r})", markup=False)
+            else:
+                changed = _changed_artifacts(stored)
+                if not changed:
+                    if rec is None:  # the store write failed last time; the build is kept
+                        path = _put_record(st, job, stored)
+                        con.print(f"kept    {job.label}: record restored from {_kept(job)}")
+                    outcomes[job.key] = Outcome(job, stored, True, path)
+                    con.print(f"cached  {job.label}: {path}")
+                    continue
+                con.print(f"rebuild {job.label}: {changed[0]}", markup=False)
         if job.key not in {j.key for j in todo}:
             todo.append(job)
     shown: set[tuple[str, str]] = set()
@@ -110,6 +119,59 @@ def build(opts: Options) -> list[Outcome]:
                 for out in _run_group(target, backend, group, opts, st, con):
                     outcomes[out.job.key] = out
     return [outcomes[j.key] for j in jobs]
+
+
+def _changed_artifacts(stored: BuildRecord) -> list[str]:
+    """The record's files that are gone or no longer have the sha256 it stored: a cached
+    build is served only with the very bytes it measured."""
+    out = []
+    for f in stored.artifacts:
+        p = Path(f["path"])
+        if not p.is_file():
+            out.append(f"the record's file {p} is gone")
+        elif file_sha256(p) != f.get("sha256"):
+            out.append(f"the record's file {p} was changed (sha256 differs)")
+    return out
+
+
+def _kept(job: Job) -> Path:
+    """A copy of the record beside the build's outputs, written before the store's: when the
+    store cannot be written (disk full), a re-run restores the record from here."""
+    return paths.cache_dir() / "builds" / job.key / "record.json"
+
+
+def _kept_record(job: Job) -> dict[str, Any] | None:
+    with contextlib.suppress(OSError, ValueError):
+        d = json.loads(_kept(job).read_text())
+        if isinstance(d, dict) and d.get("key") == job.key:
+            return d
+    return None
+
+
+def _reuse_kept(job: Job, st: store.FileStore, con: Any) -> Outcome | None:
+    """The result another run stored for this request while we waited, when still intact."""
+    kept = _kept_record(job)
+    if kept is None:
+        return None
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        stored = BuildRecord.from_dict(kept)
+        if not _changed_artifacts(stored):
+            con.print(f"cached  {job.label}: another run just built it", markup=False)
+            return Outcome(job, stored, True, _put_record(st, job, stored))
+    return None
+
+
+def _put_record(st: store.FileStore, job: Job, record: BuildRecord) -> Path:
+    rec = store.Record(kind=KIND, key=job.key, release=record.release, device=record.device,
+                       flavour=record.flavour, data=asdict(record))  # fmt: skip
+    try:
+        return st.put(rec)
+    except store.WriteError as e:
+        raise WolfError(
+            f"{job.label} was built, but its result record was not stored: {e}",
+            hint=f"the outputs are kept in {_kept(job).parent}; free space and re-run: the "
+            "record is then written from them without building again",
+        ) from None
 
 
 @contextlib.contextmanager
@@ -175,12 +237,18 @@ def _run_group(
     lock = threading.Lock()
 
     def one(job: Job) -> Outcome:
-        slot = slots.get()
-        try:
-            with tree_lock(slot), term.progress(f"build {job.label}"):
-                out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st, con)
-        finally:
-            slots.put(slot)
+        # another run building the same request writes the same output directory: wait for
+        # it, then take its result instead of building it again
+        with tree_lock(_kept(job).parent):
+            out = None if opts.force else _reuse_kept(job, st, con)
+            if out is None:
+                slot = slots.get()
+                try:
+                    with tree_lock(slot), term.progress(f"build {job.label}"):
+                        out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st,
+                                         con)  # fmt: skip
+                finally:
+                    slots.put(slot)
         with lock:
             done_count[0] += 1
             fr = out.record.fit
@@ -434,17 +502,10 @@ def _store(
         fit=report.to_dict(),
         **fields,
     )
-    path = st.put(
-        store.Record(
-            kind=KIND,
-            key=job.key,
-            release=rel.name,
-            device=dev.profile,
-            flavour=job.flavour,
-            data=asdict(record),
-        )
-    )
-    return Outcome(job, record, False, path)
+    # the cache's disk may be full too: then the store write below says what to do
+    with contextlib.suppress(store.WriteError):
+        store.write_atomic(_kept(job), json.dumps(asdict(record), indent=2) + "\n")
+    return Outcome(job, record, False, _put_record(st, job, record))
 
 
 def _measure(

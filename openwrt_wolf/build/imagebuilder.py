@@ -4,8 +4,10 @@ PACKAGES= BIN_DIR= [FILES=]`; the kernel and rootfs pieces it leaves in $(KDIR).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +15,28 @@ from pathlib import Path
 from .. import proc
 from ..errors import CommandError, WolfError
 from ..host import hosttools
+from ..paths import DATA_DIR
 
-MAKE_TIMEOUT = 3 * 3600.0
+MAKE_TIMEOUT = 3 * 3600.0  # the SDK's compile; the ImageBuilder's phases have their own
+
+
+def phase_timeout(phase: str) -> float:
+    """Seconds one make phase (info, manifest, image) may take: data/imagebuilders.toml
+    [timeouts], or $OPENWRT_WOLF_TIMEOUT_<PHASE> for a slow machine. A hung `make info`
+    must not be waited on for the hours an image may need."""
+    name = f"OPENWRT_WOLF_TIMEOUT_{phase.upper()}"
+    if value := os.environ.get(name):
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if not 0 < seconds < float("inf"):
+            raise WolfError(f"${name} {value!r} is not a number of seconds")
+        return seconds
+    raw = tomllib.loads((DATA_DIR / "imagebuilders.toml").read_text())
+    return float(raw["timeouts"].get(phase, MAKE_TIMEOUT))
+
+
 # What OpenWrt prints when an image does not fit (check-size, tplink-safeloader, mktplinkfw2).
 SIZE_LINES = re.compile(
     r"(WARNING: Image file .* is too big: \d+ > \d+"
@@ -113,7 +135,7 @@ class ImageBuilder:
         return proc.run(
             ["make", target, *variables],
             cwd=self.top,
-            timeout=MAKE_TIMEOUT,
+            timeout=phase_timeout(target),
             logfile=log,
             on_line=on_line,
             env={"MAKEFLAGS": ""},  # an outer make's jobserver must not leak into the IB
@@ -209,6 +231,14 @@ def _log_text(e: CommandError) -> str:
 
 
 def _make_error(e: CommandError, what: str) -> WolfError:
+    if e.message.startswith("timed out"):
+        phase = what.split()[-1]
+        return CommandError(
+            f"{what} did not finish within {phase_timeout(phase):g} s and was stopped (a hung "
+            f"ImageBuilder? more time: OPENWRT_WOLF_TIMEOUT_{phase.upper()}=SECONDS)",
+            tail=e.tail,
+            log=e.log,
+        )
     text = _log_text(e) or "\n".join(e.tail)
     if "No space left on device" in text:
         return WolfError(

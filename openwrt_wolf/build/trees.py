@@ -34,11 +34,23 @@ def obtain_tree(
         return top, str(top), None
     rel = releases.get(opts.release).name
     src = download.Source(opts.mirror)
-    archive = download.resolve(kind, rel, target, src)
-    con.print(f"{kind} {archive.name} from {src.base}")
-    path = download.fetch(archive)
     t, s = target.split("/")
     into = paths.cache_dir() / kind / rel / f"{t}-{s}"
+    try:
+        archive = download.resolve(kind, rel, target, src)
+    except download.Unreachable as e:
+        cached = download.cached_tree(into)
+        if cached is None:
+            raise
+        con.print(
+            f"note: {e.message}; building offline from the cached {cached[1]} (its sha256sums "
+            "could not be refreshed)",
+            markup=False,
+            soft_wrap=True,
+        )
+        return cached
+    con.print(f"{kind} {archive.name} from {src.base}")
+    path = download.fetch(archive)
     return download.extract(path, into, archive.sha256), archive.name, archive.sha256
 
 

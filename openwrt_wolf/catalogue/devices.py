@@ -114,6 +114,13 @@ def resolve(name: str, release: str | None = None) -> Device:
     """
     rel = releases.get(release).name
     devs = for_release(rel)
+    if not devs:  # a release in data/releases.toml whose devices nobody has read in yet
+        have = sorted({d.release for d in catalogue()})
+        raise WolfError(
+            f"the device catalogue has no devices for release {rel}",
+            hint=f"releases with devices: {', '.join(have)}; add them with "
+            f"`./wolf devices --tree OPENWRT_TREE --release {rel} --write`",
+        )
     want = _norm(name)
     for d in devs:
         if _norm(d.profile) == want or want in (_norm(a) for a in d.aliases):

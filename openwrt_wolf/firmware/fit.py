@@ -500,14 +500,9 @@ _OPENWRT_LZMA_PROPS = 0x6D
 
 
 def _read(path: Path, what: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise WolfError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise WolfError(f"{what} {path} is a directory, not a file") from None
-    except OSError as e:
-        raise WolfError(f"cannot read {what} {path}: {e.strerror}") from None
+    from .imageformats import bounded
+
+    return bounded.read_file(path, what)
 
 
 def _check_kernel(device: Device, kernel: bytes, path: Path) -> list[str]:

@@ -126,8 +126,20 @@ def _fetch(
     debian = any(o == "debian" for o, _ in src.urls)
     tried = "; ".join(dict.fromkeys(failures)) or "no URL allowed"
     no_deb = "" if debian else ", and Debian has no upload of this version"
+    other = "" if debian else _debian_alternative(src)
     raise WolfError(
         f"no source reachable for {src.library} {src.version} ({src.file}): {tried}{no_deb}",
-        hint=f"put {src.file} (sha256 {src.sha256[:12]}…) in a directory and pass --sources DIR "
-        f"or set {SOURCES_ENV}, or give --mirror URL of an OpenWrt source mirror",
+        hint=f"{other}put {src.file} (sha256 {src.sha256[:12]}…) in a directory and pass "
+        f"--sources DIR or set {SOURCES_ENV}, or give --mirror URL of an OpenWrt source mirror",
     )
+
+
+def _debian_alternative(src: Source) -> str:
+    """The nearest version Debian's archive does serve, as the option that selects it."""
+    from .spec import _toml
+
+    versions = _toml("sources.toml")["library"][src.library]["versions"]
+    have = [v for v, spec in versions.items() if spec.get("debian") and v != src.version]
+    if not have:
+        return ""
+    return f"measure --version {src.library}={have[-1]} (Debian has it), or "

@@ -6,7 +6,7 @@ from . import hosttools
 
 
 def main(group: str = "test", install: bool = False) -> None:
-    for t in hosttools.tools_for(group):
+    for t in hosttools.tools_for(hosttools.group(group)):
         print(f"{'ok     ' if t.present() else 'MISSING'} {t.name:24} {t.package:24} {t.why}")
     if install:
         hosttools.ensure(group)

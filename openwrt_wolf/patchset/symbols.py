@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSegment
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
@@ -78,14 +79,25 @@ def load_consumers(path: Path = CONSUMERS_FILE) -> list[Consumer]:
 
 def exported_symbols(library: Path) -> set[str]:
     """Names a dynamic linker can bind to: defined global/weak symbols of .dynsym."""
+    if library.exists() and not library.is_file():  # a FIFO would hang the read
+        raise WolfError(f"{library} is not a regular file", hint="pass the built libwolfssl.so")
     try:
         with library.open("rb") as fh:
             elf = ELFFile(fh)
             dynsym = elf.get_section_by_name(".dynsym")
-            if not isinstance(dynsym, SymbolTableSection):
-                raise WolfError(f"{library}: no dynamic symbol table (not a shared library?)")
+            if isinstance(dynsym, SymbolTableSection):
+                symbols = dynsym.iter_symbols()
+            else:
+                # sstrip (as OpenWrt and the footprint lab install libraries) drops the
+                # section headers; the loader's view, PT_DYNAMIC, still has the table
+                dyn = next(
+                    (sg for sg in elf.iter_segments() if isinstance(sg, DynamicSegment)), None
+                )
+                if dyn is None:
+                    raise WolfError(f"{library}: no dynamic symbol table (not a shared library?)")
+                symbols = dyn.iter_symbols()
             names: set[str] = set()
-            for sym in dynsym.iter_symbols():
+            for sym in symbols:
                 if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
                     continue
                 if sym["st_info"]["bind"] not in ("STB_GLOBAL", "STB_WEAK"):

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import term
+from ..catalogue import releases
 from ..errors import WolfError
 from ..results.store import write_atomic
 from . import history, sizereport
@@ -19,6 +20,16 @@ def _emit(text: str, fmt: str, output: str | None) -> None:
         term.console(stderr=True).print(f"wrote {output}", markup=False)
     else:
         sys.stdout.write(text)
+
+
+def _check_output(path: Path) -> None:
+    """Refuse an --output that cannot become a file before measuring anything."""
+    if path.is_dir():
+        raise WolfError(
+            f"--output {path} is a directory", hint=f"give a file name, e.g. {path / 'report.md'}"
+        )
+    if not path.parent.is_dir():
+        raise WolfError(f"--output {path}: directory {path.parent} does not exist")
 
 
 def main(
@@ -37,6 +48,10 @@ def main(
 ) -> None:
     if fmt not in FORMATS:
         raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")
+    if release is not None:
+        releases.get(release)  # unknown: one line naming the known ones, not "nothing to report"
+    if output:
+        _check_output(Path(output))
     con = term.console(stderr=True)
     with con.status("measuring artifacts (xz -9e of the TLS libraries; cached after)"):
         report = sizereport.build(

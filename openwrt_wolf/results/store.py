@@ -6,9 +6,12 @@ half-written or lost. Layout: <root>/<kind>/<key>.json; a replaced record is kep
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
+import logging
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -21,6 +24,19 @@ from ..errors import WolfError
 SCHEMA_VERSION = 1
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 HISTORY = ".history"  # <kind>/.history/<key>/<created>.json: replaced records
+log = logging.getLogger("openwrt_wolf.store")
+
+# The record envelope's fields and the JSON types each may hold (None: may be null).
+_TYPES: dict[str, tuple[type, ...]] = {
+    "kind": (str,),
+    "key": (str,),
+    "release": (str,),
+    "device": (str, type(None)),
+    "flavour": (str, type(None)),
+    "data": (dict,),
+    "created": (str,),
+    "schema_version": (int,),
+}
 
 
 def now_utc() -> str:
@@ -44,15 +60,29 @@ class Record:
         return {"schema": f"openwrt-wolf/record/{self.schema_version}", **asdict(self)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "record") -> Record:
+    def from_dict(cls, d: Any, where: str = "record") -> Record:
+        """Check the envelope (a JSON object, every field there with its type) before use: a
+        hand-edited or foreign file must not reach a report as a half-valid record."""
+        if not isinstance(d, dict):
+            raise WolfError(f"{where}: a record is a JSON object, this is a {type(d).__name__}")
         if d.get("schema_version") != SCHEMA_VERSION:
             raise WolfError(
                 f"{where}: schema version {d.get('schema_version')!r}, this tool reads "
                 f"{SCHEMA_VERSION}",
                 hint="re-run the job that wrote it, or use the matching openwrt-wolf version",
             )
-        fields = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**fields)
+        for name, types in _TYPES.items():
+            if name not in d:
+                raise WolfError(f"{where}: field {name!r} is missing")
+            # bool is an int to Python, never a schema version
+            if not isinstance(d[name], types) or isinstance(d[name], bool):
+                want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
+                raise WolfError(
+                    f"{where}: field {name!r} is {json.dumps(d[name])[:40]}, not {want}"
+                )
+        if not _KEY.match(d["kind"]) or not _KEY.match(d["key"]):
+            raise WolfError(f"{where}: kind/key {d['kind']!r}/{d['key']!r} are not record names")
+        return cls(**{k: d[k] for k in _TYPES})
 
 
 class Store(Protocol):
@@ -69,19 +99,52 @@ class Store(Protocol):
     ) -> list[Record]: ...
 
 
+class WriteError(WolfError):
+    """A result file could not be written (disk full, read-only, no permission)."""
+
+
+def _umask() -> int:
+    # /proc says it without changing it (os.umask can only be read by setting it)
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        status = Path("/proc/self/status").read_text().splitlines()
+        return int(next(ln for ln in status if ln.startswith("Umask:")).split()[1], 8)
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write text so readers see the old file or the new one, never a partial one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    """Write text so readers see the old file or the new one, never a partial one.
+
+    A symlink is written through (the file it points to is replaced, the link stays); the
+    file keeps the mode of the one it replaces, and a new one gets 0666 less the umask, as
+    any tool's output. WriteError (one line) when it cannot be written."""
+    path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
+            os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    except BaseException as e:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+        if isinstance(e, IsADirectoryError):
+            raise WriteError(f"cannot write {path}: it is a directory") from None
+        if isinstance(e, OSError):
+            what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
+            raise WriteError(f"cannot write {path}: {what}") from None
         raise
 
 
@@ -135,7 +198,9 @@ class FileStore:
                                                          flavour=flavour)}
         old = self.root / kind / HISTORY
         for path in sorted(old.glob("*/*.json")) if old.is_dir() else []:
-            r = self._load(path)
+            r = self._load_or_warn(path)
+            if r is None:
+                continue
             if (release and r.release != release) or (device and r.device != device):
                 continue
             if flavour and r.flavour != flavour:
@@ -144,18 +209,30 @@ class FileStore:
         return sorted(out.values(), key=lambda r: r.created)
 
     def get(self, kind: str, key: str) -> Record | None:
+        """The record, or None when there is none or it is unreadable (said in one warning
+        line): the job then runs again and replaces it."""
         path = self._path(kind, key)
         if not path.exists():
             return None
-        return self._load(path)
+        return self._load_or_warn(path)
 
     def _load(self, path: Path) -> Record:
         try:
-            return Record.from_dict(json.loads(path.read_text()), str(path))
-        except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as e:
-            raise WolfError(
-                f"corrupt result record {path}: {e}", hint="delete it and re-run"
-            ) from None
+            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would hang the read
+                raise WolfError(f"{path}: not a regular file")
+            return Record.from_dict(json.loads(path.read_bytes()), str(path))
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+            raise WolfError(f"{path}: not JSON ({e})") from None
+        except OSError as e:
+            raise WolfError(f"{path}: cannot read it ({e.strerror or e})") from None
+
+    def _load_or_warn(self, path: Path) -> Record | None:
+        try:
+            return self._load(path)
+        except WolfError as e:
+            log.warning("warning: skipped result record %s (delete it or re-run the job that "
+                        "wrote it)", e)  # fmt: skip
+            return None
 
     def _paths(self, kind: str | None) -> Iterator[Path]:
         if not self.root.is_dir():
@@ -176,7 +253,9 @@ class FileStore:
     ) -> list[Record]:
         out = []
         for path in self._paths(kind):
-            r = self._load(path)
+            r = self._load_or_warn(path)  # one bad record must not hide all the others
+            if r is None:
+                continue
             if release and r.release != release:
                 continue
             if device and r.device != device:

@@ -29,6 +29,7 @@ def flash(
     release: str | None = None,
     known_hosts: str | None = None,
     wait_up: float = 300.0,
+    trust_new_key_after_wipe: bool = False,
     store: str | None = None,
 ) -> FlashResult:
     """The `invoke flash` task."""
@@ -51,7 +52,8 @@ def flash(
         img = images.from_store(fstore, root, dev, flavour)
     else:
         raise WolfError("nothing to flash", hint="give --image PATH or --flavour NAME")
-    req = FlashRequest(login, dev, img, flavour, keep_settings, Timeouts(wait_up=float(wait_up)))
+    req = FlashRequest(login, dev, img, flavour, keep_settings, Timeouts(wait_up=float(wait_up)),
+                       trust_new_key_after_wipe=trust_new_key_after_wipe)  # fmt: skip
     flasher = Flasher(req)
     try:
         result = flasher.run()

@@ -27,7 +27,7 @@ from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.firmware import fit, imageformats
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests.conftest import need_tools, unavailable
+from tests.conftest import need_tools, preparing, unavailable
 from tests.standin import make_standin
 from tests.standin.server import serve
 
@@ -45,12 +45,13 @@ def mirror_dir(
     tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
 ) -> Path:
     need_tools(*TOOLS)
-    return make_standin.make_server(
-        tmp_path_factory.mktemp("mirror"),
-        ("ath79/generic", "ramips/mt76x8"),
-        tree=openwrt_tree_25125,
-        tools=openwrt_tools,
-    )
+    with preparing("the stand-in ImageBuilder mirror for ath79/generic and ramips/mt76x8"):
+        return make_standin.make_server(
+            tmp_path_factory.mktemp("mirror"),
+            ("ath79/generic", "ramips/mt76x8"),
+            tree=openwrt_tree_25125,
+            tools=openwrt_tools,
+        )
 
 
 def tree(mirror: Path, target: str = "ath79/generic") -> Path:

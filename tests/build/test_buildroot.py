@@ -30,7 +30,7 @@ from openwrt_wolf.build.jobs import Options, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
-from tests.conftest import need_tools
+from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +44,11 @@ def pristine(
     tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
 ) -> Path:
     need_tools(*TOOLS)
-    return make_standin.make_buildroot(
-        tmp_path_factory.mktemp("br"), "ath79/generic", tree=openwrt_tree_25125, tools=openwrt_tools
-    )
+    with preparing("the stand-in buildroot tree for ath79/generic"):
+        return make_standin.make_buildroot(
+            tmp_path_factory.mktemp("br"), "ath79/generic", tree=openwrt_tree_25125,
+            tools=openwrt_tools,
+        )  # fmt: skip
 
 
 @pytest.fixture

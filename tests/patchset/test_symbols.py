@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -51,6 +52,20 @@ def test_exports_match_nm(lib: Path) -> None:
     assert got == _nm_exports(lib)
     assert {"wolfSSL_new", "wolfSSL_read", "wc_ecc_mulmod", "wc_table"} <= got
     assert not {"ecc_map", "sp_add", "wc_imported"} & got  # hidden, static, undefined
+
+
+def test_sstripped_library_is_read_from_its_dynamic_segment(lib: Path, tmp_path: Path) -> None:
+    """The footprint lab installs libraries as OpenWrt does, sstrip -z: no section headers.
+    The oracle is nm -D on the unstripped library; readelf confirms the headers are gone."""
+    from openwrt_wolf.footprint.measure import sstrip
+
+    stripped = tmp_path / "libwolfssl.so.sstripped"
+    stripped.write_bytes(sstrip(lib.read_bytes()))
+    need_tools("mips-linux-gnu-readelf")
+    hdr = subprocess.run(["mips-linux-gnu-readelf", "-h", str(stripped)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    assert re.search(r"Number of section headers:\s+0$", hdr, re.M), hdr
+    assert symbols.exported_symbols(stripped) == _nm_exports(lib)
 
 
 def test_check_reports_missing(lib: Path, tmp_path: Path) -> None:

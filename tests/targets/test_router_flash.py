@@ -53,13 +53,15 @@ def do_flash(
     flavour: str | None = None,
     keep: bool = False,
     timeouts: Timeouts = FAST,
+    trust: bool = True,
     **login: Any,
 ) -> tuple[FlashResult, str]:
     dev = devices.resolve("tl-wr902ac")
     fi = images.inspect(img, dev, flavour=flavour)
     args: dict[str, Any] = dict(host=r.host, port=r.port, user=r.user, key=r.userkey)
     args |= dict(known_hosts=r.known_hosts) | login
-    req = FlashRequest(ssh.Login(**args), dev, fi, flavour, keep, timeouts, sysroot=str(r.root))
+    req = FlashRequest(ssh.Login(**args), dev, fi, flavour, keep, timeouts, sysroot=str(r.root),
+                       trust_new_key_after_wipe=trust)  # fmt: skip
     out = io.StringIO()
     return Flasher(req, console=Console(file=out, width=200)).run(), out.getvalue()
 
@@ -293,7 +295,8 @@ def test_cli_flash_from_build_record_on_dropbear(
     p = subprocess.run(
         [sys.executable, "-m", "invoke", "flash", "--device", "tl-wr902ac", "--host", r.host,
          "--port", str(r.port), "--key", str(r.userkey), "--known-hosts", str(r.known_hosts),
-         "--flavour", "wolfssl", "--store", str(store.root), "--wait-up", "60"],
+         "--flavour", "wolfssl", "--store", str(store.root), "--wait-up", "60",
+         "--trust-new-key-after-wipe"],
         cwd=PROJECT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]

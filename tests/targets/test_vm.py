@@ -23,7 +23,7 @@ from openwrt_wolf.measure import memory
 from openwrt_wolf.targets.vm import qemu, reaper, standin
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM, BootError, StateUnavailable
-from tests.conftest import need_tools
+from tests.conftest import need_tools, preparing
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vm
@@ -32,7 +32,8 @@ pytestmark = pytest.mark.vm
 @pytest.fixture(scope="session")
 def guest() -> standin.StandIn:
     need_tools("qemu-system-mipsel", "apt-get", "dpkg-deb")
-    return standin.build()
+    with preparing("the test guest: Debian's mipsel malta kernel and a busybox initramfs"):
+        return standin.build()
 
 
 def _spec(g: standin.StandIn, extra: str = "", memory_mb: int = 0) -> qemu.VmSpec:

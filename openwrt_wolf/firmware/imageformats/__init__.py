@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WolfError
-from . import fwtool, safeloader, squashfs_sb, tplink, uimage
+from . import bounded, fwtool, safeloader, squashfs_sb, tplink, uimage
 
 JFFS2_EOF = b"\xde\xad\xc0\xde"
 # pad-to BLOCKSIZE between kernel and rootfs: the erase block sizes OpenWrt uses.
@@ -33,15 +33,7 @@ class SplitImage:
 
 def split(path: Path) -> SplitImage:
     """Parse ``path``; WolfError (one line) on unknown, truncated or corrupt images."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise WolfError(f"image {path} does not exist") from None
-    except IsADirectoryError:
-        raise WolfError(f"image {path} is a directory, not an image file") from None
-    except OSError as e:
-        raise WolfError(f"cannot read image {path}: {e.strerror}") from None
-    return split_bytes(data, where=str(path))
+    return split_bytes(bounded.read_file(path, "image"), where=str(path))
 
 
 def split_bytes(data: bytes, *, where: str = "image") -> SplitImage:

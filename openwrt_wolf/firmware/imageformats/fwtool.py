@@ -72,10 +72,9 @@ def find(data: bytes, *, where: str = "image") -> Trailer | None:
 def read_metadata(image: Path) -> dict[str, Any] | None:
     """The metadata JSON of an image file, or None when it has no valid fwtool metadata (no
     trailer, a CRC mismatch, not JSON) — as sysupgrade treats such an image."""
-    try:
-        data = image.read_bytes()
-    except OSError as e:
-        raise WolfError(f"cannot read image {image}: {e.strerror or e}") from None
+    from .bounded import read_file
+
+    data = read_file(image, "image")
     try:
         trailer = find(data, where=str(image))
     except WolfError:

@@ -156,6 +156,10 @@ class FlashRequest:
     # prefix of the router's own files (/etc/openwrt_release, /tmp): "" on a real router;
     # the stand-in tests point it at the fake router's root directory
     sysroot: str = ""
+    # after sysupgrade -n: take the router's new host key (and, when the key login is refused,
+    # a fresh install's blank root password) without asking. Off: a machine in the middle
+    # during the reboot would otherwise be trusted.
+    trust_new_key_after_wipe: bool = False
 
 
 class Flasher:
@@ -178,6 +182,7 @@ class Flasher:
         )
         self.target: ssh.SSHTarget | None = None
         self.remote = f"{req.sysroot}/tmp/{img.path.name}"
+        self.on_router = False  # our copy is in the router's /tmp (RAM) and not yet flashed
         self.handlers: dict[State, Callable[[], State]] = {
             State.CONNECT: self.connect,
             State.IDENTIFY: self.identify,
@@ -233,10 +238,41 @@ class Flasher:
             self.result.error = str(e)
             raise
         finally:
+            if self.on_router:  # failed, dropped, Ctrl-C or SIGTERM between copy and flash
+                self._remove_copy()
             self._keep_log()
             if self.target is not None:
                 self.target.close()
             self._table()
+
+    def _remove_copy(self) -> None:
+        """Take our (partial) image out of the router's /tmp: it is RAM there. Over the
+        session when it still works, else over a new one while the router is reachable."""
+        q = shlex.quote(self.remote)
+        deadline = time.monotonic() + max(self.req.timeouts.connect, 10.0)
+        target = self.target
+        while True:
+            try:
+                if target is None:
+                    target = ssh.SSHTarget(self.req.login)
+                res = target.run(f"rm -f {q}", timeout=self.req.timeouts.command)
+                if res.exit_status == 0:
+                    self.on_router = False
+                    self.out.print(f"  removed {self.remote} from the router", markup=False)
+                    return
+            except (WolfError, paramiko.SSHException, OSError, EOFError):
+                pass
+            finally:
+                if target is not None and target is not self.target:
+                    target.close()
+            target = None
+            if time.monotonic() > deadline:
+                break
+            time.sleep(self.req.timeouts.poll)
+        self.out.print(
+            f"  [yellow]warning[/]: could not remove {escape(self.remote)} from the router; "
+            f"it takes RAM until the next reboot: ssh {escape(self.req.login.where)} rm -f {q}"
+        )
 
     def _keep_log(self) -> None:
         if self.target is not None:
@@ -319,6 +355,7 @@ class Flasher:
             disable=not self.out.is_terminal,  # off a terminal: plain lines instead
         ) as bar:
             task = bar.add_task("copy", total=size)
+            self.on_router = True  # from the first byte on
             self.target.put(
                 self.req.image.path,
                 self.remote,
@@ -366,6 +403,7 @@ class Flasher:
         assert self.target is not None
         cmd = f"sysupgrade {self._sysupgrade_args()}-v {shlex.quote(self.remote)}"
         seen: list[str] = []
+        self.on_router = False  # sysupgrade owns the file from here (and reboots the router)
 
         def show(line: str) -> None:
             seen.append(line)
@@ -448,8 +486,19 @@ class Flasher:
                 if self.req.keep_settings:
                     raise  # settings (and dropbear's keys) were kept: a new key is not ours
                 # sysupgrade -n wiped /etc, so dropbear made new host keys on first boot:
-                # expected, said out loud, and the new key replaces the old one in known_hosts
+                # expected, but only taken when asked, since anyone in the middle could offer it
                 kh = login.known_hosts_path()
+                if not self.req.trust_new_key_after_wipe:
+                    raise WolfError(
+                        f"{login.host_entry} offers a new host key after the settings were "
+                        f"wiped (sysupgrade -n): {hostkeys.fingerprint(e.offered)}; not trusted",
+                        hint="if the router's console shows that fingerprint (dropbearkey -y -f "
+                        "/etc/dropbear/dropbear_ed25519_host_key), accept it with: ssh-keygen "
+                        f"-f {shlex.quote(str(kh))} -R {shlex.quote(login.host_entry)} && ssh "
+                        f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile="
+                        f"{shlex.quote(str(kh))} -p {login.port} {login.user}@{login.host} true"
+                        "; or flash with --trust-new-key-after-wipe",
+                    ) from None
                 msg = (
                     f"{login.host_entry} has a new host key after the settings were wiped "
                     f"(sysupgrade -n): {hostkeys.fingerprint(e.offered)}; "
@@ -462,8 +511,17 @@ class Flasher:
             except AuthFailed:
                 if self.req.keep_settings or login.password == "":
                     raise
-                # a wiped OpenWrt has no root password and no authorized_keys: log in as
-                # a fresh install allows (empty password)
+                if not self.req.trust_new_key_after_wipe:
+                    raise WolfError(
+                        f"the router refused {ssh.how(login)} after the settings were wiped "
+                        "(sysupgrade -n took its authorized_keys); no blank password is tried "
+                        "unless asked",
+                        hint="log in on its console or web UI to set a key or password; or flash "
+                        "with --trust-new-key-after-wipe (takes the new key and a fresh "
+                        "install's blank root password)",
+                    ) from None
+                # asked for: a wiped OpenWrt has no root password and no authorized_keys, so
+                # log in as a fresh install allows (empty password)
                 self.out.print(
                     "  key refused after the wipe; trying a fresh install's empty password"
                 )

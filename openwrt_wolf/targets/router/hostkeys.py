@@ -33,7 +33,21 @@ def load_known(path: Path) -> paramiko.HostKeys:
             keys.load(str(path))
         except (OSError, paramiko.SSHException) as e:
             raise WolfError(f"cannot read known_hosts {path}: {e}") from None
+        except (UnicodeDecodeError, ValueError) as e:  # a binary or mangled file
+            raise WolfError(
+                f"known_hosts {path} is not a known_hosts file ({type(e).__name__} in it)",
+                hint="give --known-hosts the file ssh uses (one 'host keytype base64' a line)",
+            ) from None
     return keys
+
+
+def _read_known(path: Path) -> str:
+    try:
+        return path.read_text() if path.exists() else ""
+    except UnicodeDecodeError:
+        raise WolfError(f"known_hosts {path} is not a known_hosts file (not text)") from None
+    except OSError as e:
+        raise WolfError(f"cannot read known_hosts {path}: {e.strerror or e}") from None
 
 
 def forget_host(path: Path, entry: str) -> None:
@@ -41,7 +55,7 @@ def forget_host(path: Path, entry: str) -> None:
     if not path.exists():
         return
     kept = []
-    for line in path.read_text().splitlines(keepends=True):
+    for line in _read_known(path).splitlines(keepends=True):
         parsed = None
         if line.strip() and not line.lstrip().startswith("#"):
             with contextlib.suppress(Exception):
@@ -66,7 +80,7 @@ def _entry_matches(names: list[str], entry: str) -> bool:
 def remember_host(path: Path, entry: str, key: paramiko.PKey) -> None:
     """Append one known_hosts line (what `ssh -o StrictHostKeyChecking=accept-new` does)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    old = path.read_text() if path.exists() else ""
+    old = _read_known(path)
     if old and not old.endswith("\n"):
         old += "\n"
     write_atomic(path, f"{old}{entry} {key.get_name()} {key.get_base64()}\n")

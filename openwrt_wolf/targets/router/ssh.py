@@ -143,7 +143,7 @@ def open_client(login: Login) -> paramiko.SSHClient:
     except paramiko.AuthenticationException:
         client.close()
         raise AuthFailed(
-            f"authentication failed for {login.where} with {_how(login)}",
+            f"authentication failed for {login.where} with {how(login)}",
             hint="check --user, --key or --password (a fresh OpenWrt has no root password: "
             "--password and an empty answer)",
         ) from None
@@ -173,7 +173,8 @@ def open_client(login: Login) -> paramiko.SSHClient:
     return client
 
 
-def _how(login: Login) -> str:
+def how(login: Login) -> str:
+    """How we log in, for messages."""
     if login.key:
         return f"key {login.key}"
     if login.password == "":

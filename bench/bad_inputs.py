@@ -1,0 +1,372 @@
+#!/usr/bin/env python3
+"""Bench: 20 bad inputs per task family, run as a user would (`invoke TASK ...` in a fresh
+process). After each family it prints how many ended in a Python traceback (goal 0), in no
+one-line `error:` (goal 0), ran into the per-run time limit (goal 0), and what was left
+behind: partial files (*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output
+directories, and processes still running that were started by the runs (found by a marker in
+their environment).
+
+    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90]
+
+Needs no network and no OpenWrt download: the inputs fail before any would start."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MARK = f"OPENWRT_WOLF_BENCH_{uuid.uuid4().hex[:12]}"
+PARTIAL = (".part", ".tmp", ".unpacking", ".copying")
+
+
+@dataclass
+class Family:
+    name: str
+    runs: list[list[str]]
+    tracebacks: int = 0
+    no_error_line: int = 0
+    hung: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+def families(w: Path) -> list[Family]:
+    """Bad inputs. ``w`` holds the prepared bad files."""
+    dev, fifo, big, empty, rnd = "/dev/zero", w / "fifo", w / "big.bin", w / "empty", w / "rnd"
+    d, hung = w / "dir", w / "hung-ib"
+    kh, store = w / "known_hosts", w / "badstore"
+    bad_store = ["--store", str(store)]
+    b = ["build", "--no-report"]
+    return [
+        Family(
+            "build",
+            [
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "-j", "abc"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "-j", "0"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "-j", "-3"],
+                [*b, "-f", "nosuch", "-d", "tl-wr902ac"],
+                [*b, "-f", "mbedtls", "-d", "nosuch"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--release", "0.1"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--backend", "nosuch"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--imagebuilder", "/nonexistent"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--imagebuilder", dev],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--imagebuilder", str(d)],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--imagebuilder", str(hung)],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--mirror", "http://127.0.0.1:9"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--mirror", "/nonexistent"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--mirror", str(d)],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", "/nonexistent"],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--sdk", str(fifo)],
+                [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", str(d), "--mirror", str(d)],
+                [*b, "-d", "tl-wr902ac"],
+                [*b, "-f", "mbedtls"],
+                [*b, "-f", "mbedtls", "-d", "malta-be"],
+            ],
+        ),
+        Family(
+            "size-report",
+            [
+                ["size-report", "--packages", "abc"],
+                ["size-report", "--packages", "-1"],
+                ["size-report", "--format", "nosuch"],
+                ["size-report", "--output", str(d)],
+                ["size-report", "--output", "/nonexistent/dir/report.md"],
+                ["size-report", "--release", "0.1"],
+                ["size-report", "--device", "nosuch", *bad_store],
+                ["size-report", "--flavour", "nosuch", *bad_store],
+                ["size-report", "--from", "/nonexistent"],
+                ["size-report", "--from", dev],
+                ["size-report", "--from", str(fifo)],
+                ["size-report", "--from", str(empty)],
+                ["size-report", "--from", str(d)],
+                ["size-report", "--from", str(rnd)],
+                ["size-report", "--store", str(empty)],
+                ["size-report", "--store", dev],
+                ["size-report", *bad_store],
+                ["size-report", *bad_store, "--format", "csv"],
+                ["size-report", *bad_store, "--format", "json", "--output", str(d / "x" / "y")],
+                ["size-report", "--from", "nosuch=" + str(d)],
+            ],
+        ),
+        Family(
+            "fit",
+            [
+                ["fit", "--device", "tl-wr902ac", "--image", dev],
+                ["fit", "--device", "tl-wr902ac", "--image", str(fifo)],
+                ["fit", "--device", "tl-wr902ac", "--image", str(big)],
+                ["fit", "--device", "tl-wr902ac", "--image", str(d)],
+                ["fit", "--device", "tl-wr902ac", "--image", str(empty)],
+                ["fit", "--device", "tl-wr902ac", "--image", str(rnd)],
+                ["fit", "--device", "tl-wr902ac", "--image", "/nonexistent"],
+                ["fit", "--device", "tl-wr902ac", "--kernel", dev, "--rootfs", str(fifo)],
+                ["fit", "--device", "tl-wr902ac", "--kernel", str(rnd), "--rootfs", str(rnd)],
+                ["fit", "--device", "tl-wr902ac", "--kernel", str(empty), "--rootfs", str(empty)],
+                ["fit", "--device", "tl-wr902ac", "--kernel", str(rnd)],
+                ["fit", "--device", "tl-wr902ac"],
+                ["fit", "--image", str(rnd)],
+                ["fit", "--device", "nosuch", "--image", str(rnd)],
+                ["fit", "--device", "malta-be", "--image", str(rnd)],
+                ["fit", "--device", "tl-wr902ac", "--release", "0.1", "--image", str(rnd)],
+                ["fit", "--device", "tl-wr902ac", "--image", str(rnd), "--kernel", str(rnd)],
+                ["fit", "--device", "glinet_gl-ar300m16", "--image", str(big)],
+                ["fit", "--device", "tl-wr902ac-v3", "--image", str(fifo), "--json"],
+                ["fit", "--device", "", "--image", str(rnd)],
+            ],
+        ),
+        Family(
+            "flash",
+            [
+                ["flash", "--device", "tl-wr902ac", "--host", "x", "--port", "abc"],
+                ["flash", "--device", "tl-wr902ac", "--host", "x", "--port", "0"],
+                ["flash", "--device", "tl-wr902ac", "--host", "x", "--wait-up", "nan"],
+                ["flash", "--device", "tl-wr902ac", "--host", "x", "--wait-up", "abc"],
+                ["flash", "--device", "tl-wr902ac"],
+                ["flash", "--host", "127.0.0.1"],
+                ["flash", "--device", "nosuch", "--host", "127.0.0.1"],
+                ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1"],
+                ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1", "--image", dev],
+                ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1", "--image", str(fifo)],
+                ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1", "--image", str(big)],
+                ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1", "--image", str(rnd)],
+                [
+                    "flash",
+                    "--device",
+                    "tl-wr902ac",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "9",
+                    "--image",
+                    str(rnd),
+                    "--known-hosts",
+                    str(kh),
+                ],
+                [
+                    "flash",
+                    "--device",
+                    "tl-wr902ac",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    "9",
+                    "--image",
+                    str(rnd),
+                    "--known-hosts",
+                    str(d),
+                ],
+                [
+                    "flash",
+                    "--device",
+                    "tl-wr902ac",
+                    "--host",
+                    "127.0.0.1",
+                    "--key",
+                    "/nonexistent",
+                    "--image",
+                    str(rnd),
+                ],
+                ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1", "--flavour", "nosuch"],
+                [
+                    "flash",
+                    "--device",
+                    "tl-wr902ac",
+                    "--host",
+                    "127.0.0.1",
+                    "--flavour",
+                    "wolfssl",
+                    *bad_store,
+                ],
+                ["flash", "--device", "malta-be", "--host", "127.0.0.1", "--image", str(rnd)],
+                ["flash", "--device", "tl-wr902ac", "--host", "", "--image", str(rnd)],
+                [
+                    "flash",
+                    "--device",
+                    "tl-wr902ac",
+                    "--host",
+                    "127.0.0.1",
+                    "--key",
+                    "k",
+                    "--password",
+                    "--image",
+                    str(rnd),
+                ],
+            ],
+        ),
+        Family(
+            "measure-memory",
+            [
+                ["measure-memory", "--boots", "abc"],
+                ["measure-memory", "--boots", "0"],
+                ["measure-memory", "--boots", "-2"],
+                ["measure-memory", "--idle", "nan"],
+                ["measure-memory", "--idle", "inf"],
+                ["measure-memory", "--idle", "-1"],
+                ["measure-memory", "--idle", "abc"],
+                ["measure-memory", "--memory", "abc"],
+                ["measure-memory", "--image", dev],
+                ["measure-memory", "--image", str(fifo)],
+                ["measure-memory", "--image", "/nonexistent"],
+                ["measure-memory", "--image", str(rnd)],
+                ["measure-memory", "--host", ""],
+                ["measure-memory", "--host", "127.0.0.1", "--port", "abc"],
+                ["measure-memory", "--host", "127.0.0.1", "--image", str(rnd)],
+                ["measure-memory", "--device", "nosuch", "--flavour", "mbedtls"],
+                ["measure-memory", "--device", "malta-be", "--flavour", "nosuch"],
+                ["measure-memory", "--key", "/nonexistent"],
+                ["measure-memory", "--host", "127.0.0.1", "--wait-up", "inf"],
+                ["measure-memory"],
+            ],
+        ),
+        Family(
+            "other tasks",
+            [
+                ["hosttools", "--group", "nosuch"],
+                ["devices", "--release", "0.1"],
+                ["devices", "--tree", "/nonexistent"],
+                ["devices", "--tree", str(fifo)],
+                ["patch"],
+                ["patch", "--tree", "/nonexistent"],
+                ["patch", "--tree", str(d), "--patches", str(fifo)],
+                ["patch-defaults", "--tree", str(empty)],
+                ["wolfssl-symbols"],
+                ["wolfssl-symbols", "--lib", dev],
+                ["wolfssl-symbols", "--lib", str(fifo)],
+                ["wolfssl-symbols", "--lib", str(rnd)],
+                ["footprint", "--arch", "mips_99kc"],
+                ["footprint", "--library", "nosuch"],
+                ["footprint", "--config", "nosuch"],
+                ["footprint", "--version", "wolfssl=abc"],
+                ["build-config", "--flavour", "wolfssl", "--device", "tl-wr902ac", "--what", "x"],
+                ["build-config", "--flavour", "nosuch", "--device", "tl-wr902ac"],
+                ["vm", "--image", dev],
+                ["vm", "--image", str(fifo)],
+            ],
+        ),
+    ]
+
+
+def prepare(w: Path) -> None:
+    os.mkfifo(w / "fifo")
+    with (w / "big.bin").open("wb") as fh:
+        fh.truncate(4 << 30)  # sparse
+    (w / "empty").write_bytes(b"")
+    (w / "rnd").write_bytes(os.urandom(1 << 20))
+    (w / "dir").mkdir()
+    (w / "hung-ib").mkdir()
+    (w / "hung-ib" / "Makefile").write_text("info:\n\tsleep 3600\n")
+    (w / "known_hosts").write_bytes(os.urandom(2048))
+    bad = w / "badstore"
+    (bad / "build").mkdir(parents=True)
+    (bad / "build" / "list.json").write_text("[1, 2]")
+    (bad / "build" / "nulldata.json").write_text(
+        json.dumps(
+            {
+                "kind": "build",
+                "key": "nulldata",
+                "release": "25.12.5",
+                "device": None,
+                "flavour": None,
+                "data": None,
+                "created": None,
+                "schema_version": 1,
+            }
+        )
+    )
+    (bad / "build" / "dir.json").mkdir()
+    os.mkfifo(bad / "build" / "fifo.json")
+    (bad / "build" / "bytes.json").write_bytes(b"\xff\xfe\x00")
+
+
+def marked_processes() -> list[str]:
+    """Processes whose environment carries this bench's marker: started by our runs."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            if MARK.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                out.append(f"{pid} {Path(f'/proc/{pid}/comm').read_text().strip()}")
+    return out
+
+
+def partial_files(*dirs: Path) -> list[str]:
+    return sorted(
+        str(p) for d in dirs if d.exists() for p in d.rglob("*") if p.name.endswith(PARTIAL)
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--family", help="comma-separated family names (default all)")
+    ap.add_argument("--timeout", type=float, default=90.0, help="seconds per run")
+    args = ap.parse_args()
+    total_tb = total_left = 0
+    with tempfile.TemporaryDirectory(prefix="wolf-bad-") as tmp:
+        w = Path(tmp)
+        prepare(w)
+        cache, st = w / "cache", w / "store"
+        env = {
+            **os.environ,
+            MARK: "1",
+            "OPENWRT_WOLF_CACHE": str(cache),
+            "OPENWRT_WOLF_STORE": str(st),
+            "OPENWRT_WOLF_TIMEOUT_INFO": "3",
+        }
+        env.pop("OPENWRT_WOLF_ROUTER_PASSWORD", None)
+        wanted = set(args.family.split(",")) if args.family else None
+        for fam in families(w):
+            if wanted and fam.name not in wanted:
+                continue
+            t0 = time.monotonic()
+            for argv in fam.runs:
+                try:
+                    p = subprocess.run(
+                        [sys.executable, "-m", "invoke", *argv],
+                        cwd=ROOT,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        stdin=subprocess.DEVNULL,
+                        timeout=args.timeout,
+                    )
+                except subprocess.TimeoutExpired:
+                    fam.hung += 1
+                    fam.examples.append(f"HUNG: {' '.join(argv)}")
+                    continue
+                if "Traceback" in p.stderr:
+                    fam.tracebacks += 1
+                    fam.examples.append(
+                        f"TRACEBACK: {' '.join(argv)}: {p.stderr.strip().splitlines()[-1]}"
+                    )
+                elif p.returncode != 0 and not any(
+                    ln.startswith("error:") for ln in p.stderr.splitlines()
+                ):
+                    fam.no_error_line += 1
+                    fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {' '.join(argv)}")
+            time.sleep(1)  # let any stray child show itself before counting
+            procs = marked_processes()
+            files = partial_files(cache, st, w / "dir")
+            total_tb += fam.tracebacks
+            total_left += len(procs) + len(files)
+            print(
+                f"{fam.name:15} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
+                f"{fam.no_error_line} without an error line, {fam.hung} hung; leftovers: "
+                f"{len(files)} partial files, {len(procs)} processes "
+                f"({time.monotonic() - t0:.0f} s)",
+                flush=True,
+            )
+            for ex in fam.examples + files + procs:
+                print(f"    {ex}", flush=True)
+    print(f"total: {total_tb} tracebacks, {total_left} leftovers")
+    return 0 if total_tb == 0 and total_left == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,108 @@
+"""Every task shows its help both ways, and bad option values are one error line, never a
+traceback. The oracles are invoke's own task list and data/hosttools.toml read here."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import unavailable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def task_names() -> list[str]:
+    out = invoke("--list").stdout
+    names = re.findall(r"^  ([a-z][a-z0-9-]*)", out, re.M)
+    assert len(names) >= 15, out
+    return names
+
+
+def test_invoke_task_help_for_every_task() -> None:
+    bad = {}
+    for name in task_names():
+        p = invoke(name, "--help")
+        if p.returncode != 0 or "Usage:" not in p.stdout or "Traceback" in p.stderr:
+            bad[name] = (p.stdout + p.stderr)[-300:]
+    assert bad == {}
+
+
+def test_wolf_help_task_for_every_task() -> None:
+    if not (ROOT / ".venv" / "bin" / "invoke").exists():
+        unavailable("./wolf has made no .venv here (run ./wolf --list once)")
+    bad = {}
+    for name in task_names():
+        p = subprocess.run(
+            [str(ROOT / "wolf"), "--help", name], capture_output=True, text=True, timeout=120
+        )
+        if p.returncode != 0 or "Usage:" not in p.stdout:
+            bad[name] = (p.stdout + p.stderr)[-300:]
+    assert bad == {}
+
+
+BAD_VALUES = [
+    (["build", "--flavour", "mbedtls", "--device", "tl-wr902ac", "-j", "abc"], "-j 'abc'"),
+    (["build", "--flavour", "mbedtls", "--device", "tl-wr902ac", "-j", "0"], "-j 0"),
+    (["build", "--device", "tl-wr902ac"], "--flavour is required"),
+    (["build-config", "--flavour", "wolfssl"], "--device is required"),
+    (["fit", "--image", "x.bin"], "--device is required"),
+    (["flash", "--device", "tl-wr902ac"], "--host is required"),
+    (["vm"], "--image is required"),
+    (["size-report", "--packages", "abc"], "--packages 'abc'"),
+    (["measure-memory", "--boots", "abc"], "--boots 'abc'"),
+    (["measure-memory", "--idle", "nan"], "--idle 'nan'"),
+    (["measure-memory", "--idle", "inf"], "--idle 'inf'"),
+    (["measure-memory", "--idle", "-1"], "--idle -1"),
+    (["measure-memory", "--host", "127.0.0.1", "--port", "abc"], "--port 'abc'"),
+    (["flash", "--device", "tl-wr902ac", "--host", "x", "--port", "abc"], "--port 'abc'"),
+    (["flash", "--device", "tl-wr902ac", "--host", "x", "--wait-up", "soon"], "--wait-up"),
+    (["hosttools", "--group", "nosuch"], "unknown host tool group 'nosuch'"),
+]
+
+
+@pytest.mark.parametrize(("args", "names"), BAD_VALUES, ids=[" ".join(a) for a, _ in BAD_VALUES])
+def test_bad_option_values_are_one_line(args: list[str], names: str, tmp_path: Path) -> None:
+    p = invoke(*args, env={"OPENWRT_WOLF_STORE": str(tmp_path / "s"),
+                           "OPENWRT_WOLF_CACHE": str(tmp_path / "c")})  # fmt: skip
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    assert len(lines) == 1 and names in lines[0], p.stderr
+
+
+def test_hosttools_help_lists_every_group() -> None:
+    groups = tomllib.loads((ROOT / "openwrt_wolf/data/hosttools.toml").read_text())["groups"]
+    help_text = " ".join(invoke("hosttools", "--help").stdout.split())
+    missing = [g for g in groups if not re.search(rf"\b{re.escape(g)}\b", help_text)]
+    assert missing == [], help_text
+
+
+def test_unknown_group_names_the_known_ones() -> None:
+    groups = tomllib.loads((ROOT / "openwrt_wolf/data/hosttools.toml").read_text())["groups"]
+    p = invoke("hosttools", "--group", "nosuch")
+    assert all(g in p.stderr for g in groups), p.stderr
+
+
+def test_build_config_prints_no_blank_line_for_the_default_flavour() -> None:
+    # Mbed TLS is OpenWrt's default: it changes no package, so PACKAGES= is empty
+    p = invoke("build-config", "--flavour", "mbedtls", "--device", "tl-wr902ac")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    assert "PACKAGES= is empty" in p.stderr
