@@ -18,6 +18,11 @@ from tests.conftest import need_tools
 
 PATCHES = series.PATCHES_DIR
 FOOTPRINT_MINIMAL = DATA_DIR / "footprint" / "wolfssl-minimal.toml"
+DEFAULTS = {
+    "CONFIG_IPV6": "enable",
+    "CONFIG_WOLFSSL_MINIMAL_X25519": "enable",
+    "CONFIG_PACKAGE_libwolfssl-benchmark": "disable",
+}
 
 
 def _added_lines(patch: str) -> list[str]:
@@ -35,7 +40,10 @@ def _minimal_args() -> tuple[set[str], set[str]]:
     for ln in block:
         arg = ln.strip().rstrip("\\").strip()
         if arg.startswith("--") and not arg.startswith("--enable-sp="):
-            args.add(arg.replace("$(if $(CONFIG_IPV6),enable,disable)", "enable"))
+            # options at their defaults: IPv6 and X25519 on, the benchmark not selected
+            for cond, value in DEFAULTS.items():
+                arg = arg.replace(f"$(if $({cond}),enable,disable)", value)
+            args.add(arg)
     cflags = {f for ln in block if "TARGET_CFLAGS" in ln for f in ln.split() if f.startswith("-D")}
     return args, cflags
 
@@ -62,17 +70,60 @@ def test_every_swapped_package_has_a_symbol_list() -> None:
     pairs = [m.group(2) for ln in lines if (m := re.match(r"\s+([\w-]+):([\w-]+)", ln))]
     assert "wpad-basic-wolfssl" in pairs and "libustream-wolfssl" in pairs
     consumers = {c.name for c in symbols.load_consumers() if c.required}
-    libraries = {p for p in pairs if p != "luci-ssl-wolfssl"}  # a collection, links nothing
-    assert libraries == consumers
+    # apk-wolfssl calls only wolfCrypt (wc_*), which the export map exports whole: checked
+    # against its sources in test_apk_backend_calls_only_exported_wolfcrypt
+    assert set(pairs) - {"apk-wolfssl"} == consumers
+
+
+def test_apk_backend_calls_only_exported_wolfcrypt() -> None:
+    """Every wolfSSL function the apk-tools backend (nested in patch 0004) calls is exported."""
+    nested = _new_file(
+        "0004-apk-add-wolfssl-variant.patch",
+        "package/system/apk/patches/0200-crypto-add-wolfssl-backend.patch",
+    )
+    src = "\n".join(ln[1:] for ln in nested.splitlines() if ln.startswith("+"))
+    called = set(re.findall(r"\b((?:wc|wolfSSL|wolfCrypt)_\w+)\s*\(", src))
+    assert {"wc_ecc_verify_hash", "wc_RsaSSL_VerifyInline", "wc_PubKeyPemToDer"} <= called
+    script = symbols.version_script()
+    globs = [ln.strip().rstrip(";") for ln in script.split("global:")[1].split("local:")[0].split()]
+    assert [c for c in sorted(called) if not any(fnmatch.fnmatchcase(c, g) for g in globs)] == []
+
+
+def _new_file(patch: str, path: str) -> str:
+    """The text a patch gives the new file `path`."""
+    section = (PATCHES / patch).read_text().split(f"+++ b/{path}\n", 1)[1]
+    lines = section.splitlines()[1:]  # [1:] skips the @@ line
+    end = next((i for i, ln in enumerate(lines) if not ln.startswith("+")), len(lines))
+    return "".join(ln[1:] + "\n" for ln in lines[:end])
+
+
+@pytest.mark.parametrize(
+    ("outer", "path", "source"),
+    [
+        (
+            "0004-apk-add-wolfssl-variant.patch",
+            "package/system/apk/patches/0200-crypto-add-wolfssl-backend.patch",
+            "apk-tools/0001-crypto-add-wolfssl-backend.patch",
+        ),
+        (
+            "0005-ustream-ssl-native-wolfssl-backend.patch",
+            "package/libs/ustream-ssl/patches/100-add-native-wolfssl-backend.patch",
+            "ustream-ssl/0001-add-native-wolfssl-backend.patch",
+        ),
+    ],
+)
+def test_nested_source_patches_equal_the_projects(outer: str, path: str, source: str) -> None:
+    """Patches 0004/0005 carry patches/apk-tools and patches/ustream-ssl unchanged."""
+    if not (PATCHES / source).is_file():
+        pytest.skip(f"patches/{source} not merged here")
+    assert _new_file(outer, path) == (PATCHES / source).read_text()
 
 
 def test_export_map_in_patch_is_generated_from_consumers() -> None:
-    text = (PATCHES / "0003-wolfssl-add-minimal-build-and-ECC-choice.patch").read_text()
-    section = text.split("+++ b/package/libs/wolfssl/files/libwolfssl-minimal.map\n", 1)[1]
-    body = "".join(
-        ln[1:] + "\n" for ln in section.splitlines()[1:] if ln.startswith("+")
-    )  # [1:] skips the @@ line
-    assert body == symbols.version_script()
+    path = "package/libs/wolfssl/files/libwolfssl-minimal.map"
+    assert _new_file("0003-wolfssl-add-minimal-build-and-ECC-choice.patch", path) == (
+        symbols.version_script()
+    )
 
 
 def test_export_map_covers_every_required_symbol() -> None:
@@ -108,7 +159,7 @@ def test_make_swap_function_of_patch_0002(tmp_path: Path) -> None:
         "wpad-basic-wolfssl",
         "px5g-wolfssl",
         "uencrypt-wolfssl",
-        "luci-ssl-wolfssl",
+        "luci-ssl",  # follows USE_WOLFSSL itself (patches/feeds/luci)
         "libmbedtls",  # not a default-package variant: left alone
-        "apk-mbedtls",  # the package manager keeps its Mbed TLS backend (docs/patches.md)
+        "apk-wolfssl",
     ]
