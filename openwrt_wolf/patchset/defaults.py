@@ -204,12 +204,17 @@ def compare(before: DefaultsReport, after: DefaultsReport) -> list[Change]:
 
 def patched_copy(tree: Path, dest: Path) -> Path:
     """A copy of the scan inputs of ``tree`` with our series applied (the tree is untouched)."""
-    for part in ("include", "scripts", "target", "config", "package/libs/wolfssl"):
-        if (tree / part).is_dir():
+    openwrt_series = [s for s in series.load() if s.subdir == ""]
+    # the scan's inputs, and every package directory the series patches
+    touched = {str(Path(f).parent) for s in openwrt_series for f in s.touched()}
+    parts = {"include", "scripts", "target", "config"} | {
+        t for t in touched if t.startswith("package/") and (tree / t).is_dir()
+    }
+    for part in sorted(parts):
+        if (tree / part).is_dir() and not (dest / part).exists():
             shutil.copytree(tree / part, dest / part, symlinks=True)
     for f in ("rules.mk", "Config.in"):
         shutil.copy2(tree / f, dest / f)
-    openwrt_series = [s for s in series.load() if s.subdir == ""]
     series.apply(dest, openwrt_series)
     return dest
 

@@ -1,0 +1,188 @@
+"""OpenWrt v25.12.5's own Kconfig and Makefiles with the series applied (shared snapshot; CI).
+
+Oracles: OpenWrt's scripts/config/conf expanding a seed .config as `make defconfig` does, the
+pristine tree's own conf for the same seeds, the ImageBuilder's own Makefile (`make info`), and
+the wolfssl package Makefile evaluated by GNU make. The LuCI feed is a stand-in of ours
+(tests/standin/luci: luci-ssl's dependency list), installed with OpenWrt's scripts/feeds.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.locks import locked
+from openwrt_wolf.patchset import kconfig, series
+from tests.conftest import need_tools
+
+LUCI = Path(__file__).resolve().parent.parent / "standin" / "luci"
+WR902 = kconfig.Device("ath79", "generic", "tplink_tl-wr902ac-v1")
+AR300 = kconfig.Device("ath79", "generic", "glinet_gl-ar300m16")
+LUCI_SSL = ("CONFIG_PACKAGE_luci-ssl=y",)
+TOOLS = ("make", "gcc", "g++", "perl", "gawk", "git", "rsync", "python3", "unzip", "bzip2",
+         "wget", "file", "/usr/include/ncurses.h",
+         "/usr/lib/python3.11/distutils/util.py")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def patched(openwrt_tree_25125: Path) -> Path:
+    need_tools(*TOOLS)
+    return kconfig.prepare(openwrt_tree_25125, patches_dir=series.PATCHES_DIR, luci_feed=LUCI)
+
+
+@pytest.fixture(scope="module")
+def pristine(openwrt_tree_25125: Path) -> Path:
+    need_tools(*TOOLS)
+    return kconfig.prepare(openwrt_tree_25125, luci_feed=LUCI)
+
+
+@pytest.mark.parametrize("device", [WR902, AR300], ids=lambda d: d.profile)
+@pytest.mark.parametrize("extra", [(), LUCI_SSL], ids=["plain", "luci-ssl"])
+def test_use_wolfssl_leaves_no_mbedtls(
+    patched: Path, device: kconfig.Device, extra: tuple[str, ...]
+) -> None:
+    sel = kconfig.select(patched, device, use_wolfssl=True, extra=extra)
+    assert sel.mbedtls() == []
+    assert {"libustream-wolfssl", "wpad-basic-wolfssl", "apk-wolfssl", "libwolfssl"} <= set(
+        sel.packages()
+    )
+    assert sel.config["CONFIG_WOLFSSL_MINIMAL"] == "y"
+    assert sel.config["CONFIG_WOLFSSL_MINIMAL_X25519"] == "y"
+    assert sel.config["CONFIG_WOLFSSL_ECC_SP_P256"] == "y"
+    assert sel.config["CONFIG_LIBUSTREAM_WOLFSSL_NATIVE"] == "y"
+    if extra:
+        assert {"luci-ssl", "px5g-wolfssl"} <= set(sel.packages())
+
+
+@pytest.mark.parametrize("device", [WR902, AR300], ids=lambda d: d.profile)
+@pytest.mark.parametrize("extra", [(), LUCI_SSL], ids=["plain", "luci-ssl"])
+def test_off_is_the_pristine_config(
+    patched: Path, pristine: Path, device: kconfig.Device, extra: tuple[str, ...]
+) -> None:
+    off = kconfig.select(patched, device, use_wolfssl=False, extra=extra)
+    before = kconfig.select(pristine, device, use_wolfssl=False, extra=extra)
+    assert off.config == before.config  # every set symbol, not only packages
+    assert {"libustream-mbedtls", "apk-mbedtls"} <= set(off.packages())
+    if extra:
+        assert "px5g-mbedtls" in off.packages()
+
+
+def test_minimal_mode_hides_full_wpad(patched: Path) -> None:
+    want = ("CONFIG_PACKAGE_wpad-wolfssl=y",)
+    on = kconfig.select(patched, WR902, use_wolfssl=True, extra=want)
+    assert "CONFIG_PACKAGE_wpad-wolfssl" not in on.config  # hidden: `depends on !WOLFSSL_MINIMAL`
+    assert on.config["CONFIG_WOLFSSL_MINIMAL"] == "y"
+    full = kconfig.select(
+        patched, WR902, use_wolfssl=True, extra=(*want, "# CONFIG_WOLFSSL_MINIMAL is not set")
+    )
+    # minimal off: selectable again (as a module beside the device's wpad-basic, which it
+    # conflicts with in the image)
+    assert full.config.get("CONFIG_PACKAGE_wpad-wolfssl") in ("y", "m")
+    assert "CONFIG_WOLFSSL_MINIMAL" not in full.config
+
+
+def _wolfssl_make(tree: Path, config: str, var: str) -> subprocess.CompletedProcess[str]:
+    """GNU make evaluating package/libs/wolfssl/Makefile against a .config (rules.mk reads
+    $(TOPDIR)/.config; the lock keeps parallel tests off the tree's .config)."""
+    with locked(tree.parent / f"{tree.name}.config.lock"):
+        (tree / ".config").write_text(config)
+        return subprocess.run(
+            ["make", "-s", "-C", "package/libs/wolfssl", f"TOPDIR={tree}", f"val.{var}"],
+            cwd=tree, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+
+def _config_text(sel: kconfig.Selection, *extra: str) -> str:
+    return "".join(f"{k}={v}\n" for k, v in sel.config.items()) + "".join(f"{e}\n" for e in extra)
+
+
+def test_wolfssl_makefile_minimal_arguments(patched: Path) -> None:
+    sel = kconfig.select(patched, WR902, use_wolfssl=True)
+    args = _wolfssl_make(patched, _config_text(sel), "CONFIGURE_ARGS")
+    assert args.returncode == 0, args.stderr
+    assert {"--disable-crypttests", "--enable-curve25519", "--enable-sp=p256"} <= set(
+        args.stdout.split()
+    )
+    ld = _wolfssl_make(patched, _config_text(sel), "TARGET_LDFLAGS").stdout
+    assert "--version-script=" in ld and "libwolfssl-minimal.map" in ld
+
+
+def test_wolfssl_makefile_benchmark_builds_crypttests(patched: Path) -> None:
+    sel = kconfig.select(
+        patched, WR902, use_wolfssl=True, extra=("CONFIG_PACKAGE_libwolfssl-benchmark=y",)
+    )
+    assert sel.config["CONFIG_PACKAGE_libwolfssl-benchmark"] == "y"
+    args = _wolfssl_make(patched, _config_text(sel), "CONFIGURE_ARGS").stdout.split()
+    assert "--enable-crypttests" in args and "--disable-crypttests" not in args
+    ld = _wolfssl_make(patched, _config_text(sel), "TARGET_LDFLAGS").stdout
+    assert "--version-script" not in ld  # the benchmark links wolfSSL_Malloc/Free
+
+
+def test_wolfssl_makefile_refuses_a_full_user(patched: Path) -> None:
+    """A package linking libwolfssl that the minimal library does not serve (as a feed package
+    would be: set by hand, since Kconfig already hides the core ones) stops the build, named."""
+    sel = kconfig.select(patched, WR902, use_wolfssl=True)
+    res = _wolfssl_make(
+        patched, _config_text(sel, "CONFIG_PACKAGE_eapol-test-wolfssl=y"), "CONFIGURE_ARGS"
+    )
+    assert res.returncode != 0
+    assert "WOLFSSL_MINIMAL is set, but eapol-test-wolfssl need the full libwolfssl" in res.stderr
+
+
+def _imagebuilder(tree: Path, sel: kconfig.Selection, dest: Path) -> Path:
+    """The files OpenWrt's target/imagebuilder/Makefile puts into an ImageBuilder, minus the
+    packages and kernel: enough for `make info` and the package list of `make image`."""
+    dest.mkdir()
+    for part in ("include", "scripts"):
+        shutil.copytree(tree / part, dest / part, symlinks=False)
+    for f in (
+        "rules.mk",
+        "target/imagebuilder/files/Makefile",
+        "tmp/.targetinfo",
+        "tmp/.packageinfo",
+    ):
+        shutil.copy2(tree / f, dest / Path(f).name)
+    (dest / "target" / "linux").mkdir(parents=True)
+    shutil.copy2(tree / "target/linux/Makefile", dest / "target/linux/Makefile")
+    for board in ("generic", "ath79"):
+        shutil.copytree(tree / "target/linux" / board, dest / "target/linux" / board)
+    (dest / ".config").write_text(_config_text(sel))
+    return dest
+
+
+def _ib(dest: Path, *args: str) -> str:
+    res = subprocess.run(["make", *args], cwd=dest, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def _default_packages(info: str) -> list[str]:
+    line = next(ln for ln in info.splitlines() if ln.startswith("Default Packages:"))
+    return line.split(":", 1)[1].split()
+
+
+def test_imagebuilder_info_and_removals(patched: Path, pristine: Path, tmp_path: Path) -> None:
+    need_tools("make", "perl")
+    on = _imagebuilder(patched, kconfig.select(patched, WR902, use_wolfssl=True), tmp_path / "on")
+    off = _imagebuilder(
+        patched, kconfig.select(patched, WR902, use_wolfssl=False), tmp_path / "off"
+    )
+    before = _imagebuilder(
+        pristine, kconfig.select(pristine, WR902, use_wolfssl=False), tmp_path / "before"
+    )
+    on_defaults = _default_packages(_ib(on, "info"))
+    assert {"libustream-wolfssl", "wpad-basic-wolfssl", "apk-wolfssl"} <= set(on_defaults)
+    assert not [p for p in on_defaults if "mbedtls" in p]
+    assert _ib(off, "info") == _ib(before, "info")  # off: the pristine ImageBuilder's output
+    user = "-wpad-basic-mbedtls -libustream-mbedtls libustream-openssl"
+    args = ("-s", "val.BUILD_PACKAGES", "USER_PROFILE=DEVICE_tplink_tl-wr902ac-v1")
+    on_pkgs = _ib(on, *args, f"USER_PACKAGES={user}").split()
+    assert "libustream-openssl" in on_pkgs
+    assert not [
+        p for p in on_pkgs if p.startswith(("wpad", "libustream-wolfssl")) or "mbedtls" in p
+    ]
+    off_pkgs = _ib(off, *args, f"USER_PACKAGES={user}").split()
+    assert off_pkgs == _ib(before, *args, f"USER_PACKAGES={user}").split()
