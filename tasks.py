@@ -247,15 +247,37 @@ def build_config(
         "check": "only check that every series applies; change nothing",
         "revert": "revert the applied series",
         "status": "list applied/unapplied patches per series",
-        "patches": "patches directory (default: this project's patches/)",
+        "patches": "patches directory (default: the series data/releases.toml names)",
+        "release": "the release whose series to use: 25.12.5 (default), snapshot",
+        "refresh": "re-generate the series against --tree with quilt; report offsets/fuzz",
+        "into": "with --refresh: write the refreshed series here (default: in place)",
     }
 )
 @guarded
-def patch(c, tree=None, check=False, revert=False, status=False, patches=None):
+def patch(
+    c,
+    tree=None,
+    check=False,
+    revert=False,
+    status=False,
+    patches=None,
+    release=None,
+    refresh=False,
+    into=None,
+):
     """Apply the USE_WOLFSSL patch set (patches/series and per-feed series) to an OpenWrt tree."""
     from openwrt_wolf.patchset import cli as patchset_cli
 
-    patchset_cli.main(tree, check=check, revert=revert, status=status, patches=patches)
+    patchset_cli.main(
+        tree,
+        check=check,
+        revert=revert,
+        status=status,
+        patches=patches,
+        release=release,
+        refresh=refresh,
+        into=into,
+    )
 
 
 @task(

@@ -5,9 +5,10 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 from ..errors import WolfError
-from ..paths import DATA_DIR
+from ..paths import DATA_DIR, PROJECT_ROOT
 
 DEFAULT_RELEASE = "25.12.5"
 
@@ -23,6 +24,15 @@ class Release:
     profiles_json: bool
     versions: dict[str, str] = field(default_factory=dict)
     date: str | None = None
+    patches: str | None = None  # the USE_WOLFSSL series that fits, relative to the project
+
+    def patches_dir(self) -> Path:
+        if not self.patches:
+            raise WolfError(
+                f"no USE_WOLFSSL series for OpenWrt {self.name}",
+                hint="refresh one: ./wolf patch --refresh --tree TREE --into patches/<dir>",
+            )
+        return PROJECT_ROOT / self.patches
 
     def target_url(self, base: str, target: str, subtarget: str) -> str:
         return f"{base.rstrip('/')}/{self.download}/targets/{target}/{subtarget}/"

@@ -5,9 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import term
+from ..catalogue import releases
 from ..errors import WolfError
 from ..host import hosttools
 from . import series
+
+
+def patches_dir(patches: str | None, release: str | None) -> Path:
+    """--patches DIR, else the series data/releases.toml names for --release (default 25.12.5)."""
+    if patches and release:
+        raise WolfError("--patches and --release exclude each other", hint="pick one")
+    if patches:
+        return Path(patches).expanduser().resolve()
+    return releases.get(release).patches_dir()
 
 
 def main(
@@ -17,15 +27,27 @@ def main(
     revert: bool = False,
     status: bool = False,
     patches: str | None = None,
+    release: str | None = None,
+    refresh: bool = False,
+    into: str | None = None,
 ) -> int:
-    if sum((check, revert, status)) > 1:
-        raise WolfError("--check, --revert and --status exclude each other", hint="pick one")
+    if sum((check, revert, status, refresh)) > 1:
+        raise WolfError(
+            "--check, --revert, --status and --refresh exclude each other", hint="pick one"
+        )
+    if into and not refresh:
+        raise WolfError("--into goes with --refresh", hint="add --refresh")
     if not tree:
-        raise WolfError("no tree given", hint="pass --tree PATH (an OpenWrt v25.12.5 checkout)")
+        raise WolfError("no tree given", hint="pass --tree PATH (an OpenWrt checkout)")
     hosttools.ensure("patch")
     root = Path(tree).expanduser().resolve()
-    all_series = series.load(Path(patches) if patches else series.PATCHES_DIR)
+    source = patches_dir(patches, release)
+    all_series = series.load(source)
     con = term.console()
+    if refresh:
+        return _refresh(
+            root, all_series, source, Path(into).expanduser().resolve() if into else source
+        )
     if status:
         for st in series.status(root, all_series):
             con.print(f"[bold]{st.series}[/] ({st.directory}): {st.state}")
@@ -40,6 +62,27 @@ def main(
         outcomes = series.apply(root, all_series, check=check)
     for o in outcomes:
         con.print(f"{o.action:16} {o.series:16} {len(o.patches)} patches  {o.directory}")
+    return 0
+
+
+def _refresh(root: Path, all_series: list[series.Series], source: Path, into: Path) -> int:
+    from . import refresh
+
+    con = term.console()
+    with con.status(f"quilt push/refresh of {source} against {root}"):
+        rep = refresh.refresh(root, all_series, source, into)
+    for p in rep.patches:
+        con.print(f"{p.state:10} {p.series:12} {p.name}", markup=False)
+        for h in p.hunks:
+            what = "FAILED" if h.failed else f"offset {h.offset:+d}, fuzz {h.fuzz}"
+            con.print(f"    {h.file} hunk #{h.hunk} at {h.line}: {what}", markup=False)
+    con.print(f"refreshed series written to {into}" if rep.ok else "stopped at a failing patch")
+    if not rep.ok:
+        bad = next(p for p in rep.patches if p.state == "failed")
+        raise WolfError(
+            f"{bad.name} does not apply to {root}",
+            hint="fix its rejected hunks by hand (quilt push -f; edit; quilt refresh), then rerun",
+        )
     return 0
 
 

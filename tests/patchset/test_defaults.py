@@ -1,10 +1,8 @@
 """Per-profile default package evaluation: Kconfig text written here by hand; the real scan of
-a pristine vs. patched v25.12.5 tree (fixture openwrt_tree_25125: $OPENWRT_TREE or the shared
-snapshot)."""
+a pristine vs. patched v25.12.5 tree (the shared snapshot, or $OPENWRT_TREE; in CI)."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,14 +65,13 @@ def test_not_a_tree(tmp_path: Path) -> None:
         defaults.collect(tmp_path)
 
 
-def test_real_tree_off_unchanged_on_swapped(openwrt_tree_25125: Path) -> None:
+def test_real_tree_off_unchanged_on_swapped(openwrt_tree_25125: Path, tmp_path: Path) -> None:
     need_tools("make", "perl", "gawk", "git")
     tree = openwrt_tree_25125
-    with tempfile.TemporaryDirectory() as tmp:
-        patched = defaults.patched_copy(tree, Path(tmp) / "p")
-        before = defaults.collect(tree)
-        off = defaults.collect(patched, use_wolfssl=False)
-        on = defaults.collect(patched, use_wolfssl=True)
+    patched = defaults.patched_copy(tree, tmp_path / "p")
+    before = defaults.collect(tree)
+    off = defaults.collect(patched, use_wolfssl=False)
+    on = defaults.collect(patched, use_wolfssl=True)
     assert defaults.compare(before, off) == []
     # facts from the v25.12.5 sources: these targets default to wpad-basic-mbedtls
     for t in defaults.DEFAULT_TARGETS:
@@ -84,6 +81,17 @@ def test_real_tree_off_unchanged_on_swapped(openwrt_tree_25125: Path) -> None:
     assert "wpad-basic-wolfssl" in wr902 and "libustream-wolfssl" in wr902
     assert not any("mbedtls" in p for p in wr902)
     assert "wpad-basic-wolfssl" in on.targets["malta/be"].profiles["Default"]
+
+
+def test_real_tree_all_targets_off_unchanged(openwrt_tree_25125: Path, tmp_path: Path) -> None:
+    """Every profile of every target: OpenWrt's own scan of the pristine and the patched tree."""
+    need_tools("make", "perl", "gawk", "git")
+    cmp = defaults.compare_tree(openwrt_tree_25125, ("all",), tmp_path)
+    assert len(cmp.targets) > 100 and cmp.profiles > 2000  # v25.12.5: 104 targets, 2,300
+    assert cmp.off_changes == []
+    assert len(cmp.on_changes) == cmp.profiles  # libustream swaps in every profile
+    swapped = {p for c in cmp.on_changes for p in c.added}
+    assert swapped <= {"libustream-wolfssl", "wpad-basic-wolfssl", "uencrypt-wolfssl"}
 
 
 def test_comparison_round_trips() -> None:
