@@ -89,9 +89,9 @@ def test_apk_backend_calls_only_exported_wolfcrypt() -> None:
     assert [c for c in sorted(called) if not any(fnmatch.fnmatchcase(c, g) for g in globs)] == []
 
 
-def _new_file(patch: str, path: str) -> str:
+def _new_file(patch: str, path: str, patches: Path = PATCHES) -> str:
     """The text a patch gives the new file `path`."""
-    section = (PATCHES / patch).read_text().split(f"+++ b/{path}\n", 1)[1]
+    section = (patches / patch).read_text().split(f"+++ b/{path}\n", 1)[1]
     lines = section.splitlines()[1:]  # [1:] skips the @@ line
     end = next((i for i, ln in enumerate(lines) if not ln.startswith("+")), len(lines))
     return "".join(ln[1:] + "\n" for ln in lines[:end])
@@ -163,3 +163,36 @@ def test_make_swap_function_of_patch_0002(tmp_path: Path) -> None:
         "libmbedtls",  # not a default-package variant: left alone
         "apk-wolfssl",
     ]
+
+
+@pytest.mark.parametrize(
+    ("patch", "path"),
+    [
+        (
+            "0003-wolfssl-add-minimal-build-and-ECC-choice.patch",
+            "package/libs/wolfssl/files/libwolfssl-minimal.map",
+        ),
+        (
+            "0004-apk-add-wolfssl-variant.patch",
+            "package/system/apk/patches/0200-crypto-add-wolfssl-backend.patch",
+        ),
+        (
+            "0005-ustream-ssl-native-wolfssl-backend.patch",
+            "package/libs/ustream-ssl/patches/100-add-native-wolfssl-backend.patch",
+        ),
+    ],
+)
+def test_main_series_carries_the_same_new_files(patch: str, path: str) -> None:
+    """patches/main is the 25.12.5 series refreshed: the files it adds are the same."""
+    assert _new_file(patch, path, PATCHES / "main") == _new_file(patch, path)
+
+
+def test_main_series_has_the_same_patches_and_minimal_list() -> None:
+    main = PATCHES / "main"
+    names = [p.name for p in series.load(main)[0].patches]
+    assert names == [p.name for p in series.load(PATCHES)[0].patches]
+    block = "0003-wolfssl-add-minimal-build-and-ECC-choice.patch"
+    added = {ln for ln in (main / block).read_text().splitlines() if ln.startswith("+\t--")}
+    assert added == {
+        ln for ln in (PATCHES / block).read_text().splitlines() if ln.startswith("+\t--")
+    }
