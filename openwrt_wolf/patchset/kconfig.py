@@ -75,13 +75,15 @@ def _tool_path(work: Path) -> dict[str, str]:
 
 
 def _digest(tree: Path, patches_dir: Path | None, feed: Path | None) -> str:
+    """The tree's path (snapshots are extracted once, never edited), the series' patches in
+    order, and the feed's files."""
     h = hashlib.sha256(str(tree.resolve()).encode())
-    for root in (patches_dir, feed):
-        if root is None:
-            h.update(b"-")
-            continue
-        for f in sorted(p for p in root.rglob("*") if p.is_file()):
-            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    for s in series.load(patches_dir) if patches_dir else []:
+        for p in s.patches:
+            h.update(f"{s.name}\0{p.name}\0{p.sha256()}\0".encode())
+    if feed:
+        for f in sorted(p for p in feed.rglob("*") if p.is_file()):
+            h.update(str(f.relative_to(feed)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
 
