@@ -140,3 +140,24 @@ def test_project_series_is_clean_on_its_release(openwrt_tree_25125: Path, tmp_pa
         (p.name, "clean") for p in series.load(src)[0].patches
     }
     assert [p.state for p in rep.patches if p.series == "feeds/luci"] == ["copied"]
+
+
+def test_cli_option_errors(tmp_path: Path) -> None:
+    from openwrt_wolf.patchset import cli
+
+    with pytest.raises(WolfError, match="--into goes with --refresh"):
+        cli.main(str(tmp_path), into=str(tmp_path / "x"))
+    with pytest.raises(WolfError, match="exclude each other"):
+        cli.main(str(tmp_path), refresh=True, check=True)
+    with pytest.raises(WolfError, match="no USE_WOLFSSL series for OpenWrt 24.10.8"):
+        cli.main(str(tmp_path), release="24.10.8")
+    with pytest.raises(WolfError, match="--patches and --release exclude each other"):
+        cli.main(str(tmp_path), release="snapshot", patches=str(tmp_path))
+
+
+def test_release_data_names_existing_series() -> None:
+    from openwrt_wolf.catalogue import releases
+
+    for name in ("25.12.5", "snapshot"):
+        d = releases.get(name).patches_dir()
+        assert (d / "series").is_file() and series.load(d)[0].patches
