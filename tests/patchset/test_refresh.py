@@ -149,7 +149,7 @@ def test_cli_option_errors(tmp_path: Path) -> None:
         cli.main(str(tmp_path), into=str(tmp_path / "x"))
     with pytest.raises(WolfError, match="exclude each other"):
         cli.main(str(tmp_path), refresh=True, check=True)
-    with pytest.raises(WolfError, match="no USE_WOLFSSL series for OpenWrt 24.10.8"):
+    with pytest.raises(WolfError, match=r"no USE_WOLFSSL series for OpenWrt 24\.10\.8"):
         cli.main(str(tmp_path), release="24.10.8")
     with pytest.raises(WolfError, match="--patches and --release exclude each other"):
         cli.main(str(tmp_path), release="snapshot", patches=str(tmp_path))
