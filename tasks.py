@@ -175,7 +175,7 @@ def fit(c, device, image=None, kernel=None, rootfs=None, release=None, check=Fal
         "queue": "build on workers (docs/build-farm.md): redis://[:PASS@]HOST:PORT/DB, or env "
         "($OPENWRT_WOLF_QUEUE); one job per device and flavour",
         "retries": "with --queue: times a failed or abandoned job is tried again (default 2)",
-        "job_timeout": "with --queue: seconds one build may take on a worker (default 14400)",
+        "worker_timeout": "with --queue: seconds one build may take on a worker (default 14400)",
     }
 )
 @guarded
@@ -183,7 +183,7 @@ def build(
     c, flavour, device, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=1, force=False, store=None, luci_https=False, packages=None,
     files=None, feed=None, patches=None, report=True, queue=None, retries=None,
-    job_timeout=None,
+    worker_timeout=None,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     from openwrt_wolf.build import cli as build_cli
@@ -193,7 +193,7 @@ def build(
         flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
         imagebuilder=imagebuilder, sdk=sdk, tree=tree, jobs=j, force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
-        queue=queue, retries=retries, job_timeout=job_timeout,
+        queue=queue, retries=retries, worker_timeout=worker_timeout,
     )  # fmt: skip
     if report:
         report_cli.main(

@@ -37,7 +37,7 @@ def main_args(
     patches: str | None = None,
     queue: str | None = None,
     retries: str | None = None,
-    job_timeout: str | None = None,
+    worker_timeout: str | None = None,
 ) -> list[Outcome]:
     """tasks.py's arguments as typed Options; with --queue, built by the queue's workers."""
 
@@ -69,8 +69,8 @@ def main_args(
     if queue:
         from ..queue import cli as queue_cli
 
-        return queue_cli.build(opts, queue, retries=retries, job_timeout=job_timeout)
-    for name, v in (("--retries", retries), ("--job-timeout", job_timeout)):
+        return queue_cli.build(opts, queue, retries=retries, worker_timeout=worker_timeout)
+    for name, v in (("--retries", retries), ("--worker-timeout", worker_timeout)):
         if v is not None:
             raise WolfError(f"{name} is for builds on a queue", hint="add --queue redis://...")
     return main(opts)

@@ -20,7 +20,7 @@ from .url import BUILDS, QueueURL
 
 
 def build(
-    opts: Options, queue: str, *, retries: str | None = None, job_timeout: str | None = None
+    opts: Options, queue: str, *, retries: str | None = None, worker_timeout: str | None = None
 ) -> list[Outcome]:
     """The matrix on the queue: the table as a local build prints it; failed requests make
     one error line after it (their errors are in the store, kind build-failure)."""
@@ -29,7 +29,9 @@ def build(
     q = QueueURL.parse(queue)
     s = coordinator.Settings(
         retries=_int("--retries", retries if retries is not None else 2, 0),
-        timeout=_int("--job-timeout", job_timeout if job_timeout is not None else 4 * 3600, 1),
+        timeout=_int(
+            "--worker-timeout", worker_timeout if worker_timeout is not None else 4 * 3600, 1
+        ),
     )
     run = coordinator.build(opts, q, s)
     outs = [run.outcomes[j.key] for j in run.planned if j.key in run.outcomes]
