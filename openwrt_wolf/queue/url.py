@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import redis
 
@@ -88,4 +88,6 @@ def redact(url: str) -> str:
 def scrub(text: str, url: str) -> str:
     """Text (an error message, a log line) with the URL's password removed."""
     pw = urlsplit(url).password
-    return text.replace(pw, "***") if pw else text
+    for p in {pw, unquote(pw)} if pw else ():  # as written in the URL, and as sent to Redis
+        text = text.replace(p, "***")
+    return text
