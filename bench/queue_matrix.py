@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from openwrt_wolf.host import openwrt_tools, upstream  # noqa: E402
 from tests.queue.redisd import running  # noqa: E402
 from tests.standin import make_standin  # noqa: E402
 
@@ -93,7 +94,12 @@ def queued(base: Path, warm: Path, url: str, mirror: Path, n: int) -> float:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="wolf-bench-queue-") as tmp:
         base = Path(tmp)
-        mirror = make_standin.make_server(base / "mirror", ("ath79/generic", "ramips/mt76x8"))
+        mirror = make_standin.make_server(
+            base / "mirror",
+            ("ath79/generic", "ramips/mt76x8"),
+            tree=upstream.openwrt_tree("25.12.5"),
+            tools=openwrt_tools.ensure(),
+        )
         warm = base / "warm"
         invoke(
             [*BUILD, "--mirror", str(mirror), "-j", "2"],

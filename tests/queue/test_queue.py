@@ -28,6 +28,7 @@ from rq.job import Job
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
 
+from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.conftest import need_tools
 from tests.queue.redisd import Redis, free_port, redis_server
 from tests.sshd_router import _tree
@@ -64,10 +65,15 @@ SAME = (
 
 
 @pytest.fixture(scope="module")
-def mirror(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mirror(
+    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+) -> Path:
     need_tools(*TOOLS)
     return make_standin.make_server(
-        tmp_path_factory.mktemp("mirror"), ("ath79/generic", "ramips/mt76x8")
+        tmp_path_factory.mktemp("mirror"),
+        ("ath79/generic", "ramips/mt76x8"),
+        tree=openwrt_tree_25125,
+        tools=openwrt_tools,
     )
 
 
