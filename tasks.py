@@ -181,13 +181,18 @@ def fit(
         "tree": "an OpenWrt source tree (selects the buildroot backend)",
         "patches": "patch set the buildroot backend applies (default: this project's patches/)",
         "report": "print the size report of the devices built (default on; --no-report)",
+        "queue": "build on workers (docs/build-farm.md): redis://[:PASS@]HOST:PORT/DB, or env "
+        "($OPENWRT_WOLF_QUEUE); one job per device and flavour",
+        "retries": "with --queue: times a failed or abandoned job is tried again (default 2)",
+        "worker_timeout": "with --queue: seconds one build may take on a worker (default 14400)",
     }
 )
 @guarded
 def build(
     c, flavour=None, device=None, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=None, force=False, store=None, luci_https=False, packages=None,
-    files=None, feed=None, patches=None, report=True,
+    files=None, feed=None, patches=None, report=True, queue=None, retries=None,
+    worker_timeout=None,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     from openwrt_wolf.build import cli as build_cli
@@ -200,6 +205,7 @@ def build(
         imagebuilder=imagebuilder, sdk=sdk, tree=tree,
         jobs=integer(j, "-j", default=1, minimum=1), force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
+        queue=queue, retries=retries, worker_timeout=worker_timeout,
     )  # fmt: skip
     if report:
         report_cli.main(
@@ -379,15 +385,32 @@ def vm(c, image=None, ssh=False, rootfs=None, initrd=None, append=None, memory=N
         "accept_new": "router: accept and remember its host key on first contact",
         "known_hosts": "router: known_hosts file (default ~/.ssh/known_hosts)",
         "wait_up": "router: seconds to wait for it to come back after each reboot (default 180)",
+        "queue": "router: measure through its worker, redis://[:PASS@]HOST:PORT/DB#NAME",
     }
 )
 @guarded
 def measure_memory(
     c, device=None, flavour=None, image=None, release=None, boots=None, idle=None, memory=None,
     rootfs=None, initrd=None, append=None, store=None, host=None, port=None, user=None,
-    key=None, password=False, accept_new=False, known_hosts=None, wait_up=None,
+    key=None, password=False, accept_new=False, known_hosts=None, wait_up=None, queue=None,
 ):  # fmt: skip
     """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
+    if queue:
+        from openwrt_wolf.queue import cli as queue_cli
+
+        queue_cli.measure_memory(
+            queue=queue, host=host, device=device, flavour=flavour, release=release,
+            boots=integer(boots, "--boots", default=3), idle=number(idle, "--idle", default=10.0),
+            wait_up=number(wait_up, "--wait-up", default=180.0),
+            port=integer(port, "--port", default=0, minimum=1) or None, user=user,
+            accept_new=accept_new,
+            local={"image": image, "memory": integer(memory, "--memory", default=0, minimum=0),
+                   "rootfs": rootfs, "initrd": initrd,
+                   "append": append, "key": key, "known_hosts": known_hosts,
+                   "password": password},
+            store_dir=store,
+        )  # fmt: skip
+        return
     from openwrt_wolf.measure import cli as measure_cli
 
     ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
@@ -398,6 +421,40 @@ def measure_memory(
         idle=number(idle, "--idle", default=10.0), memory=integer(memory, "--memory", default=0,
         minimum=0), rootfs=rootfs, initrd=initrd, append=append, store=store, host=host,
         ssh=ssh, wait_up=number(wait_up, "--wait-up", default=180.0),
+    )  # fmt: skip
+
+
+# --- queue (issue 16) -----------------------------------------------------------------
+
+
+@task(
+    help={
+        "queue": "redis://[:PASS@]HOST:PORT/DB[#NAME]: NAME is builds (default) or a router's or "
+        "VM host's queue; env (the default) reads $OPENWRT_WOLF_QUEUE",
+        "mirror": "where this worker downloads ImageBuilders (URL or directory)",
+        "artifacts": "shared DIR or http(s) URL taking PUT to copy images to (default: they "
+        "stay on this worker)",
+        "store": "this worker's own results store (its cached builds)",
+        "name": "worker name (default HOST-PID)",
+        "burst": "stop when the queue is empty",
+        "heartbeat": "seconds between heartbeats; a dead worker's job is retried after 3 missed "
+        "(default 20)",
+        "key": "SSH key for the routers of a measurement queue",
+        "known_hosts": "known_hosts file for those routers",
+    }
+)
+@guarded
+def worker(
+    c, queue=None, mirror=None, artifacts=None, store=None, name=None, burst=False,
+    heartbeat=None, key=None, known_hosts=None,
+):  # fmt: skip
+    """Run queued builds and measurements on this machine (`build --queue` sends them)."""
+    from openwrt_wolf.queue import cli as queue_cli
+
+    queue_cli.worker(
+        queue=queue, artifacts_to=artifacts, mirror=mirror, store_dir=store, name=name,
+        burst=burst, heartbeat=integer(heartbeat, "--heartbeat", default=20, minimum=1), key=key,
+        known_hosts=known_hosts,
     )  # fmt: skip
 
 
@@ -423,6 +480,8 @@ def measure_memory(
         "trust_new_key_after_wipe": "after sysupgrade -n: accept the router's new host key and, "
         "if the key login is refused, a fresh install's blank root password (off: stop and "
         "print the new fingerprint)",
+        "queue": "flash through the router's worker, redis://[:PASS@]HOST:PORT/DB#NAME (the "
+        "image on its --artifacts storage)",
     }
 )
 @guarded
@@ -443,8 +502,23 @@ def flash(
     wait_up=None,
     store=None,
     trust_new_key_after_wipe=False,
+    queue=None,
 ):
     """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
+    if queue:
+        from openwrt_wolf.queue import cli as queue_cli
+
+        queue_cli.flash(
+            queue=queue,
+            device=required(device, "--device", hint="e.g. --device tl-wr902ac"),
+            host=required(host, "--host", hint="the router's address, e.g. --host 192.168.1.1"),
+            port=integer(port, "--port", default=22, minimum=1), user=user, image=image,
+            flavour=flavour, keep_settings=keep_settings, accept_new=accept_new,
+            release=release, wait_up=number(wait_up, "--wait-up", default=300.0),
+            local={"key": key, "password": password, "known_hosts": known_hosts},
+            store_dir=store,
+        )  # fmt: skip
+        return
     from openwrt_wolf.targets import cli as targets_cli
 
     targets_cli.flash(

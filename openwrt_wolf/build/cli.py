@@ -35,8 +35,11 @@ def main_args(
     files: str | None,
     feed: str | None = None,
     patches: str | None = None,
+    queue: str | None = None,
+    retries: str | None = None,
+    worker_timeout: str | None = None,
 ) -> list[Outcome]:
-    """tasks.py's arguments as typed Options."""
+    """tasks.py's arguments as typed Options; with --queue, built by the queue's workers."""
 
     def path(p: str | None) -> Path | None:
         return Path(p).expanduser() if p else None
@@ -45,30 +48,42 @@ def main_args(
         n = int(jobs)
     except ValueError:
         raise WolfError(f"-j {jobs!r} is not a number") from None
-    return main(
-        Options(
-            flavour=flavour,
-            device=device,
-            release=release,
-            backend=backend,
-            mirror=mirror,
-            imagebuilder=path(imagebuilder),
-            sdk=path(sdk),
-            tree=path(tree),
-            jobs=n,
-            force=force,
-            store=store,
-            luci_https=luci_https,
-            packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
-            files=path(files),
-            feed=path(feed),
-            patches=path(patches),
-        )
+    opts = Options(
+        flavour=flavour,
+        device=device,
+        release=release,
+        backend=backend,
+        mirror=mirror,
+        imagebuilder=path(imagebuilder),
+        sdk=path(sdk),
+        tree=path(tree),
+        jobs=n,
+        force=force,
+        store=store,
+        luci_https=luci_https,
+        packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
+        files=path(files),
+        feed=path(feed),
+        patches=path(patches),
     )
+    if queue:
+        from ..queue import cli as queue_cli
+
+        return queue_cli.build(opts, queue, retries=retries, worker_timeout=worker_timeout)
+    for name, v in (("--retries", retries), ("--worker-timeout", worker_timeout)):
+        if v is not None:
+            raise WolfError(f"{name} is for builds on a queue", hint="add --queue redis://...")
+    return main(opts)
 
 
 def main(opts: Options) -> list[Outcome]:
     outcomes = build(opts)
+    show(outcomes)
+    return outcomes
+
+
+def show(outcomes: list[Outcome]) -> None:
+    """The builds' table, OpenWrt's warnings and the image paths (stdout)."""
     table = Table(title=f"openwrt-wolf builds ({len(outcomes)})")
     for col in ("device", "flavour", "verdict", "image B", "checked B", "limit B",
                 "headroom B", "", "record"):  # fmt: skip
@@ -95,7 +110,6 @@ def main(opts: Options) -> list[Outcome]:
         img = o.record.image()
         if img:
             con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}")
-    return outcomes
 
 
 def render(

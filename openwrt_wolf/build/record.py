@@ -86,6 +86,9 @@ class BuildRecord:
     sdk: str | None = None  # sdk backend: the SDK used (archive name or path)
     sdk_sha256: str | None = None  # of the SDK archive, when downloaded
     config: dict[str, str] = field(default_factory=dict)  # buildroot: the checked .config symbols
+    # the queue worker that built it (docs/build-farm.md): artifact paths are on its disk, or
+    # on the shared storage its --artifacts named; "" for a local build
+    worker: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -1,0 +1,77 @@
+"""Image files to shared storage: ``--artifacts DIR`` (a directory every machine mounts) or
+``--artifacts URL`` (an HTTP server that takes PUT, e.g. nginx with dav_methods PUT).
+
+Files go to <DIR|URL>/<request key>/<name>; the record's artifact paths and log then name
+that place, and their sha256 stays what the worker measured."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from ..build.record import BuildRecord
+from ..errors import WolfError
+from ..hashing import file_sha256
+from .url import redact
+
+
+def is_url(dest: str) -> bool:
+    return dest.startswith(("http://", "https://"))
+
+
+def publish(rec: BuildRecord, dest: str) -> BuildRecord:
+    files = [Path(a["path"]) for a in rec.artifacts] + [Path(rec.log)]
+    names = [a["name"] for a in rec.artifacts] + ["build.log"]
+    if is_url(dest):
+        where = _put_all(files, names, dest.rstrip("/") + "/" + rec.key)
+    else:
+        where = _copy_all(files, names, Path(dest).expanduser().resolve() / rec.key)
+    arts: list[dict[str, Any]] = []
+    for a in rec.artifacts:
+        arts.append({**a, "path": f"{where}/{a['name']}"})
+    return dataclasses.replace(rec, artifacts=arts, log=f"{where}/build.log")
+
+
+def _copy_all(files: list[Path], names: list[str], into: Path) -> str:
+    """Copy into a temporary directory beside INTO, then rename: readers see all or nothing."""
+    tmp = into.with_name(f".{into.name}.{os.getpid()}.partial")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for f, n in zip(files, names, strict=True):
+            (tmp / n).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, tmp / n)
+            if n != "build.log" and file_sha256(tmp / n) != file_sha256(f):
+                raise WolfError(f"--artifacts: {tmp / n} differs from {f} after copying")
+        shutil.rmtree(into, ignore_errors=True)
+        os.replace(tmp, into)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WolfError(
+            f"--artifacts {into.parent}: {e.strerror or e}",
+            hint="is the shared directory writable?",
+        ) from None
+    return str(into)
+
+
+def _put_all(files: list[Path], names: list[str], base: str) -> str:
+    shown = redact(base)
+    for f, n in zip(files, names, strict=True):
+        try:
+            with f.open("rb") as fh:
+                r = requests.put(f"{base}/{n}", data=fh, timeout=300)
+        except requests.RequestException as e:
+            raise WolfError(f"--artifacts {shown}/{n}: {type(e).__name__}") from None
+        if r.status_code not in (200, 201, 204):
+            raise WolfError(f"--artifacts {shown}/{n}: HTTP {r.status_code}")
+    return shown
+
+
+def shown(dest: str | None) -> str:
+    if not dest:
+        return "stay on this worker"
+    return redact(dest) if is_url(dest) else str(Path(dest).expanduser().resolve())
