@@ -18,7 +18,7 @@ from openwrt_wolf.footprint import apk
 from tests.conftest import need_tools, unavailable
 from tests.footprint.adbfile import ADB, SIG, AdbFile, signature_block
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds
 
 LIBS = ("wolfssl", "openssl", "mbedtls")
 SIGNERS = ("wolfssl", "openssl")  # apk 3.0.5's mbedtls backend cannot sign (docs/patches.md)

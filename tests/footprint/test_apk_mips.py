@@ -14,7 +14,7 @@ from openwrt_wolf.footprint import apk, lab, report, spec
 from openwrt_wolf.footprint.model import Footprint
 from tests.conftest import need_tools
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds
 
 CROSS = ("mips-linux-gnu-gcc", "mips-linux-gnu-readelf", "mips-linux-gnu-nm", "qemu-mips-static")
 TOOLS = (

@@ -28,6 +28,10 @@ from openwrt_wolf.host import upstream
 from openwrt_wolf.patchset import symbols
 from tests.conftest import _openwrt_tree, need_tools, unavailable
 
+# A cold run builds the libraries (OpenSSL: minutes) inside the first test's fixture, and a
+# second xdist worker waits on the same build's lock: pytest's 900 s default is too short then.
+pytestmark = pytest.mark.timeout(2700)
+
 HOST_TOOLS = (
     "openssl",
     "cmake",
