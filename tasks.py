@@ -515,6 +515,7 @@ def flash(
             port=integer(port, "--port", default=22, minimum=1), user=user, image=image,
             flavour=flavour, keep_settings=keep_settings, accept_new=accept_new,
             release=release, wait_up=number(wait_up, "--wait-up", default=300.0),
+            trust_new_key_after_wipe=trust_new_key_after_wipe,
             local={"key": key, "password": password, "known_hosts": known_hosts},
             store_dir=store,
         )  # fmt: skip

@@ -213,6 +213,7 @@ def flash(
     wait_up: float,
     local: dict[str, Any],
     store_dir: str | None,
+    trust_new_key_after_wipe: bool = False,
 ) -> list[Path]:
     """`invoke flash --queue URL#NAME`: the router's worker flashes an image from the shared
     storage (--image PATH there, or the newest build record of --flavour)."""
@@ -243,6 +244,7 @@ def flash(
         "release": release,
         "keep_settings": keep_settings,
         "accept_new": accept_new,
+        "trust_new_key_after_wipe": trust_new_key_after_wipe,
         "wait_up": wait_up,
         "image": str(img.path.resolve()),
         "image_sha256": img.sha256,

@@ -64,6 +64,7 @@ SPECS: dict[str, dict[str, Callable[[Any], bool]]] = {
         "release": _name,
         "keep_settings": lambda v: type(v) is bool,
         "accept_new": lambda v: type(v) is bool,
+        "trust_new_key_after_wipe": lambda v: type(v) is bool,
         "wait_up": _count(1, 3600, (int, float)),
         # a file on the shared storage (the worker's --artifacts DIR) and its sha256
         "image": lambda v: isinstance(v, str) and v.startswith("/") and len(v) < 4096,
@@ -145,6 +146,7 @@ def _flash(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
         accept_new=o["accept_new"],
         release=o["release"],
         known_hosts=s.known_hosts,
+        trust_new_key_after_wipe=o["trust_new_key_after_wipe"],
         wait_up=float(o["wait_up"]),
         store=str(into),
     )

@@ -172,6 +172,7 @@ def test_flash_on_the_router_queue_from_shared_storage(
                 "wolfssl",
                 "--wait-up",
                 "60",
+                "--trust-new-key-after-wipe",  # the stand-in router gets a new key, as after -n
                 "--queue",
                 url,
                 "--store",
@@ -210,6 +211,7 @@ def test_flash_job_outside_the_shared_storage_is_refused(
         "release": None,
         "keep_settings": False,
         "accept_new": False,
+        "trust_new_key_after_wipe": False,
         "wait_up": 5,
         "image": "/etc/passwd",
         "image_sha256": hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest(),
