@@ -280,6 +280,10 @@ def _wait_listening_quiet(port: int, proc: subprocess.Popen[bytes]) -> None:
 def _fetch(
     ub: userland.UserlandBuild, pki: Path, url: str, ca: str = "ca.crt"
 ) -> subprocess.CompletedProcess[str]:
+    try:  # uclient-fetch resolves "localhost" with the C library, from /etc/hosts
+        socket.getaddrinfo("localhost", None)
+    except OSError:
+        unavailable("the name localhost does not resolve here (no /etc/hosts entry)")
     argv = ub.command(ub.uclient_fetch, "--ca-certificate", str(pki / ca), "-O", "-", url)
     return subprocess.run(argv, env=ub.env(), capture_output=True, text=True, timeout=TIMEOUT)
 

@@ -52,7 +52,9 @@ def running(d: Path) -> Iterator[Redis]:
         deadline = time.monotonic() + 30
         while True:
             with contextlib.suppress(redis.RedisError):
-                if redis.Redis(port=r.port, password=r.password, socket_timeout=2).ping():
+                if redis.Redis(
+                    host="127.0.0.1", port=r.port, password=r.password, socket_timeout=2
+                ).ping():
                     break
             if proc.poll() is not None or time.monotonic() > deadline:
                 log = (d / "redis.log").read_text() if (d / "redis.log").exists() else ""
