@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from .. import paths
+from ..perf.model import CRYPTO
 from ..results.store import FileStore, Record
 from .model import Figure, Row, Source, Table
 from .sizereport import Cell, DeviceReport, Footprint
@@ -125,9 +126,25 @@ def _memory_rows(devices: list[DeviceReport]) -> list[Row]:
     return rows
 
 
+def _crypto_metrics(data: dict[str, Any]) -> list[tuple[str, float, str | None]]:
+    """(name, value, unit) of the performance lab's crypto record (perf.model.CryptoSpeed,
+    kind "perf-crypto"): ms per public-key operation, MiB/s per cipher and block size."""
+    out: list[tuple[str, float, str | None]] = []
+    for op, ms in (data.get("ms_per_op") or {}).items():
+        if isinstance(ms, int | float):
+            out.append((f"{op}_ms", ms, "ms"))
+    for cipher, by_size in (data.get("mib_per_s") or {}).items():
+        for size, v in (by_size if isinstance(by_size, dict) else {}).items():
+            if isinstance(v, int | float) and str(size).isdigit():
+                out.append((f"{cipher}_{int(size) // 1024}k", v, "MiB/s"))
+    return out
+
+
 def _perf_metrics(data: dict[str, Any]) -> list[tuple[str, float, str | None]]:
     """(name, value, unit) of a perf record: data["metrics"] as {name: {value, unit}} or
-    [{name, value, unit}]."""
+    [{name, value, unit}]; or a crypto record of the performance lab."""
+    if "ms_per_op" in data or "mib_per_s" in data:
+        return _crypto_metrics(data)
     raw = data.get("metrics")
     items: list[dict[str, Any]] = []
     if isinstance(raw, dict):
@@ -154,12 +171,15 @@ def _perf_rows(records: list[Record], wanted: set[str] | None) -> tuple[list[Row
         if not flav or (wanted and flav not in wanted):
             continue
         d = rec.data
-        emulated = d.get("emulated")
+        raw_where = d.get("where")  # perf-crypto records say where in data["where"]
+        where: dict[str, Any] = raw_where if isinstance(raw_where, dict) else {}
+        emulated = d.get("emulated", where.get("emulated"))
         setting = "emulated" if emulated is True else "hardware" if emulated is False else "unknown"
-        tgt = d.get("target")
+        tgt = d.get("target", where.get("target"))
         if isinstance(tgt, str) and tgt:
             setting += f" ({tgt})"
-        src = Source(f"store:perf/{rec.key}", rec.created, rec.device or d.get("arch"), setting)
+        arch = rec.device or d.get("arch")
+        src = Source(f"store:{rec.kind}/{rec.key}", rec.created, arch, setting)
         for name, value, unit in _perf_metrics(d):
             m = known.get(name)
             if m and unit and unit != m.unit:
@@ -197,7 +217,8 @@ def tables(
     """The three tables; a table with no rows is still listed (the renderers say 'no records')."""
     perf = [
         r
-        for r in store.query("perf")
+        for kind in ("perf", CRYPTO)  # the performance lab's crypto records (perf.model)
+        for r in store.query(kind)
         if not wanted_devices or r.device is None or r.device in wanted_devices
     ]
     perf_rows, notes = _perf_rows(perf, wanted_flavours)
