@@ -158,6 +158,41 @@ def fit(
     )
 
 
+@task(
+    name="what-if",
+    help={
+        "from": "an output directory (bin/targets/<t>/<s>/) with the image of one flavour",
+        "image": "a sysupgrade image of one flavour (instead of --from)",
+        "flavour": "the flavour to predict: mbedtls, wolfssl or openssl",
+        "device": "device profile or alias (when the name or directory does not say)",
+        "packages": "the packages directory the flavours come from (index.json + archives)",
+        "release": "OpenWrt release (default: from profiles.json or the image's openwrt_release)",
+        "store": "results store directory (default ./results or $OPENWRT_WOLF_STORE)",
+        "check": "exit 1 when the predicted sysupgrade image is too big",
+        "json": "print the prediction as JSON instead of a table",
+    },
+)
+@guarded
+def what_if(
+    c, from_=None, image=None, flavour=None, device=None, packages=None, release=None,
+    store=None, check=False, json=False,
+):  # fmt: skip
+    """Would flavour F fit? Swap the TLS stack in a built image and repack it, no rebuild."""
+    from openwrt_wolf.firmware import cli as firmware_cli
+
+    firmware_cli.whatif_main(
+        flavour=required(flavour, "--flavour", hint="e.g. --flavour openssl"),
+        image=image,
+        from_dir=from_,
+        device=device,
+        packages=packages,
+        release=release,
+        store_dir=store,
+        as_json=json,
+        check=check,
+    )
+
+
 # --- build (issue 3) -------------------------------------------------------------------
 
 

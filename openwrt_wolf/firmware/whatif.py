@@ -1,0 +1,395 @@
+"""Would flavour F fit? Predicted from a built image of another flavour, without a rebuild.
+
+The root filesystem is unpacked (OpenWrt's unsquashfs4), the TLS stack's packages are swapped
+for F's as the build would swap them (data/flavours.toml: the same replace and luci_https rules
+build/packages.py gives the ImageBuilder), the dependencies follow (a library only the removed
+packages needed goes, F's come in), and the tree is packed again with OpenWrt's mksquashfs4 and
+include/image.mk's options at the image's own block size and timestamp. The fit model
+(fit.evaluate) then takes the image's kernel and the new rootfs: sysupgrade and factory image.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import paths, proc
+from ..build import packages as flavour_rules
+from ..catalogue import devices, flavours, releases
+from ..catalogue.devices import Device
+from ..errors import WolfError
+from ..host import openwrt_tools
+from . import artifacts, fit, pkgsource
+from .imageformats import squashfs_sb
+
+KIND = "what-if"
+# include/image.mk (25.12.5): Image/mkfs/squashfs-common and SQUASHFSOPT with CONFIG_SQUASHFS_XZ,
+# no BCJ filter on MIPS (LINUX_KARCH mips), no SELinux, 4 block and 4 small readers
+# (config/Config-images.in defaults). "-b" is the image's own block size.
+MKSQUASHFS_OPTIONS = (
+    "-nopad", "-noappend", "-root-owned",
+    "-comp", "xz", "-Xpreset", "9", "-Xe", "-Xlc", "0", "-Xlp", "2", "-Xpb", "2",
+)  # fmt: skip
+MKSQUASHFS_PSEUDO = ("-p", "/dev d 755 0 0", "-p", "/dev/console c 600 0 0 5 1")
+MKSQUASHFS_TAIL = ("-no-xattrs", "-block-readers", "4", "-small-readers", "4")
+_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Swap:
+    removed: tuple[str, ...]  # packages that leave the image
+    added: tuple[str, ...]  # packages that come in
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    profile: str
+    release: str
+    source: str  # the image or directory read
+    flavour_from: str
+    flavour_to: str
+    installed_from: str  # where the installed package list came from
+    package_source: str
+    removed: list[str]
+    added: list[str]
+    squashfs_block: int
+    rootfs_from: int  # bytes of the image's squashfs
+    rootfs_to: int  # bytes of the repacked squashfs (the prediction)
+    fit_from: dict[str, Any]  # fit.FitReport.to_dict() of the image as it is
+    fit_to: dict[str, Any]  # ... with F's rootfs
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- which packages change -------------------------------------------------------------
+
+
+def _slots(release: str) -> list[str]:
+    """The TLS-dependent package slots, named as in the default (Mbed TLS) image."""
+    out: set[str] = set()
+    for name in flavours.names():
+        out |= {old for old, _ in flavour_rules.rules(name, release).replace}
+    return sorted(out)
+
+
+def _member(rules: flavour_rules.Rules, slot: str) -> str:
+    return dict(rules.replace).get(slot, slot)
+
+
+def detect_flavour(installed: set[str], release: str) -> str | None:
+    """The flavour whose own packages (those no other flavour installs) the image has."""
+    members = {
+        n: {_member(flavour_rules.rules(n, release), s) for s in _slots(release)}
+        for n in flavours.names()
+    }
+    found = []
+    for n, mine in members.items():
+        others = set().union(*(m for o, m in members.items() if o != n))
+        if (mine - others) & installed:
+            found.append(n)
+    return found[0] if len(found) == 1 else None
+
+
+def plan(installed: set[str], index: pkgsource.Index, release: str, frm: str, to: str) -> Swap:
+    """The packages a build of flavour ``to`` would have instead of this ``frm`` image's."""
+    ra, rf = flavour_rules.rules(frm, release), flavour_rules.rules(to, release)
+    swap = {_member(ra, s): _member(rf, s) for s in _slots(release)}
+    swap = {a: f for a, f in swap.items() if a in installed and a != f}
+    gone, new = set(swap), set(swap.values())
+    if ra.luci_https and set(ra.luci_https) <= installed and ra.luci_https != rf.luci_https:
+        gone |= set(ra.luci_https) - set(rf.luci_https)  # LuCI's HTTPS collection follows
+        new |= set(rf.luci_https)
+    # what the installed packages pull in: not asked for, so it goes when nothing needs it
+    needed = {_name(index, d) for p in installed if (pk := index.get(p)) for d in pk.depends}
+    roots = {p for p in installed if p not in needed} - gone | new
+    roots |= {p for p in installed if p not in gone and index.get(p) is None}
+    after = _closure(roots, index)
+    _check_conflicts(after, index, to)
+    return Swap(tuple(sorted(installed - after)), tuple(sorted(after - installed)))
+
+
+def _name(index: pkgsource.Index, want: str) -> str:
+    pkg = index.get(want)
+    return pkg.name if pkg else want
+
+
+def _closure(roots: set[str], index: pkgsource.Index) -> set[str]:
+    out: set[str] = set()
+    todo = sorted(roots)
+    while todo:
+        want = todo.pop()
+        pkg = index.get(want)
+        if pkg is None:
+            if want not in roots:
+                raise WolfError(
+                    f"package {want} is not in {index.source}/index.json",
+                    hint="give --packages the directory that holds the flavour's packages",
+                )
+            out.add(want)
+            continue
+        if pkg.name in out:
+            continue
+        out.add(pkg.name)
+        todo += pkg.depends
+    return out
+
+
+def _check_conflicts(names: set[str], index: pkgsource.Index, to: str) -> None:
+    for n in sorted(names):
+        pkg = index.get(n)
+        for c in pkg.conflicts if pkg else ():
+            other = index.get(c)
+            if other is not None and other.name in names and other.name != n:
+                raise WolfError(
+                    f"the {to} image would hold {n} and {other.name}, which conflict",
+                    hint="an installed package needs the old flavour's one; build it instead",
+                )
+
+
+# --- installed packages ----------------------------------------------------------------
+
+
+def _installed_by_content(root: Path, index: pkgsource.Index) -> set[str]:
+    """Packages all of whose files are in the tree with the same bytes (sha256)."""
+    import hashlib
+
+    out = set()
+    for p in index.packages.values():
+        files = p.files()
+        if not files:
+            continue
+        ok = True
+        for f in files:
+            path = root / f.path.lstrip("/")
+            if not path.is_file() or path.is_symlink() or path.stat().st_size != f.size:
+                ok = False
+                break
+            if hashlib.sha256(path.read_bytes()).hexdigest() != f.sha256:
+                ok = False
+                break
+        if ok:
+            out.add(p.name)
+    return out
+
+
+# --- the rootfs ------------------------------------------------------------------------
+
+
+def mksquashfs_argv(tool: Path, root: Path, out: Path, block: int) -> list[str | Path]:
+    return [tool, root, out, *MKSQUASHFS_OPTIONS, "-b", f"{block // 1024}k",
+            *MKSQUASHFS_PSEUDO, *MKSQUASHFS_TAIL, "-quiet", "-no-progress"]  # fmt: skip
+
+
+def unpack(tools: openwrt_tools.OpenWrtTools, image: Path, offset: int, dest: Path) -> None:
+    """The squashfs at ``offset`` of image into dest; /dev/console (a pseudo file OpenWrt's
+    mksquashfs adds) left out, and /dev too when nothing else is in it: the repack adds both."""
+    proc.run(
+        [tools.unsquashfs4, "-d", dest, "-no-xattrs", "-quiet", "-no-progress",
+         "-o", str(offset), "-excludes", image, "dev/console"],
+        timeout=_TIMEOUT,
+    )  # fmt: skip
+    dev = dest / "dev"
+    if dev.is_dir() and not any(dev.iterdir()):
+        dev.rmdir()
+
+
+def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> list[str]:
+    """Remove the removed packages' files and install the added ones'; returns notes."""
+    notes: list[str] = []
+    keep = {f.path for k in kept if (p := index.get(k)) for f in p.files()}
+    dirs: set[Path] = set()
+    for name in swap.removed:
+        pkg = index.get(name)
+        if pkg is None:
+            raise WolfError(
+                f"package {name} leaves the image but is not in {index.source}/index.json",
+                hint="give --packages the packages the image was built from",
+            )
+        for f in pkg.files():
+            if f.path in keep:
+                continue
+            path = root / f.path.lstrip("/")
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+                dirs.add(path.parent)
+            else:
+                notes.append(f"{name}: {f.path} was not in the image")
+    for d in sorted(dirs, key=lambda p: -len(p.parts)):  # parents emptied by the removal
+        while d != root and d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+            d = d.parent
+    for name in swap.added:
+        pkg = index.get(name)
+        assert pkg is not None  # plan() resolved it
+        pkgsource.extract(pkg, root)
+    return notes
+
+
+def repack(tools: openwrt_tools.OpenWrtTools, root: Path, out: Path, block: int, when: int) -> int:
+    """OpenWrt's mksquashfs4 over root; SOURCE_DATE_EPOCH = the image's own mkfs time, as
+    rules.mk exports it for the build (every inode and the superblock take it)."""
+    env = {**os.environ, "SOURCE_DATE_EPOCH": str(when)}
+    proc.run(mksquashfs_argv(tools.mksquashfs4, root, out, block), timeout=_TIMEOUT, env=env)
+    return out.stat().st_size  # -nopad: the file is bytes_used long
+
+
+# --- the whole prediction --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Input:
+    image: Path  # the sysupgrade image holding the rootfs
+    art: artifacts.Artifacts
+    device: Device
+
+
+def _input(image: str | None, from_dir: str | None, device: str | None) -> _Input:
+    if bool(image) == bool(from_dir):
+        raise WolfError("what-if needs --image IMG or --from DIR (one of them)")
+    if image:
+        path = Path(image)
+        from .imageformats import bounded
+
+        bounded.read_file(path, "image")  # one line for a FIFO, /dev/zero, a directory
+        arts = [artifacts.measure_image(path, device)]
+    else:
+        assert from_dir
+        path = Path(from_dir)
+        if not path.is_dir():
+            raise WolfError(
+                f"output directory not found: {path}", hint="give bin/targets/<target>/<subtarget>/"
+            )
+        arts = artifacts.measure_dir(path, [device] if device else None)
+    if len(arts) != 1:
+        raise WolfError(
+            f"{path} has images of {len(arts)} profiles: {', '.join(a.profile for a in arts)}",
+            hint="name one with --device",
+        )
+    a = arts[0]
+    sys_image = path if image else path / (a.sysupgrade.name if a.sysupgrade else "")
+    if a.split is None or not sys_image.is_file():
+        raise WolfError(
+            f"{path}: no sysupgrade image of {a.profile} to take the rootfs and kernel from",
+            hint="OpenWrt deleted it (too big?); give the image of a flavour that was kept",
+        )
+    dev, note = artifacts.find_device(a.profile, a.release)
+    if dev is None:
+        raise WolfError(f"{note}", hint="give --device with a catalogued profile")
+    return _Input(sys_image, a, dev)
+
+
+def _release(inp: _Input, root: Path, release: str | None) -> str:
+    if release:
+        return releases.get(release).name
+    if inp.art.release:
+        return releases.get(inp.art.release).name
+    rel = root / "etc/openwrt_release"
+    if rel.is_file() and not rel.is_symlink():
+        for line in rel.read_text(errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "DISTRIB_RELEASE":
+                return releases.get(value.strip().strip("'\"")).name
+    raise WolfError(
+        f"{inp.image}: cannot tell its OpenWrt release", hint="give --release (e.g. 25.12.5)"
+    )
+
+
+def _installed(inp: _Input, root: Path, index: pkgsource.Index) -> tuple[set[str], str]:
+    if inp.art.manifest:
+        return {p.name for p in inp.art.manifest}, "the image's .manifest"
+    rootfs = inp.art.rootfs
+    if rootfs and rootfs.package_source:
+        return {p.name for p in rootfs.packages}, f"the rootfs's {rootfs.package_source}"
+    return _installed_by_content(root, index), f"files matched against {index.source}"
+
+
+def predict(
+    *,
+    flavour: str,
+    image: str | None = None,
+    from_dir: str | None = None,
+    device: str | None = None,
+    packages: str | None = None,
+    release: str | None = None,
+    step: Callable[[str], None] = lambda _s: None,
+) -> WhatIf:
+    to = flavours.get(flavour).name
+    if device:
+        device = devices.resolve(device, release).profile
+    if not packages:
+        raise WolfError(
+            "what-if needs --packages DIR: the packages the flavours are built from",
+            hint="the ImageBuilder's packages/ directory, with index.json",
+        )
+    index = pkgsource.load(Path(packages))
+    inp = _input(image, from_dir, device)
+    split = inp.art.split
+    assert split is not None
+    offset = int(split["rootfs_offset"])
+    sb = squashfs_sb.parse_header(
+        _head(inp.image, offset),
+        available=inp.image.stat().st_size - offset,
+        where=f"rootfs in {inp.image}",
+        offset=offset,
+    )
+    tools = openwrt_tools.ensure(progress=step)
+    work_top = paths.cache_dir() / "what-if"
+    work_top.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work_top, prefix="run-") as tmp:
+        work = Path(tmp)
+        root = work / "root"
+        step("unpacking the rootfs with unsquashfs4")
+        unpack(tools, inp.image, offset, root)
+        rel = _release(inp, root, release)
+        installed, installed_from = _installed(inp, root, index)
+        frm = detect_flavour(installed, rel)
+        if frm is None:
+            raise WolfError(
+                f"{inp.image}: cannot tell its TLS flavour from its packages ({installed_from})",
+                hint="is it an image of one of the flavours in data/flavours.toml?",
+            )
+        swap = plan(installed, index, rel, frm, to)
+        step(f"swapping {frm} for {to}: -{len(swap.removed)} +{len(swap.added)} packages")
+        notes = apply(root, swap, index, installed - set(swap.removed))
+        if (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
+            notes.append(
+                "the package database inside the rootfs is left as it was (a few hundred bytes)"
+            )
+        step("packing with mksquashfs4 (OpenWrt's options)")
+        size = repack(tools, root, work / "root.squashfs", sb.block_size, sb.mkfs_time)
+    kernel = inp.art.kernel_size
+    meta = inp.art.metadata_size
+    before = fit.evaluate(inp.device, kernel_size=kernel, rootfs_size=sb.bytes_used,
+                          metadata_size=meta)  # fmt: skip
+    after = fit.evaluate(inp.device, kernel_size=kernel, rootfs_size=size, metadata_size=meta)
+    if frm == to:
+        notes.append(f"the image is already {to}: the repack measures the tool, not a swap")
+    return WhatIf(
+        profile=inp.device.profile,
+        release=rel,
+        source=str(inp.image),
+        flavour_from=frm,
+        flavour_to=to,
+        installed_from=installed_from,
+        package_source=str(index.source),
+        removed=list(swap.removed),
+        added=list(swap.added),
+        squashfs_block=sb.block_size,
+        rootfs_from=sb.bytes_used,
+        rootfs_to=size,
+        fit_from=before.to_dict(),
+        fit_to=after.to_dict(),
+        notes=notes,
+    )
+
+
+def _head(image: Path, offset: int) -> bytes:
+    with image.open("rb") as fh:
+        fh.seek(offset)
+        return fh.read(squashfs_sb.SIZE)
