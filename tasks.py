@@ -168,6 +168,7 @@ def fit(
         "packages": "the packages directory the flavours come from (index.json + archives)",
         "release": "OpenWrt release (default: from profiles.json or the image's openwrt_release)",
         "store": "results store directory (default ./results or $OPENWRT_WOLF_STORE)",
+        "output": "keep the predicted root.squashfs in this file",
         "check": "exit 1 when the predicted sysupgrade image is too big",
         "json": "print the prediction as JSON instead of a table",
     },
@@ -175,7 +176,7 @@ def fit(
 @guarded
 def what_if(
     c, from_=None, image=None, flavour=None, device=None, packages=None, release=None,
-    store=None, check=False, json=False,
+    store=None, output=None, check=False, json=False,
 ):  # fmt: skip
     """Would flavour F fit? Swap the TLS stack in a built image and repack it, no rebuild."""
     from openwrt_wolf.firmware import cli as firmware_cli
@@ -188,6 +189,7 @@ def what_if(
         packages=packages,
         release=release,
         store_dir=store,
+        output=output,
         as_json=json,
         check=check,
     )

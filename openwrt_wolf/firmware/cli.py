@@ -143,6 +143,7 @@ def whatif_main(
     packages: str | None,
     release: str | None,
     store_dir: str | None,
+    output: str | None = None,
     as_json: bool = False,
     check: bool = False,
 ) -> None:
@@ -160,6 +161,7 @@ def whatif_main(
             device=device,
             packages=packages,
             release=release,
+            output=output,
             step=lambda s: p.update(label=f"what-if: {s}"),
         )
     key = (

@@ -63,10 +63,17 @@ def _members(archive: Path) -> list[PackageFile]:
 
 def extract(pkg: Package, root: Path) -> None:
     """Install the package's files under root, as the ImageBuilder's install step does."""
-    with tarfile.open(pkg.file, "r:*") as tar:
-        members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
-        # "tar" filter: no absolute paths, no "..", no links out of root
-        tar.extractall(root, members, filter="tar")
+    try:
+        with tarfile.open(pkg.file, "r:*") as tar:
+            members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
+            # "tar" filter: no absolute paths, no "..", no links out of root
+            tar.extractall(root, members, filter="tar")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise WolfError(
+            f"package {pkg.file} is not a tar archive ({e})",
+            hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
+            "packages are not read",
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ include/image.mk's options at the image's own block size and timestamp. The fit 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -317,9 +318,12 @@ def predict(
     device: str | None = None,
     packages: str | None = None,
     release: str | None = None,
+    output: str | None = None,
     step: Callable[[str], None] = lambda _s: None,
 ) -> WhatIf:
+    """``output``: keep the predicted root.squashfs there."""
     to = flavours.get(flavour).name
+    out_file = _output(output)
     if device:
         device = devices.resolve(device, release).profile
     if not packages:
@@ -363,6 +367,10 @@ def predict(
             )
         step("packing with mksquashfs4 (OpenWrt's options)")
         size = repack(tools, root, work / "root.squashfs", sb.block_size, sb.mkfs_time)
+        if out_file is not None:
+            tmp_out = out_file.with_name(f".{out_file.name}.tmp")
+            shutil.copyfile(work / "root.squashfs", tmp_out)
+            os.replace(tmp_out, out_file)
     kernel = inp.art.kernel_size
     meta = inp.art.metadata_size
     before = fit.evaluate(inp.device, kernel_size=kernel, rootfs_size=sb.bytes_used,
@@ -387,6 +395,19 @@ def predict(
         fit_to=after.to_dict(),
         notes=notes,
     )
+
+
+def _output(output: str | None) -> Path | None:
+    if not output:
+        return None
+    out = Path(output)
+    if out.is_dir() or not out.parent.is_dir():
+        raise WolfError(
+            f"--output {out}: "
+            + ("is a directory" if out.is_dir() else f"directory {out.parent} does not exist"),
+            hint="name a file in an existing directory",
+        )
+    return out
 
 
 def _head(image: Path, offset: int) -> bytes:
