@@ -147,8 +147,10 @@ def _check_conflicts(names: set[str], index: pkgsource.Index, to: str) -> None:
         for c in pkg.conflicts if pkg else ():
             other = index.get(c)
             if other is not None and other.name in names and other.name != n:
+                users = sorted(u for u in names if (q := index.get(u)) and c in q.depends)
+                by = f" (needed by {', '.join(users)})" if users else ""
                 raise WolfError(
-                    f"the {to} image would hold {n} and {other.name}, which conflict",
+                    f"the {to} image would hold {n} and {other.name}{by}, which conflict",
                     hint="an installed package needs the old flavour's one; build it instead",
                 )
 

@@ -8,20 +8,23 @@ PACKAGES for each flavour are written out here, as a user passes them to `make i
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from openwrt_wolf import paths
-from openwrt_wolf.firmware import whatif
+from openwrt_wolf import locks, paths
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.firmware import pkgsource, whatif
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
@@ -54,32 +57,45 @@ class Built:
         return found[0] if found else None
 
 
+BUILDS = [(V1, f) for f in ("mbedtls", "wolfssl", "openssl")]
+BUILDS += [(AR300, "mbedtls+luci"), (AR300, "wolfssl+luci")]
+
+
+def _build_lab(top: Path, tree: Path, tools: OpenWrtTools) -> None:
+    ib = make_standin.make_tree(top, "ath79/generic", tree=tree, tools=tools)
+    kdir = ib / "build_dir/target-mips_24kc_musl/linux-ath79_generic"
+    for profile, flavour in BUILDS:
+        p = subprocess.run(
+            ["make", "-C", str(ib), "image", f"PROFILE={profile}",
+             f"PACKAGES={PACKAGES[flavour]}", f"BIN_DIR={top / f'bin-{profile}-{flavour}'}"],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+        shutil.copyfile(kdir / "root.squashfs", top / f"root-{profile}-{flavour}.squashfs")
+    (top / ".done").write_text("")
+
+
 @pytest.fixture(scope="module")
 def lab(
     tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
 ) -> dict[tuple[str, str], Built]:
     """The stand-in ImageBuilder for ath79/generic and its builds: TL-WR902AC v1 in three
-    flavours, GL-AR300M16 with LuCI over HTTPS in two."""
+    flavours, GL-AR300M16 with LuCI over HTTPS in two. Made once per session, shared by the
+    xdist workers (their temporary directories have one parent)."""
     need_tools("make", "unsquashfs")
-    top = tmp_path_factory.mktemp("whatif")
-    with preparing("stand-in ImageBuilder builds for what-if (about 30 s)"):
-        ib = make_standin.make_tree(top, "ath79/generic", tree=openwrt_tree_25125,
-                                    tools=openwrt_tools)  # fmt: skip
-        kdir = ib / "build_dir/target-mips_24kc_musl/linux-ath79_generic"
-        out: dict[tuple[str, str], Built] = {}
-        builds = [(V1, f) for f in ("mbedtls", "wolfssl", "openssl")]
-        builds += [(AR300, "mbedtls+luci"), (AR300, "wolfssl+luci")]
-        for profile, flavour in builds:
-            bin_dir = top / f"bin-{profile}-{flavour}"
-            p = subprocess.run(
-                ["make", "-C", str(ib), "image", f"PROFILE={profile}",
-                 f"PACKAGES={PACKAGES[flavour]}", f"BIN_DIR={bin_dir}"],
-                capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
-            assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-            rootfs = top / f"root-{profile}-{flavour}.squashfs"
-            shutil.copyfile(kdir / "root.squashfs", rootfs)
-            out[(profile, flavour)] = Built(flavour, profile, bin_dir, rootfs)
+    top = tmp_path_factory.getbasetemp().parent / "whatif-lab"
+    with locks.locked(top.with_suffix(".lock")):
+        if not (top / ".done").is_file():
+            shutil.rmtree(top, ignore_errors=True)
+            top.mkdir()
+            with preparing("stand-in ImageBuilder builds for what-if (30 s to 3 min)"):
+                _build_lab(top, openwrt_tree_25125, openwrt_tools)
+    out = {
+        (profile, flavour): Built(flavour, profile, top / f"bin-{profile}-{flavour}",
+                                  top / f"root-{profile}-{flavour}.squashfs")
+        for profile, flavour in BUILDS
+    }  # fmt: skip
+    ib = top / "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64"
     out[("ib", "packages")] = Built("", "", ib / "packages", ib / "packages")
     return out
 
@@ -267,3 +283,53 @@ def test_bad_inputs(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
         assert "Traceback" not in p.stderr, what
     left = list((cache / "what-if").glob("run-*")) if (cache / "what-if").is_dir() else []
     assert left == []
+
+
+# --- the swap itself, on a small index of our own ------------------------------------------
+
+
+def _index(tmp: Path, spec: dict[str, list[str]]) -> pkgsource.Index:
+    """name -> depends; each package one tar.gz with one file."""
+    entries = []
+    for name, deps in spec.items():
+        with tarfile.open(tmp / f"{name}.apk", "w:gz") as tar:
+            data = name.encode()
+            info = tarfile.TarInfo(f"usr/share/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        entries.append({"name": name, "version": "1", "depends": deps, "file": f"{name}.apk"})
+    (tmp / "index.json").write_text(json.dumps(entries))
+    return pkgsource.load(tmp)
+
+
+def test_plan_keeps_what_other_packages_need(tmp_path: Path) -> None:
+    idx = _index(tmp_path, {
+        "libmbedtls21": [], "libwolfssl": [], "libopenssl3": [],
+        "libustream-mbedtls": ["libmbedtls21"], "libustream-wolfssl": ["libwolfssl"],
+        "libustream-openssl": ["libopenssl3"], "apk-mbedtls": ["libmbedtls21"],
+        "apk-openssl": ["libopenssl3"], "base-files": [],
+    })  # fmt: skip
+    have = {"base-files", "libustream-mbedtls", "libmbedtls21", "apk-mbedtls"}
+    assert whatif.detect_flavour(have, "25.12.5") == "mbedtls"
+    # wolfSSL keeps apk-mbedtls on 25.12.5, so libmbedtls21 stays
+    sw = whatif.plan(have, idx, "25.12.5", "mbedtls", "wolfssl")
+    assert sw == whatif.Swap(("libustream-mbedtls",), ("libustream-wolfssl", "libwolfssl"))
+    sw = whatif.plan(have, idx, "25.12.5", "mbedtls", "openssl")
+    assert set(sw.removed) == {"libustream-mbedtls", "libmbedtls21", "apk-mbedtls"}
+    assert set(sw.added) == {"libustream-openssl", "libopenssl3", "apk-openssl"}
+
+
+def test_plan_refuses_a_conflict(tmp_path: Path) -> None:
+    """A kept package that needs the old flavour's libustream: the new one conflicts."""
+    spec = {"libmbedtls21": [], "libopenssl3": [], "libustream-mbedtls": ["libmbedtls21"],
+            "libustream-openssl": ["libopenssl3"], "foo": ["libustream-mbedtls"]}  # fmt: skip
+    idx = _index(tmp_path, spec)
+    raw = json.loads((tmp_path / "index.json").read_text())
+    for e in raw:
+        if e["name"] == "libustream-openssl":
+            e["conflicts"] = ["libustream-mbedtls"]
+    (tmp_path / "index.json").write_text(json.dumps(raw))
+    idx = pkgsource.load(tmp_path)
+    have = {"foo", "libustream-mbedtls", "libmbedtls21"}
+    with pytest.raises(WolfError, match=r"libustream-mbedtls \(needed by foo\), which conflict"):
+        whatif.plan(have, idx, "25.12.5", "mbedtls", "openssl")
