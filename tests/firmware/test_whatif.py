@@ -30,7 +30,7 @@ from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
 
 ROOT = Path(__file__).resolve().parents[2]
-V1, AR300 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16"
+V1, AR300, V3 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16", "tplink_tl-wr902ac-v3"
 # PACKAGES as a release engineer writes them for each flavour on 25.12.5 (the ImageBuilder's
 # own "-pkg pkg" syntax; wolfSSL keeps apk-mbedtls: apk has no wolfSSL backend)
 PACKAGES = {
@@ -51,27 +51,37 @@ class Built:
     profile: str
     bin_dir: Path  # what `make image` left in BIN_DIR
     rootfs: Path  # $(KDIR)/root.squashfs of that build (kept even when images are deleted)
+    packages: Path  # the ImageBuilder's packages/
 
     def image(self, kind: str) -> Path | None:
         found = sorted(self.bin_dir.glob(f"*-{self.profile}-squashfs-{kind}.bin"))
         return found[0] if found else None
 
 
-BUILDS = [(V1, f) for f in ("mbedtls", "wolfssl", "openssl")]
-BUILDS += [(AR300, "mbedtls+luci"), (AR300, "wolfssl+luci")]
+ATH79, MT76X8 = "ath79/generic", "ramips/mt76x8"
+BUILDS = [(ATH79, V1, f) for f in ("mbedtls", "wolfssl", "openssl")]
+BUILDS += [(ATH79, AR300, "mbedtls+luci"), (ATH79, AR300, "wolfssl+luci")]
+BUILDS += [(MT76X8, V3, "mbedtls"), (MT76X8, V3, "openssl")]
+
+
+def _ib(top: Path, target: str) -> Path:
+    return top / f"openwrt-imagebuilder-25.12.5-{target.replace('/', '-')}.Linux-x86_64"
 
 
 def _build_lab(top: Path, tree: Path, tools: OpenWrtTools) -> None:
-    ib = make_standin.make_tree(top, "ath79/generic", tree=tree, tools=tools)
-    kdir = ib / "build_dir/target-mips_24kc_musl/linux-ath79_generic"
-    for profile, flavour in BUILDS:
-        p = subprocess.run(
-            ["make", "-C", str(ib), "image", f"PROFILE={profile}",
-             f"PACKAGES={PACKAGES[flavour]}", f"BIN_DIR={top / f'bin-{profile}-{flavour}'}"],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-        shutil.copyfile(kdir / "root.squashfs", top / f"root-{profile}-{flavour}.squashfs")
+    for target in (ATH79, MT76X8):
+        ib = make_standin.make_tree(top, target, tree=tree, tools=tools)
+        kdir = next(ib.glob("build_dir/target-*_musl/linux-*"))
+        for t, profile, flavour in BUILDS:
+            if t != target:
+                continue
+            p = subprocess.run(
+                ["make", "-C", str(ib), "image", f"PROFILE={profile}",
+                 f"PACKAGES={PACKAGES[flavour]}", f"BIN_DIR={top / f'bin-{profile}-{flavour}'}"],
+                capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+            shutil.copyfile(kdir / "root.squashfs", top / f"root-{profile}-{flavour}.squashfs")
     (top / ".done").write_text("")
 
 
@@ -79,25 +89,24 @@ def _build_lab(top: Path, tree: Path, tools: OpenWrtTools) -> None:
 def lab(
     tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
 ) -> dict[tuple[str, str], Built]:
-    """The stand-in ImageBuilder for ath79/generic and its builds: TL-WR902AC v1 in three
-    flavours, GL-AR300M16 with LuCI over HTTPS in two. Made once per session, shared by the
-    xdist workers (their temporary directories have one parent)."""
+    """Stand-in ImageBuilders for ath79/generic and ramips/mt76x8 and their builds: the
+    TL-WR902AC v1 in three flavours, the GL-AR300M16 with LuCI over HTTPS in two, the
+    TL-WR902AC v3 (tplink-v2, 1 MiB squashfs blocks) in two. Made once per session, shared by
+    the xdist workers (their temporary directories have one parent)."""
     need_tools("make", "unsquashfs")
     top = tmp_path_factory.getbasetemp().parent / "whatif-lab"
     with locks.locked(top.with_suffix(".lock")):
         if not (top / ".done").is_file():
             shutil.rmtree(top, ignore_errors=True)
             top.mkdir()
-            with preparing("stand-in ImageBuilder builds for what-if (30 s to 3 min)"):
+            with preparing("stand-in ImageBuilder builds for what-if (1 to 4 min)"):
                 _build_lab(top, openwrt_tree_25125, openwrt_tools)
-    out = {
+    return {
         (profile, flavour): Built(flavour, profile, top / f"bin-{profile}-{flavour}",
-                                  top / f"root-{profile}-{flavour}.squashfs")
-        for profile, flavour in BUILDS
+                                  top / f"root-{profile}-{flavour}.squashfs",
+                                  _ib(top, target) / "packages")
+        for target, profile, flavour in BUILDS
     }  # fmt: skip
-    ib = top / "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64"
-    out[("ib", "packages")] = Built("", "", ib / "packages", ib / "packages")
-    return out
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -129,12 +138,10 @@ def debian_size(squashfs: Path) -> int:
     return int(m.group(1))
 
 
-def run_whatif(
-    lab: dict[tuple[str, str], Built], tmp: Path, src: Built, to: str, *how: str
-) -> tuple[dict[str, Any], Path]:
-    out = tmp / f"predicted-{src.flavour}-to-{to}.squashfs"
+def run_whatif(tmp: Path, src: Built, to: str, *how: str) -> tuple[dict[str, Any], Path]:
+    out = tmp / f"predicted-{src.profile}-{src.flavour}-to-{to}.squashfs"
     args = list(how) or ["--from", str(src.bin_dir)]
-    p = cli(*args, "--flavour", to, "--packages", str(lab[("ib", "packages")].bin_dir),
+    p = cli(*args, "--flavour", to, "--packages", str(src.packages),
             "--store", str(tmp / "store"), "--output", str(out), "--json")  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)["what_if"], out
@@ -143,33 +150,36 @@ def run_whatif(
 # --- the prediction against the real build of the flavour ---------------------------------
 
 PAIRS = [
-    ("mbedtls", "wolfssl", "dir"),
-    ("mbedtls", "openssl", "image"),
-    ("wolfssl", "mbedtls", "image"),
-    ("wolfssl", "openssl", "dir"),
+    (V1, "mbedtls", "wolfssl", "dir"),
+    (V1, "mbedtls", "openssl", "image"),
+    (V1, "wolfssl", "mbedtls", "image"),
+    (V1, "wolfssl", "openssl", "dir"),
+    (V3, "mbedtls", "openssl", "image"),
+    (V3, "openssl", "mbedtls", "dir"),
 ]
 
 
-@pytest.mark.parametrize(("frm", "to", "how"), PAIRS)
+@pytest.mark.parametrize(("profile", "frm", "to", "how"), PAIRS)
 def test_prediction_matches_real_build(
     lab: dict[tuple[str, str], Built],
     openwrt_tools: OpenWrtTools,
     tmp_path: Path,
+    profile: str,
     frm: str,
     to: str,
     how: str,
 ) -> None:
-    src, real = lab[(V1, frm)], lab[(V1, to)]
+    src, real = lab[(profile, frm)], lab[(profile, to)]
     img = src.image("sysupgrade")
     assert img is not None
     args = ["--image", str(img)] if how == "image" else ["--from", str(src.bin_dir)]
-    w, predicted = run_whatif(lab, tmp_path, src, to, *args)
+    w, predicted = run_whatif(tmp_path, src, to, *args)
     assert (w["flavour_from"], w["flavour_to"]) == (frm, to)
     # the independent measure of the real build: its root.squashfs on disk and Debian's unsquashfs
     real_size = real.rootfs.stat().st_size
     assert debian_size(real.rootfs) == real_size
     error = w["rootfs_to"] - real_size
-    print(f"what-if {V1} {frm}->{to} ({how}): predicted {w['rootfs_to']:,} B, "
+    print(f"what-if {profile} {frm}->{to} ({how}): predicted {w['rootfs_to']:,} B, "
           f"real {real_size:,} B, error {error:+,} B")  # fmt: skip
     assert abs(error) <= real_size // 100
     assert predicted.stat().st_size == w["rootfs_to"]
@@ -182,18 +192,19 @@ def test_verdicts_match_what_openwrt_kept(
 ) -> None:
     """TL-WR902AC v1: OpenSSL must not fit. The oracle is which images OpenWrt's own tools
     (tplink-safeloader, check-size) left in BIN_DIR for the real builds."""
-    for frm, to in (("mbedtls", "openssl"), ("mbedtls", "wolfssl"), ("wolfssl", "mbedtls")):
-        w, _ = run_whatif(lab, tmp_path, lab[(V1, frm)], to)
-        real = lab[(V1, to)]
-        kept_sys, kept_fac = real.image("sysupgrade"), real.image("factory")
-        assert (w["fit_to"]["verdict"] == "FITS") == (kept_sys is not None), (frm, to)
+    pairs = [(V1, "mbedtls", "openssl"), (V1, "mbedtls", "wolfssl"), (V1, "wolfssl", "mbedtls")]
+    pairs += [(V3, "mbedtls", "openssl"), (V3, "openssl", "mbedtls")]
+    for profile, frm, to in pairs:
+        w, _ = run_whatif(tmp_path, lab[(profile, frm)], to)
+        real = lab[(profile, to)]
         factory = w["fit_to"]["factory"]
-        assert factory["name"] == "factory.bin"
+        kept_sys, kept_fac = real.image("sysupgrade"), real.image(factory["name"][:-4])
+        assert (w["fit_to"]["verdict"] == "FITS") == (kept_sys is not None), (frm, to)
         assert (factory["verdict"] == "FITS") == (kept_fac is not None), (frm, to)
         if kept_sys is not None:
             # the predicted file: checked size + the source image's metadata trailer
             assert w["fit_to"]["final_size"] == kept_sys.stat().st_size
-    w, _ = run_whatif(lab, tmp_path, lab[(V1, "mbedtls")], "openssl")
+    w, _ = run_whatif(tmp_path, lab[(V1, "mbedtls")], "openssl")
     assert w["fit_to"]["verdict"] == "TOO_BIG"
     assert w["fit_to"]["rootfs_room"] < 0
 
@@ -204,7 +215,7 @@ def test_luci_https_follows_the_flavour(
     """GL-AR300M16 with luci-ssl (Mbed TLS) -> wolfSSL: luci-light, uhttpd and px5g-wolfssl
     instead (data/flavours.toml luci_https), as the wolfSSL build with LuCI has them."""
     src, real = lab[(AR300, "mbedtls+luci")], lab[(AR300, "wolfssl+luci")]
-    w, predicted = run_whatif(lab, tmp_path, src, "wolfssl")
+    w, predicted = run_whatif(tmp_path, src, "wolfssl")
     assert "luci-ssl" in w["removed"] and "px5g-wolfssl" in w["added"]
     manifest = sorted(real.bin_dir.glob("*.manifest"))[0].read_text()
     names = {ln.split(" - ")[0] for ln in manifest.splitlines()}
@@ -239,7 +250,7 @@ def test_tree_options_are_what_whatif_passes(openwrt_tree_25125: Path) -> None:
 
 
 def test_bad_inputs(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
-    pk = str(lab[("ib", "packages")].bin_dir)
+    pk = str(lab[(V1, "mbedtls")].packages)
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     junk = tmp_path / "junk.bin"
