@@ -625,8 +625,8 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
     help={
         "flavour": "mbedtls,wolfssl,openssl or all (default all)",
         "target": "where to measure: qemu (MIPS user-mode emulation on this machine); required",
-        "test": "crypto (each library's own benchmark tool); default all",
-        "quick": "shorter runs of each tool (CI)",
+        "test": "crypto,handshake,memory,soak (comma-separated); default all",
+        "quick": "shorter runs of each tool, fewer handshakes/requests (CI)",
         "release": "OpenWrt release whose library settings to build (default 25.12.5)",
         "wolfssl_config": "minimal (the USE_WOLFSSL minimal mode, default) or openwrt",
         "ecc": "the minimal mode's ECC code: sp-p256 (default) or generic",
@@ -640,7 +640,7 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
 def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
          report_only=False):  # fmt: skip
-    """Run-time cost per flavour: each TLS library's own benchmark tool on the target."""
+    """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak on the target."""
     from openwrt_wolf.perf import cli
 
     cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,

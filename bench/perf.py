@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from openwrt_wolf.perf import lab
+from openwrt_wolf.perf.model import CryptoSpeed
 
 
 def _cpu() -> float:
@@ -35,8 +36,11 @@ def main() -> None:
     ap.add_argument("--full", action="store_true", help="the full runs (default: --quick)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="perf-bench-") as tmp:
-        req = lab.Request(flavours=(args.flavour,), quick=not args.full, store=str(Path(tmp)))
+        req = lab.Request(
+            flavours=(args.flavour,), tests=("crypto",), quick=not args.full, store=str(Path(tmp))
+        )
         (warm,) = lab.run(req, say=lambda _: None)  # builds (not timed), and the command lines
+        assert isinstance(warm, CryptoSpeed)
         commands = warm.commands
         sides = {"lab": [0.0, 0.0], "direct": [0.0, 0.0]}
         for n in range(args.rounds):

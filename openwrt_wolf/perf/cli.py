@@ -59,5 +59,6 @@ def main(
     if not results:
         raise WolfError(f"no perf records for {target} in {st.root}",
                         hint="run `invoke perf` without --report-only first")  # fmt: skip
-    out.print(report.table(results, target))
+    for t in report.tables(results, target):
+        out.print(t)
     out.print(report.caption(results), markup=False, highlight=False)

@@ -5,9 +5,11 @@ a "mark" (SIGUSR2) also starts a new peak window, so a driver reads the peak of 
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 MARK_SIGNAL = "SIGUSR2"
+SIGNAL = signal.SIGUSR2
 ENV_OUT = "HEAPTRACK_OUT"
 _LINE = re.compile(
     r"^heaptrack pid=(?P<pid>\d+) event=(?P<event>\w+) live=(?P<live>\d+) peak=(?P<peak>\d+) "

@@ -61,3 +61,123 @@ class CryptoSpeed:
 
 def record_key(flavour: str, target: str, test: str) -> str:
     return f"{flavour}-{target}-{test}"
+
+
+HANDSHAKE = "perf-handshake"
+MEMORY = "perf-memory"
+SOAK = "perf-soak"
+
+
+@dataclass(frozen=True)
+class Metric:
+    value: float
+    unit: str  # "ms", "B", "allocations", "requests"
+
+
+@dataclass(frozen=True)
+class NetCommon:
+    """What every network test record says: the programs, where, and the comparison's view
+    (`metrics`, `target`, `emulated`: docs/results.md `perf`)."""
+
+    flavour: str
+    library: str  # e.g. "wolfSSL 5.9.2 minimal sp-p256" (the userland's TLS library build)
+    backend: str  # ustream-ssl backend of uhttpd / uclient-fetch
+    userland_key: str  # footprint/userland.py cache entry the programs came from
+    client: str  # the host client: tlsprobe against which OpenSSL
+    where: Where
+    target: str
+    emulated: bool
+    quick: bool
+    metrics: dict[str, dict[str, Any]]  # name -> {"value": number, "unit": str}
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Handshakes:
+    """TLS 1.3 handshakes to uhttpd (P-256 ECDSA certificate), timed by the host client from
+    TCP connect to the end of its handshake; median per group."""
+
+    common: NetCommon
+    repeats: int
+    ms: dict[str, list[float]]  # group id -> every handshake's time (after one warm-up)
+    median_ms: dict[str, float]
+    sessions: dict[str, str]  # group id -> `openssl s_client -brief` output (the witness)
+    negotiated: dict[str, dict[str, str]]  # group id -> the probe's {version, group, sig}
+    missing: dict[str, str]  # group id -> why there is no figure
+
+    def to_dict(self) -> dict[str, Any]:
+        return _flat(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Handshakes:
+        return _from_dict(cls, {**d, "common": _common(d)})
+
+
+@dataclass(frozen=True)
+class HeapPhase:
+    name: str  # "before", "requests", "concurrent", "double", ...
+    requests: int
+    live: int
+    peak: int
+    allocs: int
+    frees: int
+
+
+@dataclass(frozen=True)
+class HeapUse:
+    """heaptrack in uclient-fetch (one download) and uhttpd (phases between SIGUSR2 marks)."""
+
+    common: NetCommon
+    download_bytes: int
+    download: HeapPhase  # uclient-fetch's exit report
+    server: list[HeapPhase]  # uhttpd's marks, in order
+    reports: dict[str, str]  # "uclient-fetch" / "uhttpd": heaptrack's raw lines
+
+    def to_dict(self) -> dict[str, Any]:
+        return _flat(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeapUse:
+        return _from_dict(cls, {**d, "common": _common(d),
+                                "download": HeapPhase(**d["download"]),
+                                "server": [HeapPhase(**p) for p in d["server"]]})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Soak:
+    """Many HTTPS requests to uhttpd, `jobs` at a time, and many uclient-fetch downloads."""
+
+    common: NetCommon
+    requests: int
+    jobs: int
+    requests_ok: int  # counted by the client
+    requests_failed: int
+    downloads: int
+    downloads_ok: int  # uclient-fetch exit 0 and the file's bytes match
+    downloads_failed: int
+    held_before: int  # uhttpd's live heap after the warm-up, before the soak
+    held_after: int  # ... after every request
+    errors: list[str]  # the first failures, as reported
+
+    def to_dict(self) -> dict[str, Any]:
+        return _flat(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Soak:
+        return _from_dict(cls, {**d, "common": _common(d)})
+
+
+def _flat(obj: Any) -> dict[str, Any]:
+    """asdict, with `common` also spread at the top (the comparison reads metrics/target/
+    emulated there)."""
+    d = asdict(obj)
+    return {**d["common"], **d}
+
+
+def _common(d: dict[str, Any]) -> NetCommon:
+    c = d["common"]
+    return _from_dict(NetCommon, {**c, "where": Where(**c["where"])})
+
+
+def metric(value: float, unit: str) -> dict[str, Any]:
+    return asdict(Metric(value, unit))

@@ -1,32 +1,70 @@
-"""The reference comparison's Performance table, drawn from the results store: one column per
-flavour and a column of ratios against Mbed TLS (OpenWrt's default). Ratios carry over from
-an emulated CPU to hardware, absolute times do not, so emulated figures say so."""
+"""The reference comparison's Memory and Performance tables, drawn from the results store: one
+column per flavour and a column of ratios against Mbed TLS (OpenWrt's default). Ratios carry
+over from an emulated CPU to hardware, absolute times do not, so emulated figures say so.
+Row labels of the network tests are the comparison report's (data/comparison.toml)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from rich.table import Table
 
+from ..report.comparison import metrics as comparison_metrics
 from ..results import store
 from .crypto import settings
-from .model import CRYPTO, CryptoSpeed, record_key
+from .model import (
+    CRYPTO,
+    HANDSHAKE,
+    MEMORY,
+    SOAK,
+    CryptoSpeed,
+    Handshakes,
+    HeapUse,
+    NetCommon,
+    Soak,
+    record_key,
+)
 
 TITLES = {"mbedtls": "Mbed TLS", "wolfssl": "wolfSSL", "openssl": "OpenSSL"}
 BASE = "mbedtls"
+Rows = list[tuple[str, str, list[float | None]]]
 
 
-def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> dict[str, CryptoSpeed]:
-    out = {}
+@dataclass
+class Stored:
+    crypto: dict[str, CryptoSpeed] = field(default_factory=dict)
+    handshake: dict[str, Handshakes] = field(default_factory=dict)
+    memory: dict[str, HeapUse] = field(default_factory=dict)
+    soak: dict[str, Soak] = field(default_factory=dict)
+
+    def flavours(self) -> list[str]:
+        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak}
+        return [f for f in TITLES if f in seen] + sorted(set(seen) - set(TITLES))
+
+    def __bool__(self) -> bool:
+        return bool(self.crypto or self.handshake or self.memory or self.soak)
+
+
+def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
+    out = Stored()
     for f in flavours:
-        rec = st.get(CRYPTO, record_key(f, target, "crypto"))
-        if rec is not None:
-            out[f] = CryptoSpeed.from_dict(rec.data)
+        if rec := st.get(CRYPTO, record_key(f, target, "crypto")):
+            out.crypto[f] = CryptoSpeed.from_dict(rec.data)
+        if rec := st.get(HANDSHAKE, record_key(f, target, "handshake")):
+            out.handshake[f] = Handshakes.from_dict(rec.data)
+        if rec := st.get(MEMORY, record_key(f, target, "memory")):
+            out.memory[f] = HeapUse.from_dict(rec.data)
+        if rec := st.get(SOAK, record_key(f, target, "soak")):
+            out.soak[f] = Soak.from_dict(rec.data)
     return out
 
 
 def _num(v: float | None) -> str:
     if v is None:
         return "–"
-    return f"{v:,.3f}" if v < 10 else f"{v:,.1f}"
+    if float(v).is_integer():
+        return f"{int(v):,}"
+    return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
 
 
 def _ratio(v: float | None, base: float | None) -> str:
@@ -35,53 +73,117 @@ def _ratio(v: float | None, base: float | None) -> str:
     return f"{v / base:.2f}×"
 
 
-def rows(results: dict[str, CryptoSpeed]) -> list[tuple[str, str, list[float | None]]]:
-    """(row title, unit, value per flavour in the order of results)."""
+def crypto_rows(results: dict[str, CryptoSpeed], flavours: list[str]) -> Rows:
+    """(row title, unit, value per flavour in the order of flavours)."""
     conf = settings()
-    flavours = list(results)
-    out: list[tuple[str, str, list[float | None]]] = []
+    out: Rows = []
     for ident, title in conf["operations"].items():
-        vals = [results[f].ms_per_op.get(ident) for f in flavours]
+        vals = [results[f].ms_per_op.get(ident) if f in results else None for f in flavours]
         if any(v is not None for v in vals):
             out.append((title, "ms/op", vals))
     for ident, title in conf["ciphers"].items():
         for size in conf["blocks"]["sizes"]:
-            vals = [results[f].mib_per_s.get(ident, {}).get(str(size)) for f in flavours]
+            vals = [results[f].mib_per_s.get(ident, {}).get(str(size)) if f in results else None
+                    for f in flavours]  # fmt: skip
             if any(v is not None for v in vals):
                 out.append((f"{title} {int(size) // 1024} KiB", "MiB/s", vals))
     return out
 
 
-def caption(results: dict[str, CryptoSpeed]) -> str:
+def metric_rows(records: dict[str, NetCommon], flavours: list[str], table: str) -> Rows:
+    """The network tests' metrics of one comparison table, in data/comparison.toml order."""
+    out: Rows = []
+    for m in comparison_metrics().values():
+        if m.table != table:
+            continue
+        vals = [records[f].metrics.get(m.name, {}).get("value") if f in records else None
+                for f in flavours]  # fmt: skip
+        if any(v is not None for v in vals):
+            out.append((m.label, m.unit, vals))
+    return out
+
+
+def _commons(s: Stored) -> dict[str, dict[str, NetCommon]]:
+    return {
+        "handshake": {f: r.common for f, r in s.handshake.items()},
+        "memory": {f: r.common for f, r in s.memory.items()},
+        "soak": {f: r.common for f, r in s.soak.items()},
+    }
+
+
+def _merged(s: Stored) -> dict[str, NetCommon]:
+    """One NetCommon per flavour whose metrics are those of all its network records."""
+    out: dict[str, NetCommon] = {}
+    for records in _commons(s).values():
+        for f, c in records.items():
+            if f in out:
+                out[f] = NetCommon(**{**out[f].__dict__, "metrics": {**out[f].metrics,
+                                                                     **c.metrics}})  # fmt: skip
+            else:
+                out[f] = c
+    return out
+
+
+def _table(title: str, flavours: list[str], rows: Rows) -> Table:
+    t = Table(title=title)
+    t.add_column("figure", no_wrap=True)
+    t.add_column("unit")
+    for f in flavours:
+        t.add_column(TITLES.get(f, f), justify="right")
+    others = [f for f in flavours if f != BASE] if BASE in flavours else []
+    for f in others:
+        t.add_column(f"{TITLES.get(f, f)} / Mbed TLS", justify="right")
+    for label, unit, vals in rows:
+        base = vals[flavours.index(BASE)] if BASE in flavours else None
+        ratios = [_ratio(vals[flavours.index(f)], base) for f in others]
+        t.add_row(label, unit, *[_num(v) for v in vals], *ratios)
+    return t
+
+
+def tables(s: Stored, target: str) -> list[Table]:
+    """Memory (if any network record) and Performance (handshakes, then the crypto tools)."""
+    flavours = s.flavours()
+    emulated = any(r.where.emulated for r in s.crypto.values()) or any(
+        c.emulated for c in _merged(s).values()
+    )
+    note = " (emulated: compare the ratios)" if emulated else ""
+    merged = _merged(s)
+    out = []
+    memory = metric_rows(merged, flavours, "memory")
+    if memory:
+        out.append(_table(f"Memory on {target}", flavours, memory))
+    perf = metric_rows(merged, flavours, "performance") + crypto_rows(s.crypto, flavours)
+    if perf:
+        out.append(_table(f"Performance on {target}{note}", flavours, perf))
+    return out
+
+
+def caption(s: Stored) -> str:
     lines = []
-    for f, r in results.items():
+    for f, r in s.crypto.items():
         w = r.where
         lines.append(
-            f"{TITLES.get(f, f)}: {r.tool}, {r.library} {r.version} {r.config}"
+            f"{TITLES.get(f, f)} crypto: {r.tool}, {r.library} {r.version} {r.config}"
             f"{' ' + r.ecc if r.ecc else ''}; {w.target} ({w.machine}), "
             f"{'EMULATED' if w.emulated else 'hardware'}, {w.clock} clock"
             f"{', quick' if r.quick else ''}; missing: {', '.join(r.missing) or 'none'}"
         )
-    if BASE in results:
-        lines.append("ratio = flavour / Mbed TLS (ms/op: lower is faster; MiB/s: higher is faster)")
+    for test, records in _commons(s).items():
+        for f, c in records.items():
+            w = c.where
+            lines.append(
+                f"{TITLES.get(f, f)} {test}: uhttpd/uclient-fetch ({c.backend}) with {c.library};"
+                f" {w.target} ({w.machine}), {'EMULATED' if w.emulated else 'hardware'}"
+                f"{', quick' if c.quick else ''}; client {c.client}"
+            )
+    for f, h in s.handshake.items():
+        for group, why in h.missing.items():
+            lines.append(f"{TITLES.get(f, f)}: no {group} handshake: {why}")
+    for f, k in s.soak.items():
+        lines.append(f"{TITLES.get(f, f)} soak: {k.requests_ok}/{k.requests} requests "
+                     f"({k.jobs} at a time), {k.downloads_ok}/{k.downloads} downloads ok"
+                     )  # fmt: skip
+    if BASE in s.flavours():
+        lines.append("ratio = flavour / Mbed TLS (ms, B, allocations: lower is better; "
+                     "MiB/s: higher is better)")  # fmt: skip
     return "\n".join(lines)
-
-
-def table(results: dict[str, CryptoSpeed], target: str) -> Table:
-    emulated = any(r.where.emulated for r in results.values())
-    t = Table(
-        title=f"Performance on {target}{' (emulated: compare the ratios)' if emulated else ''}"
-    )
-    flavours = list(results)
-    t.add_column("operation", no_wrap=True)
-    t.add_column("unit")
-    for f in flavours:
-        t.add_column(TITLES.get(f, f), justify="right")  # "emulated" is in the title
-    others = [f for f in flavours if f != BASE] if BASE in flavours else []
-    for f in others:
-        t.add_column(f"{TITLES.get(f, f)} / Mbed TLS", justify="right")
-    for title, unit, vals in rows(results):
-        base = vals[flavours.index(BASE)] if BASE in flavours else None
-        ratios = [_ratio(vals[flavours.index(f)], base) for f in others]
-        t.add_row(title, unit, *[_num(v) for v in vals], *ratios)
-    return t

@@ -1,0 +1,148 @@
+"""Running the lab's programs on "the target": the boundary the `qemu`, `vm` and `router`
+targets plug into. The network tests (handshake, memory, soak) only use this protocol: start a
+server program and signal it, run a client program to its end, read a file it wrote, and the
+addresses each side reaches the other at.
+
+`QemuRunner` is the `qemu` target: qemu-user processes on this machine (perf/qemu.py
+QemuUser.argv), so paths are the host's, the host reaches servers on 127.0.0.1 and a signal
+sent to the qemu process reaches the emulated program."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .. import proc
+from ..errors import WolfError
+from ..targets.vm import reaper
+from .model import Where
+from .qemu import QemuUser
+
+log = logging.getLogger(__name__)
+
+
+class Served(Protocol):
+    """A server program running on the target."""
+
+    def signal(self, sig: signal.Signals) -> None: ...
+
+    def output(self) -> str: ...
+
+
+class Runner(Protocol):
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def address(self) -> str:
+        """Where the host reaches the target's servers."""
+        ...
+
+    @property
+    def host_address(self) -> str:
+        """Where the target reaches the host's servers."""
+        ...
+
+    def where(self, clock: str) -> Where: ...
+
+    def serve(
+        self, exe: Path, args: list[str], env: dict[str, str], port: int, timeout: float
+    ) -> contextlib.AbstractContextManager[Served]:
+        """Start exe, wait until it listens on port; stopped (SIGTERM, then SIGKILL) on exit."""
+        ...
+
+    def run(
+        self, exe: Path, args: list[str], env: dict[str, str], timeout: float
+    ) -> proc.Completed:
+        """Run exe to its end (any exit status; the caller judges it)."""
+        ...
+
+    def read(self, path: Path) -> str: ...
+
+    def scratch(self, name: str) -> Path:
+        """A fresh directory on the target for files the programs write."""
+        ...
+
+
+@dataclass
+class _QemuServed:
+    popen: subprocess.Popen[bytes]
+    logfile: Path
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.popen.poll() is not None:
+            raise WolfError(f"the server exited ({self.popen.returncode}): {self.output()[-500:]}")
+        os.kill(self.popen.pid, sig)  # qemu-user forwards it to the emulated program
+
+    def output(self) -> str:
+        return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(address: str, port: int, timeout: float, alive: object = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if isinstance(alive, subprocess.Popen) and alive.poll() is not None:
+            raise WolfError(f"the server exited ({alive.returncode}) before listening on {port}")
+        with socket.socket() as s:
+            if s.connect_ex((address, port)) == 0:
+                return
+        time.sleep(0.1)
+    raise WolfError(f"nothing listens on {address}:{port} after {timeout:g} s")
+
+
+@dataclass(frozen=True)
+class QemuRunner:
+    qemu: QemuUser
+    workdir: Path
+    target: str = "qemu"
+    address: str = "127.0.0.1"
+    host_address: str = "127.0.0.1"
+
+    def where(self, clock: str) -> Where:
+        return self.qemu.where(clock)
+
+    @contextlib.contextmanager
+    def serve(
+        self, exe: Path, args: list[str], env: dict[str, str], port: int, timeout: float
+    ) -> Iterator[Served]:
+        argv = self.qemu.argv(exe, args, env)
+        logfile = self.scratch("servers") / f"server-{port}.log"
+        log.info("$ %s &", proc.command_line(argv))
+        with logfile.open("ab") as out:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=reaper.die_with_parent)  # fmt: skip
+        reaper.register(p)
+        try:
+            wait_listening(self.address, port, timeout, p)
+            yield _QemuServed(p, logfile)
+        finally:
+            reaper.kill(p, grace=10.0)  # SIGTERM: uhttpd ends its loop and exits (heap "exit")
+
+    def run(
+        self, exe: Path, args: list[str], env: dict[str, str], timeout: float
+    ) -> proc.Completed:
+        return proc.run(self.qemu.argv(exe, args, env), timeout=timeout, check=False)
+
+    def read(self, path: Path) -> str:
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def scratch(self, name: str) -> Path:
+        d = self.workdir / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d
