@@ -83,6 +83,7 @@ class NetCommon:
     library: str  # e.g. "wolfSSL 5.9.2 minimal sp-p256" (the userland's TLS library build)
     backend: str  # ustream-ssl backend of uhttpd / uclient-fetch
     userland_key: str  # footprint/userland.py cache entry the programs came from
+    footprint_key: str  # the footprint lab's build of the TLS library they link
     client: str  # the host client: tlsprobe against which OpenSSL
     where: Where
     target: str
@@ -158,6 +159,8 @@ class Soak:
     held_before: int  # uhttpd's live heap after the warm-up, before the soak
     held_after: int  # ... after every request
     errors: list[str]  # the first failures, as reported
+    client_summary: str  # the client's own count: "done ok=<n> failed=<n>"
+    download_exits: dict[str, int]  # uclient-fetch exit status -> how many times
 
     def to_dict(self) -> dict[str, Any]:
         return _flat(self)

@@ -124,6 +124,7 @@ class ProbeRun:
     failed: int
     errors: list[str]
     output: str
+    summary: str  # the probe's last line
 
 
 def parse_probe(text: str) -> ProbeRun:
@@ -136,7 +137,7 @@ def parse_probe(text: str) -> ProbeRun:
     done = _DONE.search(text)
     if not done:
         raise WolfError(f"tlsprobe printed no summary: {text[-500:]}")
-    return ProbeRun(conns, int(done["ok"]), int(done["failed"]), errors, text)
+    return ProbeRun(conns, int(done["ok"]), int(done["failed"]), errors, text, done.group(0))
 
 
 def run_probe(

@@ -62,7 +62,8 @@ class NetLab:
         return NetCommon(
             flavour=self.flavour, library=f"{lib.title} {lib.version} {lib.config}"
             f"{' ' + lib.ecc if lib.ecc else ''}", backend=self.ub.backend,
-            userland_key=self.ub.root.name, client=f"tlsprobe, {self.probe.openssl}", where=w,
+            userland_key=self.ub.root.name, footprint_key=lib.cache_key,
+            client=f"tlsprobe, {self.probe.openssl}", where=w,
             target=w.target, emulated=w.emulated, quick=self.quick, metrics=metrics,
             seconds=round(seconds, 1),
         )  # fmt: skip

@@ -42,11 +42,13 @@ def measure(lab: NetLab) -> Soak:
     errors += run.errors[:KEEP_ERRORS]
     size = (lab.pki.www / "download").stat().st_size
     ok = 0
+    exits: dict[str, int] = {}
     with net.download_server(lab.pki) as dport:
         for i in range(downloads):
             out = scratch / "download"
             out.unlink(missing_ok=True)
             rc, text = lab.fetch(f"https://localhost:{dport}/{net.DOWNLOAD}", out)
+            exits[str(rc)] = exits.get(str(rc), 0) + 1
             if rc == 0 and out.exists() and out.stat().st_size == size:
                 ok += 1
             elif len(errors) < 2 * KEEP_ERRORS:
@@ -64,4 +66,5 @@ def measure(lab: NetLab) -> Soak:
     return Soak(common=lab.common(metrics, time.monotonic() - start), requests=n, jobs=jobs,
                 requests_ok=run.ok, requests_failed=n - run.ok, downloads=downloads,
                 downloads_ok=ok, downloads_failed=downloads - ok, held_before=before.live,
-                held_after=after.live, errors=errors)  # fmt: skip
+                held_after=after.live, errors=errors, client_summary=run.summary,
+                download_exits=exits)  # fmt: skip

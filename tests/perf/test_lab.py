@@ -36,7 +36,8 @@ def _wolf(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[str]
 def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
     need_tools(*TOOLS)
     st = tmp_path_factory.mktemp("perf-store")
-    r = _wolf("perf", "--flavour", "all", "--target", "qemu", "--quick", "--store", str(st))
+    r = _wolf("perf", "--flavour", "all", "--target", "qemu", "--quick", "--test", "crypto",
+              "--store", str(st))  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     return r, st
 
