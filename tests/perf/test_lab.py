@@ -164,6 +164,7 @@ def test_report_only_reads_the_store(run: Run) -> None:
         (("--target", "qemu", "--flavour", "gnutls"), "--flavour 'gnutls': unknown"),
         (("--target", "mars"), "unknown or unsupported target 'mars'"),
         (("--target", "qemu", "--clock", "sundial"), "--clock 'sundial'"),
+        (("--target", "qemu", "--test", "speed"), "--test 'speed': unknown"),
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:

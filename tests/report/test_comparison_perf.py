@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from openwrt_wolf.perf.model import CRYPTO, CryptoSpeed, Where
+from openwrt_wolf.perf.model import (
+    CRYPTO,
+    HANDSHAKE,
+    MEMORY,
+    CryptoSpeed,
+    Handshakes,
+    HeapPhase,
+    HeapUse,
+    NetCommon,
+    Where,
+)
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results.store import FileStore, Record
 
@@ -41,3 +51,36 @@ def test_crypto_records_fill_the_performance_table(tmp_path: Path) -> None:
     assert set(rows["perf:x25519_ms:"].values) == {"mbedtls"}  # wolfSSL has none: no cell
     src = sign.values["wolfssl"].source
     assert src is not None and src.setting.startswith("emulated") and "qemu" in src.setting
+
+
+def _common(flavour: str, metrics: dict[str, dict[str, object]]) -> NetCommon:
+    where = Where(target="qemu", emulated=True, machine="qemu-mips-static -cpu 24Kf", clock="wall")
+    return NetCommon(flavour=flavour, library=flavour, backend=flavour, userland_key="u",
+                     footprint_key="f", client="tlsprobe", where=where, target="qemu",
+                     emulated=True, quick=False, metrics=metrics, seconds=1.0)  # fmt: skip
+
+
+def test_network_records_fill_memory_and_performance(tmp_path: Path) -> None:
+    """perf-memory and perf-handshake records (perf.model.HeapUse, Handshakes): their metrics
+    land in the Memory and Performance tables, labelled emulated."""
+    st = FileStore(tmp_path / "results")
+    peaks = {"mbedtls": 439572, "wolfssl": 244172}  # what the test writes is the oracle
+    for flav, peak in peaks.items():
+        phase = HeapPhase("download", 1, 0, peak, 10, 10)
+        mem = HeapUse(common=_common(flav, {"download_heap_peak": {"value": peak, "unit": "B"}}),
+                      download_bytes=1, download=phase, server=[], reports={})  # fmt: skip
+        st.put(Record(MEMORY, f"{flav}-qemu-memory", "25.12.5", None, flav, mem.to_dict()))
+        hs = Handshakes(common=_common(flav, {"handshake_p256_ms": {"value": 9.5, "unit": "ms"}}),
+                        repeats=1, ms={"p256": [9.5]}, median_ms={"p256": 9.5}, sessions={},
+                        negotiated={}, missing={})  # fmt: skip
+        st.put(Record(HANDSHAKE, f"{flav}-qemu-handshake", "25.12.5", None, flav, hs.to_dict()))
+    tables = comparison.tables([], [], st, ["mbedtls", "wolfssl"], None, None)
+    by = {t.id: {r.id: r for r in t.rows} for t in tables}
+    row = by["memory"]["perf:download_heap_peak:"]
+    assert {f: v.value for f, v in row.values.items()} == peaks
+    assert row.unit == "B" and row.better == "lower"
+    src = row.values["wolfssl"].source
+    assert src is not None and src.setting == "emulated (qemu)"
+    assert by["performance"]["perf:handshake_p256_ms:"].values["mbedtls"].value == 9.5
+    back = st.get(MEMORY, "wolfssl-qemu-memory")
+    assert back is not None and HeapUse.from_dict(back.data).download.peak == 244172
