@@ -22,6 +22,7 @@ from ..footprint import spec, toolchain
 from ..locks import locked
 from ..targets.vm import reaper
 from . import programs
+from .crypto import settings
 from .runner import free_port, wait_listening
 
 TIMEOUT = 120.0
@@ -75,10 +76,13 @@ def make_pki(d: Path, page_bytes: int, download_bytes: int) -> Pki:
 class Probe:
     exe: Path
     openssl: str  # the library version it runs against, e.g. "OpenSSL 3.5.7 (footprint lab)"
+    app: Path  # that tree's own `openssl` program: s_client for the groups 3.0 lacks
+    libdir: Path  # the library build's lib/ (for app)
 
 
 def probe() -> Probe:
-    """tlsprobe.c built natively against the footprint lab's OpenSSL build for the host."""
+    """tlsprobe.c built natively against the footprint lab's OpenSSL build for the host, and
+    that tree's apps/openssl (perf/programs.py, as for `openssl speed` on the target)."""
     arch = spec.get_arch("x86_64")
     tc = toolchain.find(arch)
     bs = spec.resolve(HOST_OPENSSL[0], None, HOST_OPENSSL[1], arch.name, ecc=None,
@@ -98,7 +102,10 @@ def probe() -> Probe:
                       f"-Wl,-rpath,{libroot / 'lib'}", "-lssl", "-lcrypto", "-pthread"],
                      timeout=programs.COMPILE_TIMEOUT)  # fmt: skip
             tmp.rename(out)
-    return Probe(out, f"OpenSSL {fp.version} ({fp.config} config, footprint lab, x86_64)")
+    app = programs.bench_program(bs, tc, fp, libroot, quick=False,
+                                 tool=settings()["tool"]["openssl"]).exes["all"]  # fmt: skip
+    return Probe(out, f"OpenSSL {fp.version} ({fp.config} config, footprint lab, x86_64)", app,
+                 libroot / "lib")  # fmt: skip
 
 
 _CONN = re.compile(
@@ -168,14 +175,16 @@ def run_probe(
 # --- s_client: the session's own report ---------------------------------------------------
 
 
-def s_client_brief(address: str, port: int, ca: Path, group: str) -> str:
-    """One TLS 1.3 handshake by the host's `openssl s_client -brief`, offering only `group`
-    and the P-256 ECDSA signature algorithm: its report of the session (empty output and a
-    failure line when the server refuses the group)."""
-    r = proc.run(["openssl", "s_client", "-connect", f"{address}:{port}", "-servername",
+def s_client_brief(address: str, port: int, ca: Path, group: str, pr: Probe | None = None) -> str:
+    """One TLS 1.3 handshake by `openssl s_client -brief` (the host's; with pr, OpenSSL 3.5's
+    own program), offering only `group` and the P-256 ECDSA signature algorithm: its report
+    of the session (a failure line instead when the server refuses the group)."""
+    openssl = str(pr.app) if pr else "openssl"
+    env = {"LD_LIBRARY_PATH": str(pr.libdir)} if pr else None
+    r = proc.run([openssl, "s_client", "-connect", f"{address}:{port}", "-servername",
                   "localhost", "-CAfile", ca, "-verify_return_error", "-brief", "-tls1_3",
                   "-groups", GROUPS[group], "-sigalgs", SIGALG],
-                 timeout=TIMEOUT, check=False, input=b"")  # fmt: skip
+                 timeout=TIMEOUT, check=False, input=b"", env=env)  # fmt: skip
     return r.output
 
 
