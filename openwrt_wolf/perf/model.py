@@ -105,6 +105,9 @@ class Handshakes:
     sessions: dict[str, str]  # group id -> `openssl s_client -brief` output (the witness)
     negotiated: dict[str, dict[str, str]]  # group id -> the probe's {version, group, sig}
     missing: dict[str, str]  # group id -> why there is no figure
+    # group id -> the server's CPU time per handshake (user+system; under qemu-user the
+    # emulated program's and qemu's translation), ms
+    server_cpu_ms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _flat(self)

@@ -37,6 +37,10 @@ class Served(Protocol):
 
     def output(self) -> str: ...
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the server has used so far (its /proc/<pid>/stat)."""
+        ...
+
 
 class Runner(Protocol):
     @property
@@ -85,6 +89,16 @@ class _QemuServed:
 
     def output(self) -> str:
         return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
+
+    def cpu_seconds(self) -> float:
+        """The qemu process's: the emulated program's CPU time and qemu's translation."""
+        return proc_cpu_seconds(Path(f"/proc/{self.popen.pid}/stat").read_text())
+
+
+def proc_cpu_seconds(stat: str) -> float:
+    """utime + stime of a /proc/<pid>/stat line (proc(5): fields 14 and 15, clock ticks)."""
+    fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:

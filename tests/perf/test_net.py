@@ -102,6 +102,7 @@ def test_handshake_groups_from_the_session(run: Run) -> None:
             assert h.negotiated[group]["group"] == probe_names[group]
             assert h.median_ms[group] == pytest.approx(statistics.median(h.ms[group]), abs=1e-3)
             assert h.common.metrics[f"handshake_{group}_ms"]["unit"] == "ms"
+            assert h.server_cpu_ms[group] > 0
         assert "p256" not in h.missing  # every library here has P-256
 
 
