@@ -102,9 +102,11 @@ def package_errors(text: str, requested: Iterable[str] = ()) -> str | None:
     conflicts |= set(re.findall(r"is already provided by package\s+\*\s+(\S+)", text))
     conflicts |= set(re.findall(r"ERROR: (\S+): trying to overwrite", text))
     conflicts |= set(re.findall(r"trying to overwrite \S+ owned by (\S+)\.", text))
-    known = {w.lstrip("-") for w in requested} | missing  # opkg's "Cannot install" names
+    asked = {w.lstrip("-") for w in requested}
+    missing = {_plain(m, asked) for m in missing}
+    known = asked | missing  # opkg's "Cannot install package" names what it was asked for
     conflicts = {_plain(_strip_version(c), known) for c in conflicts}
-    missing = {_plain(m, known) for m in missing} - conflicts
+    missing -= conflicts
     if not missing and not conflicts:
         return None
     parts = []

@@ -32,7 +32,7 @@ from tests.standin import make_standin
 from tests.standin.server import serve
 
 RELEASE = "24.10.8"
-TOOLS = ("make", "zstd", "gzip", "tar", "cc")
+TOOLS = ("make", "zstd", "gcc", "unsquashfs")
 V1, AR300 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16"
 FLAVOURS = ("mbedtls", "wolfssl", "openssl")
 # what each flavour's TLS library looks like in a rootfs (the library packages' files)
@@ -340,4 +340,11 @@ def test_opkg_messages_name_the_requested_packages() -> None:
     missing = (
         "Unknown package 'kmod-usb3'.\n * opkg_install_cmd: Cannot install package kmod-usb3.\n"
     )
-    assert imagebuilder.package_errors(missing, ["kmod-usb"]) == "unknown packages: kmod-usb3"
+    assert imagebuilder.package_errors(missing, ["kmod-usb", "kmod-usb3"]) == (
+        "unknown packages: kmod-usb3"
+    )
+    # opkg versions that name the resolved package in "Cannot install" too
+    resolved = clash.replace("package libustream-openssl.", "package libustream-openssl20201210.")
+    assert imagebuilder.package_errors(resolved, asked) == (
+        "conflicting packages: libustream-openssl, libustream-wolfssl"
+    )

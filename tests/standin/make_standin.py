@@ -143,7 +143,7 @@ def _opkg_machinery(top: Path, tree: Path) -> None:
         shutil.copy2(tree / "scripts" / name, top / "scripts" / name)
     mkhash = top / "staging_dir" / "host" / "bin" / "mkhash"
     p = subprocess.run(
-        ["cc", "-O2", "-o", str(mkhash), str(tree / "scripts" / "mkhash.c")],
+        ["gcc", "-O2", "-o", str(mkhash), str(tree / "scripts" / "mkhash.c")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     if p.returncode != 0:

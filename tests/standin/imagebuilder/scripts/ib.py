@@ -328,9 +328,9 @@ def opkg_install(world: list[str], root: Path) -> list[dict[str, object]]:
     for want in world:
         try:
             install(want, ())
-        except OpkgError as e:
+        except OpkgError:  # opkg names the package as it was asked for
             if not any("Cannot install package" in x for x in errors[-1:]):
-                errors.append(f" * opkg_install_cmd: Cannot install package {e}.")
+                errors.append(f" * opkg_install_cmd: Cannot install package {want}.")
     status = "".join(
         f"Package: {n}\nVersion: {p['version']}\n"
         + (f"Depends: {', '.join(p['depends'])}\n" if p["depends"] else "")  # type: ignore[arg-type]
