@@ -127,7 +127,8 @@ def _plain(name: str, known: set[str]) -> str:
     # libwolfssl5.9.1.ee39414e; only a requested name is taken off, never a guess
     if name in known:
         return name
-    return next((k for k in known if re.fullmatch(rf"{re.escape(k)}\d[\w.]*", name)), name)
+    longest = sorted(known, key=lambda k: (-len(k), k))  # libfoo2 before libfoo
+    return next((k for k in longest if re.fullmatch(rf"{re.escape(k)}\d[\w.]*", name)), name)
 
 
 class ImageBuilder:
