@@ -8,7 +8,7 @@ import os
 import re
 import shutil
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,17 +86,26 @@ def parse_info(text: str) -> Info:
     return Info(target, defaults, profiles)
 
 
-def package_errors(text: str) -> str | None:
-    """OpenWrt's resolver messages (apk on 25.12+, opkg on 24.10) as one line, or None."""
+def package_errors(text: str, requested: Iterable[str] = ()) -> str | None:
+    """OpenWrt's resolver messages (apk on 25.12+, opkg on 24.10) as one line, or None.
+    opkg names installed packages with their ABI suffix (libustream-openssl20201210): a
+    name that is a `requested` one plus such a suffix is reported as the requested name."""
     missing = set(re.findall(r"^\s+(\S+) \(no such package\):", text, re.M))
     missing |= set(re.findall(r"Cannot install package (\S+)\.", text))
     conflicts: set[str] = set()
     for a, b in re.findall(r"^\s+([^\s:]+):\n\s+conflicts: ([^\s\[]+)", text, re.M):
         conflicts |= {a, b}
     conflicts |= set(re.findall(r"check_data_file_clashes: Package (\S+) wants", text))
+    # opkg (24.10): "The following packages conflict with A:" then "check_conflicts_for: \tB"
+    conflicts |= set(re.findall(r"The following packages conflict with (\S+):", text))
+    conflicts |= set(re.findall(r"check_conflicts_for: \t(\S+)", text))
     conflicts |= set(re.findall(r"is already provided by package\s+\*\s+(\S+)", text))
     conflicts |= set(re.findall(r"ERROR: (\S+): trying to overwrite", text))
     conflicts |= set(re.findall(r"trying to overwrite \S+ owned by (\S+)\.", text))
+    asked = {w.lstrip("-") for w in requested}
+    missing = {_plain(m, asked) for m in missing}
+    known = asked | missing  # opkg's "Cannot install package" names what it was asked for
+    conflicts = {_plain(_strip_version(c), known) for c in conflicts}
     missing -= conflicts
     if not missing and not conflicts:
         return None
@@ -104,14 +113,22 @@ def package_errors(text: str) -> str | None:
     if missing:
         parts.append(f"unknown packages: {', '.join(sorted(missing))}")
     if conflicts:
-        names = sorted({_strip_version(c) for c in conflicts})
-        parts.append(f"conflicting packages: {', '.join(names)}")
+        parts.append(f"conflicting packages: {', '.join(sorted(conflicts))}")
     return "; ".join(parts)
 
 
 def _strip_version(name: str) -> str:
     # apk prints name-version (e.g. libustream-wolfssl-2025.10.03-r1)
     return re.sub(r"-\d[^-]*-r\d+$", "", name)
+
+
+def _plain(name: str, known: set[str]) -> str:
+    # opkg's Package: is <name><ABI_VERSION> (include/package-pack.mk), e.g. libmbedtls21,
+    # libwolfssl5.9.1.ee39414e; only a requested name is taken off, never a guess
+    if name in known:
+        return name
+    longest = sorted(known, key=lambda k: (-len(k), k))  # libfoo2 before libfoo
+    return next((k for k in longest if re.fullmatch(rf"{re.escape(k)}\d[\w.]*", name)), name)
 
 
 class ImageBuilder:
@@ -156,7 +173,7 @@ class ImageBuilder:
             ).output
         except CommandError as e:
             text = "\n".join(e.tail)
-            why = package_errors(_log_text(e) or text)
+            why = package_errors(_log_text(e) or text, packages.split())
             if why:
                 raise WolfError(
                     f"impossible package selection for {profile}: {why}",

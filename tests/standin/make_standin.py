@@ -5,8 +5,11 @@
         sha256sums                      ("<sha256> *<name>", as OpenWrt's rules.mk writes it)
 
 Each tree holds tests/standin/imagebuilder/ (Makefile, scripts/ib.py, include/standin-image.mk),
-.standin.json (what .targetinfo/.profiles.mk give the real one), packages/*.apk with an index,
-and, as OpenWrt's ImageBuilder ships them, OpenWrt's own image machinery:
+.standin.json (what .targetinfo/.profiles.mk give the real one), the packages with an index
+(25.12: packages/*.apk and index.json; 24.10: opkg's packages/*.ipk made by the tree's own
+scripts/ipkg-build and the Packages index by its scripts/ipkg-make-index.sh, with mkhash built
+from its scripts/mkhash.c), and, as OpenWrt's ImageBuilder ships them, OpenWrt's own image
+machinery:
 - include/image-commands.mk copied from the OpenWrt tree, and include/standin-helpers.mk with
   the few definitions of the tree's include/image.mk, rules.mk and verbose.mk it needs;
 - include/standin-device-<profile>.mk: the device's variables (KERNEL, IMAGE/*, BLOCKSIZE,
@@ -30,6 +33,7 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import zstandard
 
@@ -86,6 +90,89 @@ def _apk(path: Path, files: dict[str, bytes]) -> None:
             info.mode = 0o755
             info.mtime = 1781000000
             tar.addfile(info, io.BytesIO(data))
+
+
+def _control(
+    name: str, version: str, depends: list[str], conflicts: list[str], abi: str, arch: str
+) -> str:
+    """CONTROL/control as include/package-pack.mk writes it (Package/<name>/CONTROL)."""
+    base = name.removesuffix(abi) if abi else name
+    lines = [f"Package: {name}", f"Version: {version}"]
+    if depends:
+        lines.append(f"Depends: {', '.join(depends)}")
+    if conflicts:
+        lines.append(f"Conflicts: {', '.join(conflicts)}")
+    if abi:
+        lines.append(f"Provides: {base}")
+    lines += [f"SourceName: {base}", "Section: libs" if base.startswith("lib") else "Section: base"]
+    if abi:
+        lines.append(f"ABIVersion: {abi}")
+    lines += [f"Architecture: {arch}", "Installed-Size: 0", f"Description:  {base} (stand-in)"]
+    return "\n".join(lines) + "\n"
+
+
+def _ipk(
+    top: Path, tree: Path, name: str, control: str, files: dict[str, bytes], epoch: int
+) -> None:
+    """One .ipk made by the tree's scripts/ipkg-build (gzip'd tar of debian-binary,
+    data.tar.gz, control.tar.gz) from a package directory with CONTROL/control."""
+    pkg = top / "tmp" / "ipkg" / name
+    (pkg / "CONTROL").mkdir(parents=True)
+    (pkg / "CONTROL" / "control").write_text(control)
+    for path, data in files.items():
+        dest = pkg / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        dest.chmod(0o755)
+    p = subprocess.run(
+        ["bash", str(tree / "scripts" / "ipkg-build"), str(pkg), str(top / "packages")],
+        capture_output=True, text=True, timeout=300,
+        # root-owned members on any machine (OpenWrt runs it under fakeroot)
+        env={"PATH": "/usr/bin:/bin", "TAR": "tar --owner=0 --group=0",
+             "SOURCE_DATE_EPOCH": str(epoch), "LC_ALL": "C"},
+    )  # fmt: skip
+    if p.returncode != 0:
+        raise RuntimeError(f"ipkg-build {name} failed:\n{p.stdout}\n{p.stderr}")
+    shutil.rmtree(pkg)
+
+
+def _opkg_machinery(top: Path, tree: Path) -> None:
+    """The tree's scripts the 24.10 ImageBuilder runs for opkg (ipkg-build, ipkg-make-index.sh,
+    json_add_image_info.py) and mkhash built from scripts/mkhash.c, as staging_dir/host has it."""
+    for name in ("ipkg-build", "ipkg-make-index.sh", "json_add_image_info.py"):
+        shutil.copy2(tree / "scripts" / name, top / "scripts" / name)
+    mkhash = top / "staging_dir" / "host" / "bin" / "mkhash"
+    p = subprocess.run(
+        ["gcc", "-O2", "-o", str(mkhash), str(tree / "scripts" / "mkhash.c")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    if p.returncode != 0:
+        raise RuntimeError(f"building mkhash failed:\n{p.stderr}")
+
+
+def package_index(top: Path) -> None:
+    """target/imagebuilder/files/Makefile's package_index for opkg: Packages by the tree's
+    scripts/ipkg-make-index.sh, Packages.gz by gzip -9n."""
+    pkgdir = top / "packages"
+    env = {"PATH": f"{top / 'staging_dir/host/bin'}:/usr/bin:/bin", "LC_ALL": "C",
+           "MKHASH": str(top / "staging_dir/host/bin/mkhash")}  # fmt: skip
+    p = subprocess.run(
+        ["bash", str(top / "scripts" / "ipkg-make-index.sh"), "."],
+        cwd=pkgdir, capture_output=True, timeout=300, env=env,
+    )  # fmt: skip
+    if p.returncode != 0:
+        raise RuntimeError(f"ipkg-make-index.sh failed:\n{p.stderr.decode(errors='replace')}")
+    (pkgdir / "Packages").write_bytes(p.stdout)
+    z = subprocess.run(["gzip", "-9nc", "Packages"], cwd=pkgdir, capture_output=True, check=True)
+    (pkgdir / "Packages.gz").write_bytes(z.stdout)
+
+
+def release_packages(spec: dict[str, Any], release: str) -> dict[str, list[Any]]:
+    """[packages] (25.12.5's set) with the release's own drops and entries."""
+    rel = spec["release"][release]
+    pkgs = {n: v for n, v in spec["packages"].items() if n not in rel.get("drop_packages", ())}
+    pkgs.update(rel.get("packages", {}))
+    return pkgs
 
 
 def _definitions(text: str, names: tuple[str, ...]) -> str:
@@ -202,13 +289,21 @@ def make_tree(
     _image_machinery(top, tree, tools)
     pkgdir = top / "packages"
     pkgdir.mkdir()
+    opkg = rel.get("package_manager", "apk") == "opkg"
+    if opkg:
+        _opkg_machinery(top, tree)
     index = []
-    for pname, (version, size, depends, conflicts, path) in spec["packages"].items():
+    for pname, (version, size, depends, conflicts, path) in release_packages(spec, release).items():
         data = _incompressible(pname, size) if "/firmware/" in path else _code(pname, size)
         files = {path: data} if path else {}
         if pname == "base-files":
             files["/etc/init.d/dropbear"] = b"#!/bin/sh /etc/rc.common\nSTART=19\n"
             files["/etc/openwrt_release"] = f"DISTRIB_RELEASE='{release}'\n".encode()
+        if opkg:
+            abi = rel.get("abi", {}).get(pname, "")
+            ctl = _control(pname, version, depends, conflicts, abi, tgt["arch_packages"])
+            _ipk(top, tree, pname, ctl, files, rel["source_date_epoch"])
+            continue
         fname = f"{pname}-{version}.apk"
         _apk(pkgdir / fname, files)
         index.append(
@@ -221,7 +316,11 @@ def make_tree(
                 "file": fname,
             }
         )
-    (pkgdir / "index.json").write_text(json.dumps(index, indent=1))
+    if opkg:
+        package_index(top)
+        shutil.rmtree(top / "tmp", ignore_errors=True)
+    else:
+        (pkgdir / "index.json").write_text(json.dumps(index, indent=1))
     kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
     kdir.mkdir(parents=True)
     info: dict[str, object] = {
@@ -234,6 +333,8 @@ def make_tree(
         "arch": tgt["arch"],
         "arch_packages": tgt["arch_packages"],
         "default_packages": rel["default_packages"] + tgt["default_packages"],
+        "package_manager": rel.get("package_manager", "apk"),
+        "mksquashfs_extra": rel.get("mksquashfs_extra", []),
     }
     _release_mk(top, info, kdir)
     profiles = {}
@@ -252,7 +353,8 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     tgt = spec["target"][target]
     t, s = target.split("/")
-    top = dest / f"openwrt-sdk-{release}-{t}-{s}_gcc-14.3.0_musl.Linux-x86_64"
+    gcc = spec["release"][release].get("sdk_gcc", "14.3.0")
+    top = dest / f"openwrt-sdk-{release}-{t}-{s}_gcc-{gcc}_musl.Linux-x86_64"
     if top.exists():
         shutil.rmtree(top)
     shutil.copytree(HERE / "sdk", top)
