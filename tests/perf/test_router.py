@@ -44,7 +44,8 @@ def _ssh(r: FakeRouter, command: str) -> subprocess.CompletedProcess[str]:
     """OpenSSH's client, not the lab's paramiko."""
     return subprocess.run(
         ["ssh", "-i", str(r.userkey), "-p", str(r.port), "-o",
-         f"UserKnownHostsFile={r.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+         f"UserKnownHostsFile={r.known_hosts}", "-o", "StrictHostKeyChecking=yes", "-o",
+         "BatchMode=yes", "-o", "LogLevel=ERROR",
          f"{r.user}@{r.host}", command],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
