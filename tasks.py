@@ -643,13 +643,15 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
         "accept_new": "router: accept and remember its host key on first contact",
         "known_hosts": "router: known_hosts file (default ~/.ssh/known_hosts)",
         "image": "vm: the malta initramfs kernel to boot",
+        "initrd": "vm: an initramfs to boot the image with",
+        "append": "vm: the kernel command line",
     }
 )
 @guarded
 def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
          report_only=False, host=None, port=None, user=None, key=None, password=False,
-         accept_new=False, known_hosts=None, image=None):  # fmt: skip
+         accept_new=False, known_hosts=None, image=None, initrd=None, append=None):  # fmt: skip
     """Run-time cost per flavour: each TLS library's own benchmark tool on the target."""
     from openwrt_wolf.perf import cli
 
@@ -658,7 +660,7 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
     cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,
              wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,
              store_dir=store, report_only=report_only, host=host, ssh=ssh,
-             image=image)  # fmt: skip
+             image=image, initrd=initrd, append=append)  # fmt: skip
 
 
 # --- reports: history (issue 15) -------------------------------------------------------

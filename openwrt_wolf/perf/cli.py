@@ -39,6 +39,8 @@ def main(
     host: str | None = None,
     ssh: dict[str, Any] | None = None,
     image: str | None = None,
+    initrd: str | None = None,
+    append: str | None = None,
 ) -> None:
     if not target:
         raise WolfError("--target is required", hint=f"one of: {', '.join(lab.TARGETS)}")
@@ -55,8 +57,10 @@ def main(
         given = ", ".join(["--host"] * (host is not None) +
                           [f"--{k.replace('_', '-')}" for k in ssh])  # fmt: skip
         raise WolfError(f"{given}: only with --target router")
-    if image is not None and target != "vm":
-        raise WolfError("--image: only with --target vm (the malta VM boots it)")
+    vm = {"--image": image, "--initrd": initrd, "--append": append}
+    if target != "vm" and any(v is not None for v in vm.values()):
+        given = ", ".join(k for k, v in vm.items() if v is not None)
+        raise WolfError(f"{given}: only with --target vm (the malta VM boots it)")
     flavours = _list(flavour, lab.FLAVOURS, "flavour")
     if wolfssl_config not in ("minimal", "openwrt"):
         raise WolfError(f"--wolfssl-config {wolfssl_config!r}: expected minimal or openwrt")
@@ -67,6 +71,7 @@ def main(
         flavours=flavours, target=target, tests=_list(test, lab.TESTS, "test"), quick=quick,
         release=rel.name, wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain,
         clock=clock, store=store_dir, login=login, image=image,
+        initrd=initrd, append=append,
     )  # fmt: skip
     err = console(stderr=True)
     if not report_only:

@@ -42,6 +42,8 @@ class Request:
     store: str | None = None
     login: Login | None = None  # --target router: how to reach it over SSH
     image: str | None = None  # --target vm: the malta image (kernel ELF) to boot
+    initrd: str | None = None  # --target vm: with this initramfs
+    append: str | None = None  # --target vm: kernel command line
     notes: list[str] = field(default_factory=list)
 
 
@@ -60,7 +62,8 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[CryptoSpeed]:
                         hint=f"targets this lab runs: {', '.join(TARGETS)}")  # fmt: skip
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
-    with places.opened(req.target, login=req.login, image=req.image, say=say) as remote:
+    vm = places.VmOptions(req.image, req.initrd, req.append) if req.image else None
+    with places.opened(req.target, login=req.login, vm=vm, say=say) as remote:
         arch_name = req.arch if remote is None else places.lab_arch(remote.platform, remote.target)
         arch = spec.get_arch(arch_name)
         # the cross toolchain only where it is the one used

@@ -6,14 +6,23 @@ from __future__ import annotations
 import contextlib
 import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import WolfError
 from ..footprint.spec import Arch
 from ..footprint.toolchain import Toolchain
+from ..host import hosttools
 from . import qemu
 from .place import Platform, QemuPlace, TargetPlace
 from .programs import data_file
+
+
+@dataclass(frozen=True)
+class VmOptions:
+    image: str  # the malta kernel ELF (an OpenWrt initramfs kernel)
+    initrd: str | None = None
+    append: str | None = None
 
 
 def qemu_place(arch: Arch, tc: Toolchain, cpu: str) -> QemuPlace:
@@ -61,13 +70,13 @@ def check_libc(place: TargetPlace, tc: Toolchain) -> None:
 
 @contextlib.contextmanager
 def opened(
-    target: str, *, login: object = None, image: str | None = None,
+    target: str, *, login: object = None, vm: VmOptions | None = None,
     say: Callable[[str], None] = print,
 ) -> Iterator[TargetPlace | None]:  # fmt: skip
     """The router or VM place, closed (uploads removed, processes ended, the VM off) on the way
     out, whatever happens; None for qemu (opened once the toolchain is known)."""
     if target == "qemu":
-        if login is not None or image is not None:
+        if login is not None or vm is not None:
             raise WolfError("--target qemu runs here: --host and --image are for router and vm")
         yield None
         return
@@ -77,7 +86,7 @@ def opened(
         if not isinstance(login, Login):
             raise WolfError("--target router needs --host ADDR",
                             hint="with --key or --password as for `invoke flash`")  # fmt: skip
-        if image is not None:
+        if vm is not None:
             raise WolfError("--image boots the VM: it does not go with --target router")
         say(f"perf: connecting to {login.where}")
         ssh = SSHTarget(login)
@@ -97,13 +106,16 @@ def opened(
 
         if login is not None:
             raise WolfError("--host reaches a router: it does not go with --target vm")
-        if not image:
+        if vm is None:
             raise WolfError("--target vm needs --image PATH (an OpenWrt malta initramfs kernel)")
-        with VM(spec_for(Path(image))) as vm:
-            say(f"perf: booting {Path(image).name} in QEMU")
-            vm.boot("shell")
+        spec = spec_for(Path(vm.image), initrd=Path(vm.initrd) if vm.initrd else None,
+                        append=vm.append)  # fmt: skip
+        hosttools.ensure(["qemu-system-mips", "qemu-system-mipsel"])
+        with VM(spec) as machine:
+            say(f"perf: booting {Path(vm.image).name} in QEMU")
+            machine.boot("shell")
             # servers in the guest are reached through QEMU's port forwarding, not an address
-            place = TargetPlace(vm, label="vm", emulated=True, address="")
+            place = TargetPlace(machine, label="vm", emulated=True, address="")
             _said(place, say)
             try:
                 yield place
