@@ -58,7 +58,7 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[CryptoSpeed]:
         if f not in FLAVOURS:
             raise WolfError(f"unknown flavour {f!r}", hint=f"flavours: {', '.join(FLAVOURS)}, all")
     if req.target not in TARGETS:
-        raise WolfError(f"unknown target {req.target!r}",
+        raise WolfError(f"unknown or unsupported target {req.target!r}",
                         hint=f"targets this lab runs: {', '.join(TARGETS)}")  # fmt: skip
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
