@@ -172,8 +172,9 @@ _PROBE = (
     "uname -m; uname -n; "
     "echo loaders: $(ls /lib/ld-musl-* /lib/ld-linux* /lib64/ld-linux* /lib/ld.so.1 2>/dev/null); "
     "echo model: $(cat /tmp/sysinfo/model 2>/dev/null); "
-    # bytes 5 and 6 of an ELF file: EI_DATA (1 little, 2 big) as od prints it
-    "echo elf: $(head -c 6 /bin/sh | od -An -tu1)"
+    # the first 6 bytes of an ELF file, the 6th is EI_DATA (1 little, 2 big); OpenWrt's
+    # busybox has hexdump but no od (package/utils/busybox/Config-defaults.in), Debian od
+    "echo elf: $( (hexdump -n 6 -e '6/1 \" %u\"' /bin/sh || od -An -N6 -tu1 /bin/sh) 2>/dev/null)"
 )
 
 
