@@ -138,3 +138,33 @@ def test_unknown_architecture_is_one_line() -> None:
     assert (p.machine, p.endian) == ("aarch64", "little")
     with pytest.raises(WolfError, match="runs aarch64 little-endian"):
         places.lab_arch(p, "router")
+
+
+def test_qemu_place_runs_and_stops_a_server(tmp_path: Path) -> None:
+    """QemuPlace: a MIPS program under qemu-user; spawn/stop a server by its process group."""
+    from openwrt_wolf.footprint import spec, toolchain
+    from openwrt_wolf.perf.place import QemuPlace
+    from openwrt_wolf.perf.qemu import find
+    from tests.conftest import need_tools
+
+    need_tools("mips-linux-gnu-gcc", "qemu-mips-static", "/usr/mips-linux-gnu/include/stdio.h")
+    src = tmp_path / "wait.c"
+    src.write_text('#include <stdio.h>\n#include <unistd.h>\n'
+                   'int main(int c, char **v) { printf("up %s\\n", v[1]); fflush(stdout);\n'
+                   '  if (c > 2) sleep(600); return 0; }\n')  # fmt: skip
+    exe = tmp_path / "wait"
+    import subprocess
+
+    subprocess.run(["mips-linux-gnu-gcc", "-o", str(exe), str(src)], check=True, timeout=120)
+    arch = spec.get_arch("mips_24kc")
+    place = QemuPlace(find(arch, toolchain.find(arch), "24Kf"))
+    assert place.put(exe) == str(exe)  # nothing is copied
+    assert place.run(str(exe), ["once"], {}, timeout=60).output == "up once\n"
+    marker = f"{os.getpid()}-server"
+    server = place.spawn(str(exe), [marker, "stay"], {})
+    deadline = time.monotonic() + 30
+    while not _procs(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _procs(marker)
+    place.close()
+    assert server.stopped and _none_left(marker)
