@@ -7,17 +7,21 @@ mips_24kc, refused with a glibc toolchain. Oracles: /proc here (the stand-in's p
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from openwrt_wolf.errors import CommandError, WolfError
+from openwrt_wolf.footprint import spec, toolchain
 from openwrt_wolf.footprint.toolchain import Toolchain
 from openwrt_wolf.perf import places
-from openwrt_wolf.perf.place import TargetPlace, parse_probe
+from openwrt_wolf.perf.place import QemuPlace, TargetPlace, parse_probe
+from openwrt_wolf.perf.qemu import find
 from openwrt_wolf.targets.router.ssh import Login, SSHTarget
 from tests import sshd_router
+from tests.conftest import need_tools
 from tests.perf.test_router import _ssh
 from tests.sshd_router import FakeRouter
 
@@ -142,19 +146,12 @@ def test_unknown_architecture_is_one_line() -> None:
 
 def test_qemu_place_runs_and_stops_a_server(tmp_path: Path) -> None:
     """QemuPlace: a MIPS program under qemu-user; spawn/stop a server by its process group."""
-    from openwrt_wolf.footprint import spec, toolchain
-    from openwrt_wolf.perf.place import QemuPlace
-    from openwrt_wolf.perf.qemu import find
-    from tests.conftest import need_tools
-
     need_tools("mips-linux-gnu-gcc", "qemu-mips-static", "/usr/mips-linux-gnu/include/stdio.h")
     src = tmp_path / "wait.c"
     src.write_text('#include <stdio.h>\n#include <unistd.h>\n'
                    'int main(int c, char **v) { printf("up %s\\n", v[1]); fflush(stdout);\n'
                    '  if (c > 2) sleep(600); return 0; }\n')  # fmt: skip
     exe = tmp_path / "wait"
-    import subprocess
-
     subprocess.run(["mips-linux-gnu-gcc", "-o", str(exe), str(src)], check=True, timeout=120)
     arch = spec.get_arch("mips_24kc")
     place = QemuPlace(find(arch, toolchain.find(arch), "24Kf"))
