@@ -156,4 +156,7 @@ def _placed(
         yield dataclasses.replace(prog, exes=exes, libdir=Path(libdir)), env
     finally:
         for path in made:
-            place.remove(path)
+            # a lost connection must not hide the error that brought us here; close() checks
+            # at the end that the whole upload directory is gone
+            with contextlib.suppress(WolfError):
+                place.remove(path)
