@@ -624,7 +624,8 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
 @task(
     help={
         "flavour": "mbedtls,wolfssl,openssl or all (default all)",
-        "target": "where to measure: qemu (MIPS user-mode emulation on this machine); required",
+        "target": "where to measure: qemu (MIPS user-mode emulation here), router (--host, over "
+        "SSH) or vm (--image, the malta VM); required",
         "test": "crypto,handshake,memory,soak (comma-separated); default all",
         "quick": "shorter runs of each tool, fewer handshakes/requests (CI)",
         "release": "OpenWrt release whose library settings to build (default 25.12.5)",
@@ -634,18 +635,32 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
         "clock": "cpu (default: the tools count process CPU time) or wall",
         "store": "results store directory",
         "report_only": "only print the tables from the store",
+        "host": "router: its address (SSH)",
+        "port": "router: SSH port (default 22)",
+        "user": "router: SSH user (default root)",
+        "key": "router: private key file to log in with",
+        "password": "router: ask for a password (or read $OPENWRT_WOLF_ROUTER_PASSWORD)",
+        "accept_new": "router: accept and remember its host key on first contact",
+        "known_hosts": "router: known_hosts file (default ~/.ssh/known_hosts)",
+        "image": "vm: the malta initramfs kernel to boot",
+        "initrd": "vm: an initramfs to boot the image with",
+        "append": "vm: the kernel command line",
     }
 )
 @guarded
 def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
-         report_only=False):  # fmt: skip
+         report_only=False, host=None, port=None, user=None, key=None, password=False,
+         accept_new=False, known_hosts=None, image=None, initrd=None, append=None):  # fmt: skip
     """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak on the target."""
     from openwrt_wolf.perf import cli
 
+    ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
+               password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,
              wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,
-             store_dir=store, report_only=report_only)  # fmt: skip
+             store_dir=store, report_only=report_only, host=host, ssh=ssh,
+             image=image, initrd=initrd, append=append)  # fmt: skip
 
 
 # --- reports: history (issue 15) -------------------------------------------------------

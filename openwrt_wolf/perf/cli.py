@@ -3,6 +3,8 @@ store."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .. import paths
 from ..catalogue import releases
 from ..errors import WolfError
@@ -34,9 +36,31 @@ def main(
     clock: str = "cpu",
     store_dir: str | None = None,
     report_only: bool = False,
+    host: str | None = None,
+    ssh: dict[str, Any] | None = None,
+    image: str | None = None,
+    initrd: str | None = None,
+    append: str | None = None,
 ) -> None:
     if not target:
         raise WolfError("--target is required", hint=f"one of: {', '.join(lab.TARGETS)}")
+    ssh = {k: v for k, v in (ssh or {}).items() if v not in (None, False)}
+    login = None
+    if target == "router" and not report_only:
+        if not host or not host.strip():
+            raise WolfError("--target router needs --host ADDR",
+                            hint="the router's address, with --key or --password")  # fmt: skip
+        from ..targets.router.ssh import login_from_cli
+
+        login = login_from_cli(host.strip(), **ssh)
+    elif host is not None or ssh:
+        given = ", ".join(["--host"] * (host is not None) +
+                          [f"--{k.replace('_', '-')}" for k in ssh])  # fmt: skip
+        raise WolfError(f"{given}: only with --target router")
+    vm = {"--image": image, "--initrd": initrd, "--append": append}
+    if target != "vm" and any(v is not None for v in vm.values()):
+        given = ", ".join(k for k, v in vm.items() if v is not None)
+        raise WolfError(f"{given}: only with --target vm (the malta VM boots it)")
     flavours = _list(flavour, lab.FLAVOURS, "flavour")
     if wolfssl_config not in ("minimal", "openwrt"):
         raise WolfError(f"--wolfssl-config {wolfssl_config!r}: expected minimal or openwrt")
@@ -46,7 +70,8 @@ def main(
     req = lab.Request(
         flavours=flavours, target=target, tests=_list(test, lab.TESTS, "test"), quick=quick,
         release=rel.name, wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain,
-        clock=clock, store=store_dir,
+        clock=clock, store=store_dir, login=login, image=image,
+        initrd=initrd, append=append,
     )  # fmt: skip
     err = console(stderr=True)
     if not report_only:

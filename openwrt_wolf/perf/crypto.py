@@ -9,17 +9,15 @@ import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .. import proc
 from ..errors import CommandError, WolfError
 from . import parse
 from .model import CryptoSpeed, Where
+from .place import Place
 from .programs import BenchProgram, data_file
 
 RUN_TIMEOUT = 1800.0  # one tool run; emulated RSA under load is slow, a hang is killed
-Runner = Callable[[Path, list[str], dict[str, str]], list[str]]  # exe, args, env -> argv
 
 
 def settings() -> dict[str, Any]:
@@ -28,10 +26,11 @@ def settings() -> dict[str, Any]:
 
 @dataclass
 class Session:
-    """One tool on one target: how to run it and what it printed."""
+    """One tool on one place (perf/place.py): ``program`` as the place sees it (paths there),
+    and what it printed."""
 
     program: BenchProgram
-    argv: Runner
+    place: Place
     env: dict[str, str]
     on_line: Callable[[str], None] | None = None
     retries: int = 0
@@ -42,17 +41,18 @@ class Session:
         self.outputs: list[str] = []  # the tool's own output per run, kept in the record
 
     def run(self, variant: str, args: list[str]) -> str:
-        argv = self.argv(self.program.exes[variant], args,
-                         {"LD_LIBRARY_PATH": str(self.program.libdir), **self.env})  # fmt: skip
+        env = {"LD_LIBRARY_PATH": str(self.program.libdir), **self.env}
         last: CommandError | None = None
         for _ in range(1 + self.retries):
-            self.commands.append(proc.command_line(argv))
             try:
-                text = proc.run(argv, timeout=self.timeout, on_line=self.on_line).output
-                self.outputs.append(text)
-                return text
+                ran = self.place.run(str(self.program.exes[variant]), args, env,
+                                     timeout=self.timeout, on_line=self.on_line)  # fmt: skip
             except CommandError as e:
                 last = e
+                continue
+            self.commands.append(ran.command)
+            self.outputs.append(ran.output)
+            return ran.output
         assert last is not None
         tail = " | ".join(last.tail[-3:])
         raise WolfError(

@@ -1,14 +1,14 @@
 """`invoke perf`: per flavour, the footprint lab's build of its TLS library (cached), the
-library's own benchmark tool built against it, run on the target (test `crypto`); uhttpd and
-uclient-fetch of the userland (footprint/userland.py) on the target for the tests
-`handshake`, `memory` and `soak`; one record per (flavour, target, test) in the results
-store."""
+library's own benchmark tool built against it, run on the target; one record per
+(flavour, target, test) in the results store."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,8 @@ from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
 from ..host import hosttools
 from ..results import store
-from . import crypto, handshake, memory, net, netlab, programs, qemu, soak
+from ..targets.router.ssh import Login
+from . import crypto, handshake, memory, net, netlab, places, programs, soak
 from .model import (
     CRYPTO,
     HANDSHAKE,
@@ -31,10 +32,11 @@ from .model import (
     Soak,
     record_key,
 )
+from .place import Place, QemuPlace
 from .runner import QemuRunner
 
 FLAVOURS = ("mbedtls", "wolfssl", "openssl")
-TARGETS = ("qemu",)
+TARGETS = ("qemu", "router", "vm")
 TESTS = ("crypto", "handshake", "memory", "soak")
 NetTest = Callable[[netlab.NetLab], Handshakes | HeapUse | Soak]
 NET_TESTS: dict[str, tuple[str, NetTest]] = {
@@ -42,6 +44,7 @@ NET_TESTS: dict[str, tuple[str, NetTest]] = {
     "memory": (MEMORY, memory.measure),
     "soak": (SOAK, soak.measure),
 }
+NET_TARGETS = ("qemu",)  # where uhttpd/uclient-fetch run today (perf/runner.py)
 Result = CryptoSpeed | Handshakes | HeapUse | Soak
 
 
@@ -59,6 +62,10 @@ class Request:
     toolchain: str | None = None
     clock: str = "cpu"  # cpu: benchmark clocks count process CPU time (cpuclock shim)
     store: str | None = None
+    login: Login | None = None  # --target router: how to reach it over SSH
+    image: str | None = None  # --target vm: the malta image (kernel ELF) to boot
+    initrd: str | None = None  # --target vm: with this initramfs
+    append: str | None = None  # --target vm: kernel command line
     notes: list[str] = field(default_factory=list)
 
 
@@ -66,6 +73,21 @@ def _config(req: Request, flavour: str) -> tuple[str, str | None]:
     if flavour == "wolfssl":
         return req.wolfssl_config, (req.ecc if req.wolfssl_config == "minimal" else None)
     return "openwrt", None
+
+
+def _tests(req: Request, say: Callable[[str], None]) -> tuple[str, ...]:
+    """The network tests run on qemu only (yet): asked for by name elsewhere, one line; left
+    out of the default "all" there, with a line that says so."""
+    net_asked = [t for t in req.tests if t in NET_TESTS]
+    if req.target in NET_TARGETS or not net_asked:
+        return req.tests
+    if req.tests != TESTS:
+        raise WolfError(
+            f"--test {','.join(net_asked)} runs on --target qemu only (for now), not {req.target}",
+            hint="use --test crypto on a router or VM; docs/perf.md, Targets",
+        )
+    say(f"perf: {req.target}: crypto only (handshake, memory and soak run on qemu for now)")
+    return ("crypto",)
 
 
 def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
@@ -77,16 +99,39 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
                         hint=f"targets this lab runs: {', '.join(TARGETS)}")  # fmt: skip
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
-    arch = spec.get_arch(req.arch)
-    needed = hosttools.groups()["footprint"]
-    if req.toolchain:
-        needed = [t for t in needed if not t.startswith((arch.debian_prefix, arch.sysroot))]
-    net_tests = [t for t in req.tests if t in NET_TESTS]
-    hosttools.ensure([*needed, arch.qemu, "patch", *(["openssl", "gcc"] if net_tests else [])])
-    tc = toolchain.find(arch, req.toolchain)
-    conf = crypto.settings()
-    runner = qemu.find(arch, tc, str(conf["qemu"]["cpu"]))
+    req = dataclasses.replace(req, tests=_tests(req, say))
+    vm = places.VmOptions(req.image, req.initrd, req.append) if req.image else None
+    with places.opened(req.target, login=req.login, vm=vm, say=say) as remote:
+        arch_name = req.arch if remote is None else places.lab_arch(remote.platform, remote.target)
+        arch = spec.get_arch(arch_name)
+        # the cross toolchain only where it is the one used
+        needed = [
+            t
+            for t in hosttools.groups()["footprint"]
+            if arch.debian_prefix == "mips-linux-gnu-" or "mips-linux-gnu" not in t
+        ]
+        if req.toolchain:
+            needed = [t for t in needed if not t.startswith((arch.debian_prefix, arch.sysroot))]
+        net_tests = [t for t in req.tests if t in NET_TESTS]
+        hosttools.ensure([*needed, *([arch.qemu] if remote is None else []), "patch",
+                          *(["openssl", "gcc"] if net_tests else [])])  # fmt: skip
+        tc = toolchain.find(arch, req.toolchain)
+        conf = crypto.settings()
+        place: Place
+        if remote is None:
+            place = places.qemu_place(arch, tc, str(conf["qemu"]["cpu"]))
+        else:
+            places.check_libc(remote, tc)
+            place = remote
+        return _run_all(dataclasses.replace(req, arch=arch_name), place, tc, conf, say)
+
+
+def _run_all(
+    req: Request, place: Place, tc: toolchain.Toolchain, conf: dict[str, Any],
+    say: Callable[[str], None],
+) -> list[Result]:  # fmt: skip
     st = store.FileStore(paths.store_dir(req.store))
+    net_tests = [t for t in req.tests if t in NET_TESTS]
     results: list[Result] = []
     work = Path(tempfile.mkdtemp(prefix="wolf-perf-"))
     try:
@@ -94,35 +139,62 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
                            int(conf["net"]["download_bytes"])) if net_tests else None  # fmt: skip
         probe = net.probe() if net_tests else None
         for flavour in req.flavours:
-            results += _flavour(req, flavour, tc, runner, conf, st, say, work, pki, probe)
+            config, ecc = _config(req, flavour)
+            fp_req = fp_lab.Request(arch=req.arch, release=req.release, libraries=(flavour,),
+                                    configs=(config,), ecc=(ecc,) if ecc else (),
+                                    toolchain=req.toolchain, versions=req.versions)  # fmt: skip
+            (bs,) = fp_lab.plan(fp_req, soft_float=tc.soft_float)
+            say(f"perf: {flavour}: library {bs.label} (footprint lab, {req.arch})")
+            if "crypto" in req.tests:
+                results.append(_crypto(req, flavour, bs, tc, fp_req, place, conf, st, say))
+            if pki is not None and probe is not None and isinstance(place, QemuPlace):
+                results += _net(req, flavour, bs, tc, place, conf, st, say, work, pki, probe)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results
 
 
-def _flavour(
-    req: Request, flavour: str, tc: toolchain.Toolchain, runner: qemu.QemuUser,
+def _crypto(
+    req: Request, flavour: str, bs: spec.BuildSpec, tc: toolchain.Toolchain,
+    fp_req: fp_lab.Request, place: Place, conf: dict[str, Any], st: store.FileStore,
+    say: Callable[[str], None],
+) -> CryptoSpeed:  # fmt: skip
+    fp = fp_lab.build_one(bs, tc, fp_req)
+    fp_root = fp_lab.build_root() / fp.cache_key
+    tool = conf["tool"][flavour]
+    say(f"perf: {flavour}: building {tool['title']}")
+    prog = programs.bench_program(bs, tc, fp, fp_root, quick=req.quick, tool=tool)
+    with _placed(place, flavour, prog, bs, tc, req.clock, say) as (placed, env):
+        session = crypto.Session(program=placed, place=place, env=env)
+        if "run_timeout" in tool:  # Mbed TLS: a hang is killed early and retried once
+            session.timeout, session.retries = float(tool["run_timeout"]), 1
+        say(f"perf: {flavour}: running {tool['title']} on {req.target}"
+            f"{' (quick)' if req.quick else ''}")  # fmt: skip
+        result = crypto.measure(
+            flavour=flavour, library=bs.library, version=bs.version, config=bs.config,
+            ecc=bs.ecc, footprint_key=fp.cache_key, session=session,
+            where=place.where(req.clock), quick=req.quick,
+        )  # fmt: skip
+    st.put(store.Record(kind=CRYPTO, key=record_key(flavour, req.target, "crypto"),
+                        release=bs.release, device=None, flavour=flavour,
+                        data=result.to_dict()))  # fmt: skip
+    return result
+
+
+def _net(
+    req: Request, flavour: str, bs: spec.BuildSpec, tc: toolchain.Toolchain, place: QemuPlace,
     conf: dict[str, Any], st: store.FileStore, say: Callable[[str], None], work: Path,
-    pki: net.Pki | None, probe: net.Probe | None,
+    pki: net.Pki, probe: net.Probe,
 ) -> list[Result]:  # fmt: skip
+    """Handshakes, heap and soak with the flavour's uhttpd and uclient-fetch on the target."""
     results: list[Result] = []
-    config, ecc = _config(req, flavour)
-    fp_req = fp_lab.Request(arch=req.arch, release=req.release, libraries=(flavour,),
-                            configs=(config,), ecc=(ecc,) if ecc else (),
-                            toolchain=req.toolchain, versions=req.versions)  # fmt: skip
-    (bs,) = fp_lab.plan(fp_req, soft_float=tc.soft_float)
-    say(f"perf: {flavour}: library {bs.label} (footprint lab)")
-    if "crypto" in req.tests:
-        results.append(_crypto(req, flavour, bs, tc, fp_req, runner, conf, st, say))
-    if pki is None or probe is None:
-        return results
     ub = userland.build(flavour, arch=req.arch, toolchain_path=req.toolchain)
     if flavour == "wolfssl" and (req.wolfssl_config, req.ecc) != ("minimal", "sp-p256"):
         say(f"perf: wolfssl: uhttpd/uclient-fetch use the userland's library "
             f"({ub.library.config}), not --wolfssl-config/--ecc")  # fmt: skip
     lab = netlab.NetLab(
         flavour=flavour, ub=ub, heaptrack=programs.shim("heaptrack", bs, tc),
-        runner=QemuRunner(runner, work / flavour), probe=probe, pki=pki,
+        runner=QemuRunner(place.qemu, work / flavour), probe=probe, pki=pki,
         conf=netlab.sizes(conf["net"], req.quick), quick=req.quick, clock="wall", say=say,
     )  # fmt: skip
     for test in (t for t in req.tests if t in NET_TESTS):
@@ -136,30 +208,39 @@ def _flavour(
     return results
 
 
-def _crypto(
-    req: Request, flavour: str, bs: spec.BuildSpec, tc: toolchain.Toolchain,
-    fp_req: fp_lab.Request, runner: qemu.QemuUser, conf: dict[str, Any], st: store.FileStore,
-    say: Callable[[str], None],
-) -> CryptoSpeed:  # fmt: skip
-    fp = fp_lab.build_one(bs, tc, fp_req)
-    fp_root = fp_lab.build_root() / fp.cache_key
-    tool = conf["tool"][flavour]
-    say(f"perf: {flavour}: building {tool['title']}")
-    prog = programs.bench_program(bs, tc, fp, fp_root, quick=req.quick, tool=tool)
-    env = {}
-    if req.clock == "cpu":
-        env["LD_PRELOAD"] = str(programs.shim("cpuclock", bs, tc))
-    session = crypto.Session(program=prog, argv=runner.argv, env=env)
-    if "run_timeout" in tool:  # Mbed TLS: a hang is killed early and retried once
-        session.timeout, session.retries = float(tool["run_timeout"]), 1
-    say(f"perf: {flavour}: running {tool['title']} on {req.target}"
-        f"{' (quick)' if req.quick else ''}")  # fmt: skip
-    result = crypto.measure(
-        flavour=flavour, library=bs.library, version=bs.version, config=bs.config,
-        ecc=bs.ecc, footprint_key=fp.cache_key, session=session,
-        where=runner.where(req.clock), quick=req.quick,
-    )  # fmt: skip
-    st.put(store.Record(kind=CRYPTO, key=record_key(flavour, req.target, "crypto"),
-                        release=bs.release, device=None, flavour=flavour,
-                        data=result.to_dict()))  # fmt: skip
-    return result
+@contextlib.contextmanager
+def _placed(
+    place: Place, flavour: str, prog: programs.BenchProgram, bs: spec.BuildSpec,
+    tc: toolchain.Toolchain, clock: str, say: Callable[[str], None],
+) -> Iterator[tuple[programs.BenchProgram, dict[str, str]]]:  # fmt: skip
+    """The tool, its library build and the clock shim where the place runs them; uploads
+    (router, VM) are removed again after this flavour: a router's /tmp is its RAM."""
+    local = [*prog.exes.values(), prog.libdir]
+    if clock == "cpu":
+        local.append(programs.shim("cpuclock", bs, tc))
+    if place.target != "qemu":
+        files = [f for p in local for f in ([p] if p.is_file() else p.iterdir())]
+        size = sum(f.stat().st_size for f in files if not f.is_symlink())
+        say(
+            f"perf: {flavour}: uploading {len(prog.exes)} program(s), the library build and "
+            f"{'the clock shim' if clock == 'cpu' else 'no shim'} ({size:,} B) to {place.target}"
+        )
+    made: list[str] = []
+    try:
+        exes = {}
+        for variant, exe in prog.exes.items():
+            exes[variant] = Path(place.put(exe, f"{flavour}-{exe.name}"))
+            made.append(str(exes[variant]))
+        libdir = place.put_dir(prog.libdir, f"{flavour}-lib")
+        made.append(libdir)
+        env = {}
+        if clock == "cpu":
+            env["LD_PRELOAD"] = place.put(local[-1], f"{flavour}-cpuclock.so")
+            made.append(env["LD_PRELOAD"])
+        yield dataclasses.replace(prog, exes=exes, libdir=Path(libdir)), env
+    finally:
+        for path in made:
+            # a lost connection must not hide the error that brought us here; close() checks
+            # at the end that the whole upload directory is gone
+            with contextlib.suppress(WolfError):
+                place.remove(path)
