@@ -165,6 +165,12 @@ def test_report_only_reads_the_store(run: Run) -> None:
         (("--target", "mars"), "unknown or unsupported target 'mars'"),
         (("--target", "qemu", "--clock", "sundial"), "--clock 'sundial'"),
         (("--target", "qemu", "--test", "speed"), "--test 'speed': unknown"),
+        # refused before any connection: nothing listens on port 9 of 127.0.0.1
+        (
+            ("--target", "router", "--host", "127.0.0.1", "--port", "9", "--test", "memory"),
+            "--test memory runs on --target qemu only",
+        ),
+        (("--target", "vm", "--test", "crypto,soak"), "--test soak runs on --target qemu only"),
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
