@@ -123,6 +123,21 @@ def families(w: Path) -> list[Family]:
             ],
         ),
         Family(
+            "what-if",
+            [
+                ["what-if", "--image", dev, "--flavour", "wolfssl", "--packages", str(d)],
+                ["what-if", "--image", str(fifo), "--flavour", "wolfssl", "--packages", str(d)],
+                ["what-if", "--image", str(big), "--flavour", "wolfssl", "--packages", str(d)],
+                ["what-if", "--image", str(rnd), "--flavour", "wolfssl", "--packages", str(d)],
+                ["what-if", "--image", str(empty), "--flavour", "openssl", "--packages", str(d)],
+                ["what-if", "--from", "/nonexistent", "--flavour", "wolfssl"],
+                ["what-if", "--from", str(d), "--flavour", "gnutls"],
+                ["what-if", "--from", str(d), "--image", str(rnd), "--flavour", "wolfssl"],
+                ["what-if", "--image", str(rnd), "--flavour", "wolfssl", "--packages", dev],
+                ["what-if", "--image", str(rnd)],
+            ],
+        ),
+        Family(
             "flash",
             [
                 ["flash", "--device", "tl-wr902ac", "--host", "x", "--port", "abc"],
