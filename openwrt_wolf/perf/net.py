@@ -196,10 +196,16 @@ WAN_DELAY = 0.5  # s: see relay()
 @contextlib.contextmanager
 def relay(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
     """A TCP relay to 127.0.0.1:port that holds the server's first bytes of every connection
-    for `delay` seconds, as a network between a router and a server does. Without it,
-    uclient-fetch with upstream's OpenSSL ustream backend fails on the same host: its name
-    check runs only after init_fd() returns, and a server that answers within microseconds
-    completes the handshake inside init_fd() (tests/footprint/test_userland.py `_wan`)."""
+    for `delay` seconds, as a network between a router and a server does.
+
+    Why: upstream's OpenSSL ustream backend (ustream-openssl.c at 99bd3d2, and at OpenWrt's
+    pin 99f1c0db) checks the certificate's name against the peer CN that uclient hands over
+    only after init_fd() returns. With the server on the same host and the client slowed by
+    qemu-user, the server's whole flight is often already queued when init_fd()'s first
+    SSL_connect() reads; the handshake completes inside init_fd() with no name to check, and
+    uclient-fetch fails with "Failed to send request: Unknown error -1" (8 tries in a row on
+    a CI machine). Mbed TLS and our native wolfSSL backend take the name before the
+    handshake. The delay makes every run take the path a real network takes."""
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))

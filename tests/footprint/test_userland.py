@@ -16,7 +16,6 @@ import functools
 import re
 import socket
 import subprocess
-import threading
 import time
 import tomllib
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from openwrt_wolf.errors import WolfError
 from openwrt_wolf.footprint import apk, stack, userland
 from openwrt_wolf.host import upstream
 from openwrt_wolf.patchset import symbols
+from openwrt_wolf.perf import net as perfnet
 from tests.conftest import _openwrt_tree, need_tools, unavailable
 
 # A cold run builds the libraries (OpenSSL: minutes) inside the first test's fixture, and a
@@ -293,61 +293,6 @@ def _fetch(
     return subprocess.run(argv, env=ub.env(), capture_output=True, text=True, timeout=TIMEOUT)
 
 
-WAN_DELAY = 0.5  # s; any real network between a router and its server takes longer than
-# the few microseconds that uclient-fetch needs to return from init_fd() after its ClientHello
-
-
-@contextlib.contextmanager
-def _wan(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
-    """A one-connection TCP relay to 127.0.0.1:port that holds the server's first bytes for
-    `delay` seconds; yields the port to connect to.
-
-    Why: upstream's OpenSSL ustream backend (ustream-openssl.c at 99bd3d2, and at OpenWrt's
-    pin 99f1c0db) checks the certificate's name against the peer CN that uclient hands over
-    only after init_fd() returns. With the server on the same host and the client slowed by
-    qemu-user, the server's whole flight is often already queued when init_fd()'s first
-    SSL_connect() reads, the handshake completes inside init_fd() with no name to check, and
-    uclient-fetch fails with "Failed to send request: Unknown error -1" (8 tries in a row on a
-    CI machine). Mbed TLS and our native wolfSSL backend take the name before the handshake.
-    The delay makes every run take the path a real network takes."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(TIMEOUT)
-
-    def pump(src: socket.socket, dst: socket.socket, hold: float) -> None:
-        try:
-            while data := src.recv(65536):
-                time.sleep(hold)
-                hold = 0.0
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-
-    def relay() -> None:
-        try:
-            client, _ = listener.accept()
-        except OSError:
-            return  # nobody came (the test failed before connecting), or closed under us
-        with client, socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as server:
-            client.settimeout(TIMEOUT)
-            up = threading.Thread(target=pump, args=(client, server, 0.0), daemon=True)
-            up.start()
-            pump(server, client, delay)
-            up.join(TIMEOUT)
-
-    thread = threading.Thread(target=relay, daemon=True)
-    thread.start()
-    try:
-        yield int(listener.getsockname()[1])
-    finally:
-        listener.close()
-        thread.join(TIMEOUT)
-
-
 def _served_fetch(
     ub: userland.UserlandBuild,
     pki: Path,
@@ -356,10 +301,10 @@ def _served_fetch(
     host: str = "localhost",
     ca: str = "ca.crt",
 ) -> tuple[subprocess.CompletedProcess[str], str]:
-    """uclient-fetch against a fresh s_server behind a WAN-like relay (see _wan); (result,
-    the server's trace)."""
+    """uclient-fetch against a fresh s_server behind a WAN-like relay (perf/net.py relay():
+    without it the OpenSSL backend fails on the same host); (result, the server's trace)."""
     for port in _s_server(pki, version, group):
-        with _wan(port) as front:
+        with perfnet.relay(port) as front:
             r = _fetch(ub, pki, f"https://{host}:{front}/page", ca=ca)
     return r, (pki / f"trace-{port}.txt").read_text(errors="replace")
 
