@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import tarfile
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -61,13 +63,29 @@ def _members(archive: Path) -> list[PackageFile]:
         ) from None
 
 
+def _extract_within(tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: Path) -> None:
+    """Extract with the "tar" filter: no absolute paths, nothing outside root (also through a
+    link extracted before). Debian 12's Python 3.11.2 predates extraction filters (3.11.4):
+    there each member's destination is checked the same way before it is written."""
+    if hasattr(tarfile, "tar_filter"):
+        tar.extractall(root, members, filter="tar")
+        return
+    top = os.path.realpath(root)
+    for m in members:
+        m.name = m.name.lstrip("/")
+        dest = os.path.realpath(os.path.join(top, m.name))
+        if dest != top and not dest.startswith(top + os.sep):
+            raise tarfile.TarError(f"{m.name!r} would be written outside {root}")
+        m.mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWGRP | stat.S_IWOTH)
+        tar.extract(m, root)
+
+
 def extract(pkg: Package, root: Path) -> None:
     """Install the package's files under root, as the ImageBuilder's install step does."""
     try:
         with tarfile.open(pkg.file, "r:*") as tar:
             members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
-            # "tar" filter: no absolute paths, no "..", no links out of root
-            tar.extractall(root, members, filter="tar")
+            _extract_within(tar, members, root)
     except (tarfile.TarError, OSError, EOFError) as e:
         raise WolfError(
             f"package {pkg.file} is not a tar archive ({e})",
