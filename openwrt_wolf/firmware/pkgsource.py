@@ -44,6 +44,14 @@ class Package:
         return self._files
 
 
+def _not_a_package(archive: Path, e: Exception) -> WolfError:
+    return WolfError(
+        f"package {archive} is not a tar archive ({e})",
+        hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
+        "packages are not read",
+    )
+
+
 def _members(archive: Path) -> list[PackageFile]:
     try:
         with tarfile.open(archive, "r:*") as tar:
@@ -56,11 +64,7 @@ def _members(archive: Path) -> list[PackageFile]:
                     out.append(PackageFile("/" + m.name.lstrip("./"), m.size, digest))
             return out
     except (tarfile.TarError, OSError, EOFError) as e:
-        raise WolfError(
-            f"package {archive} is not a tar archive ({e})",
-            hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
-            "packages are not read",
-        ) from None
+        raise _not_a_package(archive, e) from None
 
 
 def _extract_within(tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: Path) -> None:
@@ -87,11 +91,7 @@ def extract(pkg: Package, root: Path) -> None:
             members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
             _extract_within(tar, members, root)
     except (tarfile.TarError, OSError, EOFError) as e:
-        raise WolfError(
-            f"package {pkg.file} is not a tar archive ({e})",
-            hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
-            "packages are not read",
-        ) from None
+        raise _not_a_package(pkg.file, e) from None
 
 
 @dataclass(frozen=True)
