@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -65,3 +66,13 @@ def get(name: str | None) -> Release:
     except KeyError:
         known = ", ".join(releases())
         raise WolfError(f"unknown release {name!r}", hint=f"known releases: {known}") from None
+
+
+def parse_openwrt_release(text: str) -> dict[str, str]:
+    """/etc/openwrt_release (an image's, a router's): shell assignments DISTRIB_X='value'."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*(DISTRIB_\w+)=(['\"]?)(.*)\2\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(3)
+    return out

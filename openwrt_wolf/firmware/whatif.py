@@ -294,10 +294,11 @@ def _release(inp: _Input, root: Path, release: str | None) -> str:
         return releases.get(inp.art.release).name
     rel = root / "etc/openwrt_release"
     if rel.is_file() and not rel.is_symlink():
-        for line in rel.read_text(errors="replace").splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "DISTRIB_RELEASE":
-                return releases.get(value.strip().strip("'\"")).name
+        value = releases.parse_openwrt_release(rel.read_text(errors="replace")).get(
+            "DISTRIB_RELEASE"
+        )
+        if value:
+            return releases.get(value).name
     raise WolfError(
         f"{inp.image}: cannot tell its OpenWrt release", hint="give --release (e.g. 25.12.5)"
     )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import term
+from ..catalogue import releases
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..results.store import FileStore, Record
@@ -110,8 +110,9 @@ def _read(target: Target, command: str) -> str:
 
 def _release(target: Target) -> str | None:
     r = target.run("cat /etc/openwrt_release", timeout=30)
-    m = re.search(r"^DISTRIB_RELEASE=['\"]?([^'\"\n]*)", r.output, re.MULTILINE)
-    return m.group(1) if r.exit_status == 0 and m else None
+    if r.exit_status != 0:
+        return None
+    return releases.parse_openwrt_release(r.output).get("DISTRIB_RELEASE")
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from openwrt_wolf.catalogue.releases import parse_openwrt_release as parse_release
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware.imageformats import fwtool
 from openwrt_wolf.targets.router import packages
-from openwrt_wolf.targets.router.flash import parse_df_available, parse_release
+from openwrt_wolf.targets.router.flash import parse_df_available
 from tests.sshd_router import STANDINS, make_image
 
 sys.path.insert(0, str(STANDINS))

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from ... import term
 from ...catalogue import devices
+from ...catalogue.releases import parse_openwrt_release
 from ...errors import WolfError
 from ...results.store import FileStore, Record, now_utc
 from . import hostkeys, packages, ssh
@@ -113,16 +114,6 @@ class FlashResult:
     def from_dict(cls, d: dict[str, Any]) -> FlashResult:
         states = [StateLog(**s) for s in d.get("states", [])]
         return cls(**{**d, "states": states})
-
-
-def parse_release(text: str) -> dict[str, str]:
-    """/etc/openwrt_release: shell assignments DISTRIB_X='value'."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"\s*(DISTRIB_\w+)=(['\"]?)(.*)\2\s*$", line)
-        if m:
-            out[m.group(1)] = m.group(3)
-    return out
 
 
 def parse_df_available(output: str) -> int:
@@ -571,7 +562,7 @@ class Flasher:
         status, out = self._run(f"cat {shlex.quote(path)}", self.req.timeouts.command)
         if status != 0:
             raise WolfError(f"cannot read {path} on the router: {_oneline(out)[:200]}")
-        return parse_release(out)
+        return parse_openwrt_release(out)
 
 
 def store_result(store: FileStore, device: devices.Device, result: FlashResult) -> Path:
