@@ -2,19 +2,18 @@
 depends, conflicts, provides, file, as the stand-in ImageBuilder's packages/ has it) beside the
 archives, each a gzip'd tar of the files the package installs (the ``.apk`` files of that
 index). OpenWrt 25.12's own APK v3 (ADB) packages are not read: a file that is not a tar
-archive is one error line saying so."""
+archive is one error line saying so. Archives are read and unpacked only by openwrt_wolf.archive
+(its rules: nothing outside the root, no devices, bounded size and ratio)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
-import tarfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .. import archive
 from ..errors import WolfError
 
 MAX_INDEX = 64 << 20  # bytes of index.json we read
@@ -44,54 +43,34 @@ class Package:
         return self._files
 
 
-def _not_a_package(archive: Path, e: Exception) -> WolfError:
-    return WolfError(
-        f"package {archive} is not a tar archive ({e})",
-        hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
-        "packages are not read",
-    )
+# what the error line says when a package cannot be read
+NOT_READ = (
+    "what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 packages are not read"
+)
 
 
-def _members(archive: Path) -> list[PackageFile]:
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            out = []
-            for m in tar:
-                if m.isfile() and m.name != ".PKGINFO":
-                    fh = tar.extractfile(m)
-                    assert fh is not None
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-                    out.append(PackageFile("/" + m.name.lstrip("./"), m.size, digest))
-            return out
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise _not_a_package(archive, e) from None
-
-
-def _extract_within(tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: Path) -> None:
-    """Extract with the "tar" filter: no absolute paths, nothing outside root (also through a
-    link extracted before). Debian 12's Python 3.11.2 predates extraction filters (3.11.4):
-    there each member's destination is checked the same way before it is written."""
-    if hasattr(tarfile, "tar_filter"):
-        tar.extractall(root, members, filter="tar")
-        return
-    top = os.path.realpath(root)
-    for m in members:
-        m.name = m.name.lstrip("/")
-        dest = os.path.realpath(os.path.join(top, m.name))
-        if dest != top and not dest.startswith(top + os.sep):
-            raise tarfile.TarError(f"{m.name!r} would be written outside {root}")
-        m.mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWGRP | stat.S_IWOTH)
-        tar.extract(m, root)
+def _members(path: Path) -> list[PackageFile]:
+    """Regular files (and hard links to them) with their size and sha256, streamed."""
+    out: dict[str, PackageFile] = {}
+    for m, data in archive.members(path, archive.PACKAGE, what="package", hint=NOT_READ):
+        if m.kind == "file" and m.name != ".PKGINFO":
+            h = hashlib.sha256()
+            for chunk in data:
+                h.update(chunk)
+            out[m.name] = PackageFile("/" + m.name, m.size, h.hexdigest())
+        elif m.kind == "hardlink" and m.link in out:
+            out[m.name] = PackageFile("/" + m.name, out[m.link].size, out[m.link].sha256)
+        else:
+            out.pop(m.name, None)  # a later member of that name replaces the file
+    return list(out.values())
 
 
 def extract(pkg: Package, root: Path) -> None:
-    """Install the package's files under root, as the ImageBuilder's install step does."""
-    try:
-        with tarfile.open(pkg.file, "r:*") as tar:
-            members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
-            _extract_within(tar, members, root)
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise _not_a_package(pkg.file, e) from None
+    """Install the package's files under root, as the ImageBuilder's install step does, by
+    archive.extract's rules (nothing outside root, no devices, bounded)."""
+    archive.extract(
+        pkg.file, root, archive.PACKAGE, what="package", hint=NOT_READ, exclude={".PKGINFO"}
+    )
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from ...errors import WolfError
 
@@ -27,8 +28,12 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
-def read_file(path: Path, what: str = "image", limit: int = MAX_IMAGE) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes; WolfError (one line) else."""
+def open_file(
+    path: Path, what: str = "image", hint: str = "give the image file itself"
+) -> BinaryIO:
+    """A regular file opened for reading; WolfError (one line) for anything else. Opened with
+    O_NONBLOCK and checked with fstat, so a FIFO (or a path that becomes one) never blocks
+    the open and a device, followed through a symlink, is refused before a byte is read."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -36,23 +41,27 @@ def read_file(path: Path, what: str = "image", limit: int = MAX_IMAGE) -> bytes:
     except OSError as e:
         raise WolfError(f"cannot read {what} {path}: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise WolfError(
-            f"{what} {path} is {_kind(st.st_mode)}, not a file", hint="give the image file itself"
-        )
-    if st.st_size > limit:
-        raise WolfError(
-            f"{what} {path} has {st.st_size:,} bytes, more than any flash this checks "
-            f"({limit:,} B)",
-            hint="is it the sysupgrade image of the device?",
-        )
+        raise WolfError(f"{what} {path} is {_kind(st.st_mode)}, not a file", hint=hint)
     try:
-        # O_NONBLOCK: should the path become a FIFO after the stat, open must not hang on it
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise WolfError(f"cannot read {what} {path}: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise WolfError(f"{what} {path} changed into {_kind(os.fstat(fd).st_mode)}")
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise WolfError(f"{what} {path} changed into {_kind(mode)}")
+    return os.fdopen(fd, "rb")
+
+
+def read_file(path: Path, what: str = "image", limit: int = MAX_IMAGE) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; WolfError (one line) else."""
+    with open_file(path, what) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise WolfError(
+                f"{what} {path} has {size:,} bytes, more than any flash this checks ({limit:,} B)",
+                hint="is it the sysupgrade image of the device?",
+            )
         parts, total = [], 0
         while chunk := fh.read(CHUNK):
             total += len(chunk)
