@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from . import signals
 from .errors import CommandError, WolfError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -24,34 +22,19 @@ def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
 
 
-@contextlib.contextmanager
-def _hangup_and_term_as_interrupt() -> Iterator[None]:
-    """SIGTERM (kill, a CI timeout) and SIGHUP (a closed terminal) clean up like Ctrl-C: the
-    running command's process group is killed by proc.run, temporary files are removed."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def guarded(fn: F) -> F:
-    """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C -> exit 130."""
+    """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C, SIGTERM or
+    SIGHUP -> cleaned up as KeyboardInterrupt, exit 128 + the signal (130, 143, 129)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         setup_logging()
+        signals.reset()
         try:
-            with _hangup_and_term_as_interrupt():
-                return fn(*args, **kwargs)
+            with signals.as_interrupt():
+                result = fn(*args, **kwargs)
+            signals.check()  # a signal whose KeyboardInterrupt Python dropped in a finalizer
+            return result
         except CommandError as e:
             print(f"error: {e.details()}", file=sys.stderr)
             raise SystemExit(e.exit_code) from None
@@ -59,8 +42,9 @@ def guarded(fn: F) -> F:
             print(f"error: {e}", file=sys.stderr)
             raise SystemExit(e.exit_code) from None
         except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
+            sig = signals.received() or signal.SIGINT
+            print(f"error: interrupted{signals.describe(sig)}", file=sys.stderr)
+            raise SystemExit(128 + sig) from None
 
     return wrapper  # type: ignore[return-value]
 
