@@ -260,7 +260,7 @@ def members(
 def _checked(
     tar: tarfile.TarFile, limits: Limits, where: str, hint: str | None
 ) -> Iterator[tuple[Member, Iterator[bytes]]]:
-    count = 0
+    count, files = 0, set[str]()  # the regular files so far: what a hard link may name
     while (info := tar.next()) is not None:
         # a stream keeps every header it read (an untyped attribute): memory stays bounded
         getattr(tar, "members").clear()  # noqa: B009
@@ -268,8 +268,14 @@ def _checked(
         if count > limits.members:
             raise ArchiveError(f"{where}: more than {limits.members:,} members")
         m = _member(info, where)
-        if m is not None:
-            yield m, (_data(tar, info, where, hint) if m.kind == "file" else iter(()))
+        if m is None:
+            continue
+        if m.kind == "hardlink" and m.link not in files:
+            raise ArchiveError(
+                f"{where}: hard link {m.name} -> {m.link} is not to a file it holds before it"
+            )
+        (files.add if m.kind in ("file", "hardlink") else files.discard)(m.name)
+        yield m, (_data(tar, info, where, hint) if m.kind == "file" else iter(()))
 
 
 def extract(

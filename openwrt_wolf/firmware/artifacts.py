@@ -23,6 +23,7 @@ from . import fit, imageformats
 from .rootfs import RootfsInfo, measure_rootfs
 
 SCHEMA = "openwrt-wolf/artifacts/1"
+MAX_MANIFEST = 16 << 20  # an image's package list: a few KiB
 
 
 @dataclass(frozen=True)
@@ -328,7 +329,9 @@ def _manifest(outdir: Path, pid: str) -> list[PackageFile]:
                 if f.suffix in (".apk", ".ipk") and f.is_file():
                     archives.setdefault(f.name, f)
     out = []
-    for line in mine[0].read_text(errors="replace").splitlines():
+    # bounded: a FIFO or a device where the manifest belongs is one error line, not a hang
+    text = imageformats.bounded.read_file(mine[0], "manifest", MAX_MANIFEST)
+    for line in text.decode(errors="replace").splitlines():
         name, sep, version = line.partition(" - ")
         if not sep:
             continue

@@ -89,6 +89,12 @@ def _build_lab(top: Path, tree: Path, tools: OpenWrtTools) -> None:
 def lab(
     tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
 ) -> dict[tuple[str, str], Built]:
+    return make_lab(tmp_path_factory, openwrt_tree_25125, openwrt_tools)
+
+
+def make_lab(
+    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+) -> dict[tuple[str, str], Built]:
     """Stand-in ImageBuilders for ath79/generic and ramips/mt76x8 and their builds: the
     TL-WR902AC v1 in three flavours, the GL-AR300M16 with LuCI over HTTPS in two, the
     TL-WR902AC v3 (tplink-v2, 1 MiB squashfs blocks) in two. Made once per session, shared by
