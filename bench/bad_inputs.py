@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Bench: 20 bad inputs per task family, run as a user would (`invoke TASK ...` in a fresh
+"""Bench: bad inputs per task family, run as a user would (`invoke TASK ...` in a fresh
 process). After each family it prints how many ended in a Python traceback (goal 0), in no
-one-line `error:` (goal 0), ran into the per-run time limit (goal 0), and what was left
-behind: partial files (*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output
-directories, and processes still running that were started by the runs (found by a marker in
-their environment).
+one-line `error:` (goal 0), ran into the per-run time limit (goal 0), security escapes (a
+file of a victim directory changed, appeared or went; goal 0), data loss (an --output device,
+FIFO or socket replaced, a file the run read overwritten; goal 0) and what was left behind:
+partial files (*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output
+directories, what-if run directories, and processes still running that were started by the
+runs (found by a marker in their environment).
 
-    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90]
+    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90] [--lab DIR]
 
-Needs no network and no OpenWrt download: the inputs fail before any would start."""
+The first families (20 inputs each) need no network and no OpenWrt download: the inputs fail
+before any would start. The hostile families (bench/hostile_inputs.py: crafted packages,
+special inputs, --output targets, signals) run what-if on a stand-in ImageBuilder build made
+from ../shared/openwrt (OPENWRT_WOLF_SHARED) in a few minutes, or kept in --lab DIR."""
 
 from __future__ import annotations
 
@@ -16,13 +21,13 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import hostile_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = f"OPENWRT_WOLF_BENCH_{uuid.uuid4().hex[:12]}"
@@ -32,10 +37,13 @@ PARTIAL = (".part", ".tmp", ".unpacking", ".copying")
 @dataclass
 class Family:
     name: str
-    runs: list[list[str]]
+    runs: list[list[str]] | list[hostile_inputs.Run]
     tracebacks: int = 0
     no_error_line: int = 0
     hung: int = 0
+    security: int = 0
+    data_loss: int = 0
+    left: int = 0
     examples: list[str] = field(default_factory=list)
 
 
@@ -321,8 +329,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", help="comma-separated family names (default all)")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per run")
+    ap.add_argument("--lab", help="keep the stand-in ImageBuilder build here (made if missing)")
     args = ap.parse_args()
-    total_tb = total_left = 0
+    totals = dict.fromkeys(("tracebacks", "security", "hung", "data_loss", "left"), 0)
     with tempfile.TemporaryDirectory(prefix="wolf-bad-") as tmp:
         w = Path(tmp)
         prepare(w)
@@ -336,51 +345,81 @@ def main() -> int:
         }
         env.pop("OPENWRT_WOLF_ROUTER_PASSWORD", None)
         wanted = set(args.family.split(",")) if args.family else None
-        for fam in families(w):
-            if wanted and fam.name not in wanted:
-                continue
+        fams = [f for f in families(w) if not wanted or f.name in wanted]
+        hostile = [n for n in HOSTILE if not wanted or n in wanted]
+        victim = hostile_inputs.hostile.Victim(w / "v")
+        if hostile:
+            from openwrt_wolf import paths
+
+            cache.mkdir()
+            for shared in ("openwrt-tools", "upstream"):  # OpenWrt's tools, built once
+                (cache / shared).symlink_to(paths.cache_dir() / shared)
+            lab = hostile_inputs.make_lab(Path(args.lab) if args.lab else w / "lab")
+            victim.plant()
+            made = hostile_inputs.families(w, lab, hostile_inputs.prepare_report_store(w), victim)
+            fams += [Family(n, runs) for n, runs in made if n in hostile]
+        for fam in fams:
             t0 = time.monotonic()
-            for argv in fam.runs:
-                try:
-                    p = subprocess.run(
-                        [sys.executable, "-m", "invoke", *argv],
-                        cwd=ROOT,
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                        stdin=subprocess.DEVNULL,
-                        timeout=args.timeout,
-                    )
-                except subprocess.TimeoutExpired:
-                    fam.hung += 1
-                    fam.examples.append(f"HUNG: {' '.join(argv)}")
-                    continue
-                if "Traceback" in p.stderr:
-                    fam.tracebacks += 1
-                    fam.examples.append(
-                        f"TRACEBACK: {' '.join(argv)}: {p.stderr.strip().splitlines()[-1]}"
-                    )
-                elif p.returncode != 0 and not any(
-                    ln.startswith("error:") for ln in p.stderr.splitlines()
-                ):
-                    fam.no_error_line += 1
-                    fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {' '.join(argv)}")
+            for run in fam.runs:
+                _one(fam, run, env, args.timeout, victim)
             time.sleep(1)  # let any stray child show itself before counting
             procs = marked_processes()
             files = partial_files(cache, st, w / "dir")
-            total_tb += fam.tracebacks
-            total_left += len(procs) + len(files)
+            fam.left += len(procs) + len(files)
+            for k in totals:
+                totals[k] += getattr(fam, k)
             print(
-                f"{fam.name:15} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
-                f"{fam.no_error_line} without an error line, {fam.hung} hung; leftovers: "
-                f"{len(files)} partial files, {len(procs)} processes "
-                f"({time.monotonic() - t0:.0f} s)",
+                f"{fam.name:17} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
+                f"{fam.no_error_line} without an error line, {fam.hung} hung, {fam.security} "
+                f"security, {fam.data_loss} data loss; leftovers: {fam.left} (partial files, "
+                f"run directories, processes) ({time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
             for ex in fam.examples + files + procs:
                 print(f"    {ex}", flush=True)
-    print(f"total: {total_tb} tracebacks, {total_left} leftovers")
-    return 0 if total_tb == 0 and total_left == 0 else 1
+    print(
+        f"total: {totals['security']} security, {totals['tracebacks']} tracebacks, "
+        f"{totals['hung']} hung, {totals['data_loss']} data loss, {totals['left']} leftovers"
+    )
+    return 0 if not any(totals.values()) else 1
+
+
+HOSTILE = ("what-if packages", "special inputs", "--output targets", "signals")
+
+
+def _one(
+    fam: Family,
+    run: list[str] | hostile_inputs.Run,
+    env: dict[str, str],
+    timeout: float,
+    victim: hostile_inputs.hostile.Victim,
+) -> None:
+    r = run if isinstance(run, hostile_inputs.Run) else hostile_inputs.Run(run)
+    shown = " ".join(r.argv)
+    err, note, rc = hostile_inputs.run_one(r, env, timeout)
+    if note == "HUNG":
+        fam.hung += 1
+        fam.examples.append(f"HUNG: {shown}")
+    elif "Traceback" in err:
+        fam.tracebacks += 1
+        fam.examples.append(f"TRACEBACK: {shown}: {err.strip().splitlines()[-1]}")
+    elif note or (
+        rc != 0
+        and not r.signal_after  # ended by the signal sent (before our handler, or SIGKILL)
+        and not any(ln.startswith("error:") for ln in err.splitlines())
+    ):
+        fam.no_error_line += 1
+        fam.examples.append(f"{note or f'NO ERROR LINE (rc {rc})'}: {shown}")
+    problems = r.check()
+    if victim.before and (changed := victim.changes()):
+        problems.append(f"SECURITY: victim files {', '.join(changed)} changed")
+        victim.plant()
+    for what in problems:
+        kind = what.split(":")[0]
+        fam.security += kind == "SECURITY"
+        fam.data_loss += kind == "DATA LOSS"
+        fam.left += kind == "LEFTOVER"
+        fam.examples.append(f"{what}: {shown}")
 
 
 if __name__ == "__main__":
