@@ -87,6 +87,13 @@ class Member:
     link: str = ""  # a symlink's target as stored; a hard link's member name
 
 
+def _shown(text: str) -> str:
+    """A name from the archive, fit for one error line: control characters (an ESC that
+    would drive the terminal, a newline) escaped, at most 200 characters."""
+    out = text if text.isprintable() else text.encode("unicode_escape").decode()
+    return out if len(out) <= 200 else out[:200] + "…"
+
+
 def _split(path: str) -> list[str]:
     return [p for p in path.split("/") if p not in ("", ".")]
 
@@ -107,7 +114,9 @@ def locate(root: Path, name: str, where: str = "") -> Path:
         if todo and here.is_symlink():
             hops += 1
             if hops > MAX_HOPS:
-                raise ArchiveError(f"{where or root}: {name}: too many levels of symbolic links")
+                raise ArchiveError(
+                    f"{where or root}: {_shown(name)}: too many levels of symbolic links"
+                )
             target = os.readlink(here)
             if target.startswith("/"):
                 done = []
@@ -139,10 +148,9 @@ _SPECIAL = {
 
 def _member(info: tarfile.TarInfo, where: str) -> Member | None:
     """The member as it will be written, or ArchiveError; None for the root itself ("./")."""
-    parts = info.name.split("/")
-    shown = info.name.encode("unicode_escape").decode()[:200]
-    if ".." in parts:
-        raise ArchiveError(f"{where}: member {shown!r} climbs out with '..'")
+    shown = _shown(info.name)
+    if ".." in info.name.split("/"):
+        raise ArchiveError(f"{where}: member '{shown}' climbs out with '..'")
     parts = _split(info.name)
     name = "/".join(parts)
     mode = info.mode & 0o755  # no setuid, setgid, sticky, group or other write
@@ -153,20 +161,22 @@ def _member(info: tarfile.TarInfo, where: str) -> Member | None:
     if info.isdir():
         return Member(name, "dir", 0, mode | 0o700, int(info.mtime)) if parts else None
     if not parts:
-        raise ArchiveError(f"{where}: member {shown!r} has no name")
+        raise ArchiveError(f"{where}: member '{shown}' has no name")
     link = info.linkname
     if info.issym():
         if not link or _climbs_out(parts[:-1], link):
-            target = link.encode("unicode_escape").decode()[:200]
-            raise ArchiveError(f"{where}: symlink {name} -> {target!r} leads out of the tree")
+            raise ArchiveError(
+                f"{where}: symlink {shown} -> '{_shown(link)}' leads out of the tree"
+            )
         return Member(name, "symlink", 0, 0o777, int(info.mtime), link)
     if info.islnk():
         if ".." in link.split("/") or not _split(link):
-            target = link.encode("unicode_escape").decode()[:200]
-            raise ArchiveError(f"{where}: hard link {name} -> {target!r} leads out of the tree")
+            raise ArchiveError(
+                f"{where}: hard link {shown} -> '{_shown(link)}' leads out of the tree"
+            )
         return Member(name, "hardlink", 0, mode, int(info.mtime), "/".join(_split(link)))
     kind = _SPECIAL.get(info.type, f"of tar type {info.type!r}")
-    raise ArchiveError(f"{where}: member {name} is {kind}; only files, directories and links")
+    raise ArchiveError(f"{where}: member {shown} is {kind}; only files, directories and links")
 
 
 class _Counted(io.RawIOBase):
@@ -246,7 +256,7 @@ def members(
 ) -> Iterator[tuple[Member, Iterator[bytes]]]:
     """Each member checked against the rules, with its data in pieces (empty but for
     regular files; read it before taking the next member)."""
-    where = f"{what} {archive}"
+    where = f"{what} {_shown(str(archive))}"
     with bounded.open_file(archive, what, hint="give the archive file") as fh:
         counted = _Counted(fh)
         try:
@@ -272,7 +282,8 @@ def _checked(
             continue
         if m.kind == "hardlink" and m.link not in files:
             raise ArchiveError(
-                f"{where}: hard link {m.name} -> {m.link} is not to a file it holds before it"
+                f"{where}: hard link {_shown(m.name)} -> {_shown(m.link)} is not to a file it "
+                "holds before it"
             )
         (files.add if m.kind in ("file", "hardlink") else files.discard)(m.name)
         yield m, (_data(tar, info, where, hint) if m.kind == "file" else iter(()))
@@ -292,17 +303,18 @@ def extract(
     root.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()  # regular files of this archive: what a hard link may name
     dirs: list[tuple[Path, int]] = []
+    where = f"{what} {_shown(str(archive))}"
     for m, data in members(archive, limits, what=what, hint=hint):
         if m.name in exclude:
             continue
-        dest = locate(root, m.name, f"{what} {archive}")
+        dest = locate(root, m.name, where)
         try:
-            if _place(root, m, dest, data, written, f"{what} {archive}"):
+            if _place(root, m, dest, data, written, where):
                 dirs.append((dest, m.mtime))
         except OSError as e:
             full = e.errno == errno.ENOSPC
             raise WriteFailed(
-                f"cannot unpack {m.name} of {what} {archive} into {root}: "
+                f"cannot unpack {_shown(m.name)} of {where} into {root}: "
                 + ("disk full" if full else (e.strerror or str(e))),
                 e,
             ) from None
@@ -341,14 +353,19 @@ def _place(
             os.chmod(dest, m.mode)
         return True
     if is_dir:
-        raise ArchiveError(f"{where}: {m.kind} {m.name} would replace a directory in {root}")
+        raise ArchiveError(
+            f"{where}: {m.kind} {_shown(m.name)} would replace a directory in {root}"
+        )
     # checked again where it lands: a link on its way may have moved it up the tree
     if m.kind == "symlink" and _climbs_out(list(dest.parent.relative_to(root).parts), m.link):
-        raise ArchiveError(f"{where}: symlink {m.name} -> {m.link!r} leads out of the tree")
+        raise ArchiveError(
+            f"{where}: symlink {_shown(m.name)} -> '{_shown(m.link)}' leads out of the tree"
+        )
     src = locate(root, m.link) if m.kind == "hardlink" else dest
     if m.kind == "hardlink" and (m.link not in written or src == dest or not _is_file(src)):
         raise ArchiveError(
-            f"{where}: hard link {m.name} -> {m.link} is not to a file it holds before it"
+            f"{where}: hard link {_shown(m.name)} -> {_shown(m.link)} is not to a file it holds "
+            "before it"
         )
     if st is not None:
         os.unlink(dest)  # never written through: a link's target or another name's inode

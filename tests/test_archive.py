@@ -240,3 +240,16 @@ def test_locate_follows_links_inside_the_root_only(tmp_path: Path) -> None:
     assert archive.locate(root, "../../x") == root / "x"
     with pytest.raises(archive.ArchiveError, match="too many levels"):
         archive.locate(root, "loop1/x")
+
+
+def test_names_in_error_lines_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """A member name with an OSC sequence (sets the terminal's title) and a newline: the one
+    error line shows them escaped."""
+    evil = "usr/\x1b]0;pwned\x07\nerror: fake/../../x"
+    src = tmp_path / "p.tar.gz"
+    src.write_bytes(hostile.compress(hostile.tar_bytes((hostile.Entry("file", evil, b"x"),)), "gz"))
+    with pytest.raises(archive.ArchiveError) as e:
+        archive.extract(src, tmp_path / "root", archive.PACKAGE, what="package")
+    line = str(e.value)
+    assert "\x1b" not in line and "\x07" not in line and "\n" not in line
+    assert "\\x1b]0;pwned\\x07" in line
