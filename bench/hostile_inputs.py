@@ -21,6 +21,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +39,13 @@ REMOVED, ADDED = "libustream-mbedtls", "libustream-wolfssl"  # mbedtls -> wolfss
 class Run:
     """One invocation: ``setup`` before it, ``check`` after it returns problems, each
     starting "SECURITY", "DATA LOSS", "LEFTOVER" or "SIGNAL IGNORED". ``signal_after``:
-    SIGTERM (or SIGKILL to the group) this many seconds in. ``reader``: a FIFO read while it
-    runs."""
+    SIGTERM (or SIGKILL to the group) this many seconds in, or once a condition holds.
+    ``reader``: a FIFO read while it runs."""
 
     argv: list[str]
     setup: Callable[[], None] = lambda: None
     check: Callable[[], list[str]] = lambda: []
-    signal_after: tuple[float, int] | None = None
+    signal_after: tuple[float | Callable[[], bool], int] | None = None
     reader: Path | None = None
 
 
@@ -217,21 +218,35 @@ def families(
                     "--format", "csv"],
         "what-if": whatif,
     }  # fmt: skip
+
+    def both(*steps: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            for step in steps:
+                step()
+
+        return run
+
     outputs = []
-    for task, argv in tasks.items():
+    for argv in tasks.values():
         for kind in t.kinds:
             reader = t.path(kind) if kind == "FIFO (a reader)" else None
-            setup = t.make(kind)
             outputs.append(Run([*argv, "--output", str(t.path(kind))],
-                               setup=(lambda s=setup: (restore(), s())[-1]) if task == "what-if"
-                               else setup, check=t.kept(kind), reader=reader))  # fmt: skip
-    records = sorted(report_store.rglob("*.json"))
-    own = sorted(lab.bin_dir.iterdir())
+                               setup=both(restore, t.make(kind)), check=t.kept(kind),
+                               reader=reader))  # fmt: skip
+    store_copy = w / "store-copy"  # as for own-bin below: later families read the store
+    shutil.copytree(report_store, store_copy)
+    records = sorted(store_copy.rglob("*.json"))
+    on_copy = {k: [str(store_copy) if a == str(report_store) else a for a in v]
+               for k, v in tasks.items()}  # fmt: skip
+    own_dir = w / "own-bin"  # a copy: the code under test may overwrite what it reads
+    shutil.copytree(lab.bin_dir, own_dir)
+    own = sorted(own_dir.iterdir())
+    from_own = ["what-if", "--from", str(own_dir), *whatif[3:]]
     outputs += [
-        Run([*tasks["size-report"], "--output", str(records[0])], check=_unchanged(records)),
-        Run([*tasks["history"], "--output", str(records[-1])], check=_unchanged(records)),
-        Run([*whatif, "--output", str(own[0])], setup=restore, check=_unchanged(own)),
-        Run([*whatif, "--output", str(own[-1])], setup=restore, check=_unchanged(own)),
+        Run([*on_copy["size-report"], "--output", str(records[0])], check=_unchanged(records)),
+        Run([*on_copy["history"], "--output", str(records[-1])], check=_unchanged(records)),
+        Run([*from_own, "--output", str(own[0])], setup=restore, check=_unchanged(own)),
+        Run([*from_own, "--output", str(own[-1])], setup=restore, check=_unchanged(own)),
     ]
 
     # the temporary name the old what-if used, planted as a link to the victim
@@ -256,14 +271,22 @@ def families(
         left = [p.name for p in html.parent.iterdir() if p.name != "report.html"]
         return [f"LEFTOVER: {n}" for n in left]
 
+    def writing() -> bool:  # the report's temporary file is there
+        return any(html.parent.glob(".report.html*"))
+
+    seen: set[Path] = set()
+
+    def working() -> bool:  # what-if has unpacked the image into a run directory of its own
+        new = set((cache / "what-if").glob("run-*/root/etc")) - seen
+        seen.update(new)
+        return bool(new)
+
     sigs = [
         Run([*tasks["size-report"], "--output", str(html)], setup=fresh_html, check=no_partial,
-            signal_after=(delay, signal.SIGTERM))
-        for delay in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
+            signal_after=(when, signal.SIGTERM))
+        for when in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, writing)
     ]  # fmt: skip
-    sigs += [
-        Run(whatif, setup=restore, signal_after=(delay, signal.SIGKILL)) for delay in (3.0, 8.0)
-    ]
+    sigs += [Run(whatif, setup=restore, signal_after=(working, signal.SIGKILL))] * 2
     sigs.append(Run(whatif, setup=restore, check=no_run_dirs))
     return [
         ("what-if packages", archives),
@@ -289,9 +312,14 @@ def run_one(run: Run, env: dict[str, str], timeout: float) -> tuple[str, str, in
     sent = False
     try:
         if run.signal_after:
-            delay, sig = run.signal_after
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                p.wait(delay)
+            when, sig = run.signal_after
+            if callable(when):
+                deadline = time.monotonic() + timeout
+                while p.poll() is None and not when() and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            else:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(when)
             if p.poll() is None:
                 if sig == signal.SIGKILL:
                     os.killpg(p.pid, sig)
