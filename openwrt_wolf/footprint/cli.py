@@ -132,7 +132,15 @@ def conformance_main(
 
     flavours = _list(flavour, userland.FLAVOURS, userland.FLAVOURS)
     for f in flavours:
-        userland.flavour(f)  # an unknown name: one line, before any build
+        userland.flavour(f)  # bad options: one line each, before any build
+    cases = _list(case, (), ())
+    conformance.check_cases(cases)
+    if write_docs:
+        if cases or flavours != userland.FLAVOURS:
+            raise WolfError("--write-docs writes the whole table: run without --flavour/--case")
+        conformance.check_docs(Path(write_docs))
+    if work and not Path(work).is_dir():
+        raise WolfError(f"--work {work}: not a directory")
     out = console()
     builds = {}
     for f in dict.fromkeys((*flavours, conformance.SERVER_FLAVOUR)):
@@ -150,7 +158,7 @@ def conformance_main(
             clients,
             builds[conformance.SERVER_FLAVOUR],
             Path(tmp),
-            cases=_list(case, (), ()),
+            cases=cases,
             jobs=jobs,
             on_result=progress,
         )

@@ -173,6 +173,8 @@ def load() -> tuple[dict[str, pki.CertSpec], tuple[Case, ...]]:
         cases = tuple(_case(c) for c in data["case"])
     except (KeyError, TypeError) as e:
         raise WolfError(f"{DATA.name}: malformed ({e})") from None
+    if "root" not in certs:
+        raise WolfError(f"{DATA.name}: no [cert.root] (the clients' trust anchor)")
     for c in cases:
         missing = {n for f in c.fetches for n in f.chain} - set(certs)
         if missing:
@@ -419,9 +421,8 @@ def run(
     """Every case against every client build (keyed by flavour), served by `server`'s uhttpd
     (the OpenSSL userland: upstream's code); results in table order."""
     _, table = load()
+    check_cases(cases)
     chosen = [c for c in table if not cases or c.name in cases]
-    if unknown := set(cases) - {c.name for c in table}:
-        raise WolfError(f"unknown case(s) {sorted(unknown)}", hint="see ./wolf tls-conformance")
     if any(b.qemu for b in (*clients.values(), server)):
         raise WolfError("the conformance suite runs the host (x86_64) builds only")
     work.mkdir(parents=True, exist_ok=True)
@@ -500,11 +501,36 @@ def read_docs_block(text: str) -> str | None:
     return text[start : text.index(DOCS_END, start) + len(DOCS_END)]
 
 
+def _docs_text(path: Path) -> str:
+    try:
+        if not path.is_file():
+            raise WolfError(f"{path}: not a file", hint="pass docs/security.md")
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise WolfError(f"cannot read {path}: {e}") from None
+    if read_docs_block(text) is None:
+        raise WolfError(f"{path}: no conformance table markers", hint=f"add {DOCS_START!r}")
+    return text
+
+
+def check_docs(path: Path) -> None:
+    """WolfError now, not after a run, when path cannot take the table."""
+    _docs_text(path)
+
+
 def write_docs(path: Path, results: Sequence[Result]) -> None:
     from ..results.store import write_atomic
 
-    text = path.read_text()
+    text = _docs_text(path)
     old = read_docs_block(text)
-    if old is None:
-        raise WolfError(f"{path}: no conformance table markers", hint=f"add {DOCS_START!r}")
+    assert old is not None  # _docs_text checked it
     write_atomic(path, text.replace(old, docs_block(results)))
+
+
+def check_cases(names: Sequence[str]) -> None:
+    _, table = load()
+    if unknown := sorted(set(names) - {c.name for c in table}):
+        raise WolfError(
+            f"unknown case(s) {', '.join(unknown)}",
+            hint="the names of data/footprint/conformance.toml, e.g. " + table[0].name,
+        )

@@ -111,9 +111,9 @@ def _new_file(patch: str, path: str, patches: Path = PATCHES) -> str:
             "ustream-ssl/0001-add-native-wolfssl-backend.patch",
         ),
         (
-            "0006-ustream-ssl-wolfssl-compat-name-check.patch",
-            "package/libs/ustream-ssl/patches/101-wolfssl-compat-check-host.patch",
-            "ustream-ssl/0002-wolfssl-compat-check-host.patch",
+            "0006-ustream-ssl-wolfssl-compat-names-and-tls12.patch",
+            "package/libs/ustream-ssl/patches/101-wolfssl-compat-names-and-tls12.patch",
+            "ustream-ssl/0002-wolfssl-compat-names-and-tls12.patch",
         ),
     ],
 )
@@ -186,8 +186,8 @@ def test_make_swap_function_of_patch_0002(tmp_path: Path) -> None:
             "package/libs/ustream-ssl/patches/100-add-native-wolfssl-backend.patch",
         ),
         (
-            "0006-ustream-ssl-wolfssl-compat-name-check.patch",
-            "package/libs/ustream-ssl/patches/101-wolfssl-compat-check-host.patch",
+            "0006-ustream-ssl-wolfssl-compat-names-and-tls12.patch",
+            "package/libs/ustream-ssl/patches/101-wolfssl-compat-names-and-tls12.patch",
         ),
     ],
 )
