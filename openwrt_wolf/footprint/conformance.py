@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -255,6 +256,14 @@ class Served:
     port: int  # where the client connects (the relay)
     trace: Path | None = None  # s_server -trace
     output: Callable[[], str] = lambda: ""  # what the server printed
+    connections: list[threading.Thread] = field(default_factory=list)  # through the relay
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until the server has seen the end of every connection (so it has read, and
+        printed, all the client sent) before it is stopped."""
+        deadline = time.monotonic() + timeout
+        for conn in list(self.connections):
+            conn.join(max(0.0, deadline - time.monotonic()))
 
 
 @contextlib.contextmanager
@@ -302,8 +311,10 @@ def serve(lab: Lab, fetch: Fetch, tag: str) -> Iterator[Served]:
         env = {}
     with _popen(argv, lab.www, env, logfile) as p:
         wait_listening("127.0.0.1", port, 30.0, p)
-        with relay(port, RELAY_DELAY) as front:
-            yield Served(front, trace, lambda: logfile.read_text(errors="replace"))
+        served = Served(0, trace, lambda: logfile.read_text(errors="replace"))
+        with relay(port, RELAY_DELAY, served.connections) as front:
+            served.port = front
+            yield served
 
 
 def namespace(hosts: Path) -> list[str]:
@@ -375,6 +386,8 @@ def _fetch(
         args += ["--no-check-certificate"] if no_check else []
         argv = [*namespace(lab.hosts), *client.command(client.uclient_fetch, *args, *urls)]
         res = proc.run(argv, env=client.env(), timeout=FETCH_TIMEOUT, check=False)
+        for s in served:
+            s.settle()
         outcomes = classify(res.output, [s.port for s in served], bodies, files)
     version = request = None
     if served[0].trace is not None and case.fetches[0].server == "s_server":

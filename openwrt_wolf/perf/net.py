@@ -215,9 +215,13 @@ WAN_DELAY = 0.5  # s: see relay()
 
 
 @contextlib.contextmanager
-def relay(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
+def relay(
+    port: int, delay: float = WAN_DELAY, connections: list[threading.Thread] | None = None
+) -> Iterator[int]:
     """A TCP relay to 127.0.0.1:port that holds the server's first bytes of every connection
-    for `delay` seconds, as a network between a router and a server does.
+    for `delay` seconds, as a network between a router and a server does. `connections`, if
+    given, collects one thread per connection, done once both ends have closed it: joined, it
+    says that the server has read everything the client sent.
 
     Why: upstream's OpenSSL ustream backend (ustream-openssl.c at 99bd3d2, and at OpenWrt's
     pin 99f1c0db) checks the certificate's name against the peer CN that uclient hands over
@@ -262,7 +266,10 @@ def relay(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
                 client, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=serve_one, args=(client,), daemon=True).start()
+            conn = threading.Thread(target=serve_one, args=(client,), daemon=True)
+            conn.start()
+            if connections is not None:
+                connections.append(conn)
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
