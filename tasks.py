@@ -615,6 +615,29 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
              component=component)  # fmt: skip
 
 
+@task(
+    help={
+        "flavour": "whose uclient-fetch to test: mbedtls,wolfssl,openssl or all (default all)",
+        "case": "only these cases (comma-separated names of data/footprint/conformance.toml)",
+        "jobs": "cases run at once (default 8)",
+        "markdown": "print the case x backend table as Markdown",
+        "write_docs": "replace the generated table in this file (docs/security.md)",
+        "work": "directory for the run's certificates and logs (default: a temporary one)",
+    }
+)
+@guarded
+def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write_docs=None,
+                    work=None):  # fmt: skip
+    """Certificate verification suite: every case x ustream-ssl backend, host builds."""
+    from openwrt_wolf.footprint import cli
+
+    n = integer(jobs, "--jobs", default=8, minimum=1)
+    ok = cli.conformance_main(flavour=flavour, case=case, jobs=n, markdown=markdown,
+                              write_docs=write_docs, work=work)  # fmt: skip
+    if not ok:
+        sys.exit(1)
+
+
 # --- OpenWrt host image tools, what-if (issue 14) --------------------------------------
 
 

@@ -254,19 +254,9 @@ def _s_server(pki: Path, version: str, group: str, cert: str = "srv") -> Iterato
 
 
 def server_session(trace: str) -> tuple[str, str]:
-    """(version, group) the server chose, from its last ServerHello (after a
-    HelloRetryRequest, the real one) and, for TLS 1.2, its ServerKeyExchange."""
-    assert "ServerHello, Length=" in trace, trace[-2000:]
-    hello = trace.rsplit("ServerHello, Length=", 1)[1].split("Record\n", 1)[0]
-    if m := re.search(r"supported_versions\(43\), length=2\n\s+(TLS 1\.\d)", hello):
-        version = m.group(1)
-        group = re.search(r"NamedGroup: (\S+)", hello)
-    else:
-        version = re.search(r"server_version=0x[0-9a-f]+ \((TLS 1\.\d)\)", hello).group(1)  # type: ignore[union-attr]
-        group = re.search(r"named_curve: (\S+)", trace)
-    assert group, trace[-2000:]
-    names = {"ecdh_x25519": "X25519", "secp256r1": "P-256"}
-    return version.replace("TLS ", ""), names.get(group.group(1), group.group(1))
+    session = perfnet.s_server_session(trace)
+    assert session is not None and session[1] != "?", trace[-2000:]
+    return session
 
 
 def _wait_listening_quiet(port: int, proc: subprocess.Popen[bytes]) -> None:
