@@ -1,0 +1,46 @@
+"""Streaming one URL to a file with progress: through a .part file renamed at the end, so a
+broken download never looks like a finished one; the sha256 is taken on the way."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from pathlib import Path
+
+import requests
+
+from . import term
+
+CONNECT_TIMEOUT = 15.0
+READ_TIMEOUT = 60.0
+CHUNK = 1 << 16
+
+
+def download(url: str, dest: Path, label: str) -> str:
+    """Stream url to dest; return the sha256 of what arrived. Raises requests' errors (an
+    HTTP status as HTTPError) and OSError; nothing is left at dest or beside it then."""
+    part = dest.with_name(dest.name + ".part")
+    h = hashlib.sha256()
+    try:
+        with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)) as r:
+            r.raise_for_status()
+            total = int(r.headers.get("content-length") or 0) or None
+            with part.open("wb") as fh, term.progress(label, total, unit="B") as bar:
+                for chunk in r.iter_content(CHUNK):
+                    fh.write(chunk)
+                    h.update(chunk)
+                    bar.advance(len(chunk))
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            part.unlink()
+        raise
+    os.replace(part, dest)
+    return h.hexdigest()
+
+
+def reason(e: BaseException) -> str:
+    """A download failure in a few words: 'HTTP 404', 'ConnectionError', ..."""
+    if isinstance(e, requests.HTTPError) and e.response is not None:
+        return f"HTTP {e.response.status_code}"
+    return type(e).__name__
