@@ -73,8 +73,20 @@ def upstream_source(name: str) -> Path:
     try:
         return upstream.source_dir(name)
     except upstream.Unavailable as e:
-        unavailable(str(e))
-        raise  # unreachable: unavailable() skips or fails
+        missing = str(e)
+    unavailable(missing)  # outside the except block: one line, no chained traceback
+    raise AssertionError("unreachable: unavailable() skips or fails")
+
+
+def userland_sources() -> None:
+    """The pinned sources OpenWrt's userland (json-c, libubox, ustream-ssl, uclient, uhttpd,
+    px5g from the tree) builds from, fetched before a build needs them: a missing one skips
+    the test (fails in CI) with its one line instead of failing the build."""
+    from openwrt_wolf.footprint import userland
+
+    for name in userland.COMPONENTS:
+        upstream_source(name)
+    _openwrt_tree(userland.release())
 
 
 def free_port() -> int:
@@ -111,8 +123,9 @@ def _openwrt_tree(release: str) -> Path:
     try:
         return upstream.openwrt_tree(release)
     except upstream.Unavailable as e:
-        unavailable(str(e))
-        raise  # unreachable: unavailable() skips or fails
+        missing = str(e)
+    unavailable(missing)
+    raise AssertionError("unreachable: unavailable() skips or fails")
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ import pytest
 from openwrt_wolf.footprint import apk, stack, userland
 from openwrt_wolf.patchset import symbols
 from openwrt_wolf.perf import net as perfnet
-from tests.conftest import _openwrt_tree, free_port, need_tools, unavailable, upstream_source
+from tests.conftest import free_port, need_tools, unavailable, userland_sources
 
 # A cold run builds the libraries (OpenSSL: minutes) inside the first test's fixture, and a
 # second xdist worker waits on the same build's lock: pytest's 900 s default is too short then.
@@ -162,9 +162,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _build(flavour: str, arch: str) -> userland.UserlandBuild:
     need_tools(*HOST_TOOLS, *(MIPS_TOOLS if arch == "mips_24kc" else ()))
-    for name in userland.COMPONENTS:  # the pinned sources, through the project's fetcher
-        upstream_source(name)
-    _openwrt_tree(userland.release())
+    userland_sources()
     return userland.build(flavour, arch=arch)
 
 
