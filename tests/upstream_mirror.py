@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import gzip
 import io
 import os
@@ -23,14 +22,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import threading
 import tomllib
-from collections.abc import Callable, Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
 PINS = ROOT / "openwrt_wolf" / "data" / "upstream.toml"
 COMMAND_TIMEOUT = 3 * 3600.0
 
@@ -88,26 +86,10 @@ def make_mirror(shared: Path, into: Path, form: str) -> list[str]:
     return names
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        sys.stderr.write(f"upstream_mirror: {self.command} {self.path} -> {args[1]}\n")
-
-
-@contextlib.contextmanager
-def serving(root: Path, port: int = 0) -> Iterator[str]:
-    srv = ThreadingHTTPServer(("127.0.0.1", port), functools.partial(_Quiet, directory=str(root)))
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(timeout=10)
-
-
 def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))  # run as a script: the tests' own download server
+    from tests.standin.server import serve
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--form", choices=("github", "shared"), default="github")
     ap.add_argument("--from", dest="src", default=str(ROOT.parent / "shared" / "openwrt"))
@@ -119,7 +101,7 @@ def main(argv: list[str]) -> int:
         files.mkdir()
         empty.mkdir()
         names = make_mirror(Path(args.src), files, args.form)
-        with serving(files) as url:
+        with serve(files) as (url, srv):
             env = {**os.environ, "OPENWRT_WOLF_SHARED": str(empty), "OPENWRT_WOLF_SOURCES_URL": url}
             print(
                 f"upstream_mirror: {len(names)} files ({args.form} form) at {url}; "
@@ -136,6 +118,9 @@ def main(argv: list[str]) -> int:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGTERM)
                 p.wait(timeout=30)
+                got = sorted({path for path, _ in srv.requests})
+                print(f"upstream_mirror: served {len(got)} of {len(names)} files: {got}",
+                      file=sys.stderr)  # fmt: skip
 
 
 if __name__ == "__main__":
