@@ -322,3 +322,23 @@ def test_pin_table_names_every_project_once() -> None:
         assert p.urls and all(u.startswith("https://") for u in p.urls)
         assert p.commit in p.urls[0]
     assert len({p.file for p in pins.values()}) == len(pins)
+
+
+def test_task_takes_the_sources_option(real_fwtool: Path, tmp_path: Path) -> None:
+    """`./wolf sources --fetch fwtool --sources DIR`: taken from DIR and said so (no network)."""
+    from tests.conftest import free_port
+
+    proxy = f"http://127.0.0.1:{free_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENWRT_")}
+    env |= {"OPENWRT_WOLF_SHARED": str(tmp_path / "none"), "HTTPS_PROXY": proxy,
+            "OPENWRT_WOLF_CACHE": str(tmp_path / "c"), "https_proxy": proxy}  # fmt: skip
+    d = tmp_path / "my mirror"
+    d.mkdir()
+    shutil.copy(real_fwtool, d)
+    p = subprocess.run([str(ROOT / "wolf"), "sources", "--fetch", FW, "--sources", str(d)],
+                       env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split(maxsplit=1) == [FW, str(d / real_fwtool.name)]
+    said = [ln for ln in p.stderr.splitlines() if ln.startswith("upstream: ")]
+    assert said == [f"upstream: {real_fwtool.name} from {d}; " + said[0].split("; ", 1)[1]]
+    assert said[0].split("; ", 1)[1].startswith("verified: its ")
