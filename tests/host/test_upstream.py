@@ -338,7 +338,7 @@ def test_task_takes_the_sources_option(real_fwtool: Path, tmp_path: Path) -> Non
     p = subprocess.run([str(ROOT / "wolf"), "sources", "--fetch", FW, "--sources", str(d)],
                        env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split(maxsplit=1) == [FW, str(d / real_fwtool.name)]
+    assert p.stdout.strip().split(maxsplit=1) == [FW, str(d / real_fwtool.name)]
     said = [ln for ln in p.stderr.splitlines() if ln.startswith("upstream: ")]
     assert said == [f"upstream: {real_fwtool.name} from {d}; " + said[0].split("; ", 1)[1]]
     assert said[0].split("; ", 1)[1].startswith("verified: its ")
