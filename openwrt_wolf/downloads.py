@@ -4,6 +4,7 @@ broken download never looks like a finished one; the sha256 is taken on the way.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 from pathlib import Path
@@ -17,9 +18,10 @@ READ_TIMEOUT = 60.0
 CHUNK = 1 << 16
 
 
-def download(url: str, dest: Path, label: str) -> str:
+def download(url: str, dest: Path, label: str, *, max_bytes: int | None = None) -> str:
     """Stream url to dest; return the sha256 of what arrived. Raises requests' errors (an
-    HTTP status as HTTPError) and OSError; nothing is left at dest or beside it then."""
+    HTTP status as HTTPError) and OSError (EFBIG past ``max_bytes``); nothing is left at
+    dest or beside it then."""
     part = dest.with_name(dest.name + ".part")
     h = hashlib.sha256()
     try:
@@ -28,6 +30,8 @@ def download(url: str, dest: Path, label: str) -> str:
             total = int(r.headers.get("content-length") or 0) or None
             with part.open("wb") as fh, term.progress(label, total, unit="B") as bar:
                 for chunk in r.iter_content(CHUNK):
+                    if max_bytes is not None and bar.completed + len(chunk) > max_bytes:
+                        raise OSError(errno.EFBIG, f"more than {max_bytes:,} bytes")
                     fh.write(chunk)
                     h.update(chunk)
                     bar.advance(len(chunk))
@@ -43,4 +47,6 @@ def reason(e: BaseException) -> str:
     """A download failure in a few words: 'HTTP 404', 'ConnectionError', ..."""
     if isinstance(e, requests.HTTPError) and e.response is not None:
         return f"HTTP {e.response.status_code}"
+    if isinstance(e, OSError) and not isinstance(e, requests.RequestException) and e.strerror:
+        return e.strerror  # "No space left on device", "more than 268,435,456 bytes"
     return type(e).__name__

@@ -38,6 +38,7 @@ SHARED_ENV = "OPENWRT_WOLF_SHARED"  # a folder holding openwrt/<file>
 TREE_ENV = "OPENWRT_TREE"  # an OpenWrt checkout of the stable release instead of a snapshot
 STAMP = ".openwrt-wolf-upstream"
 EXTRACT_TIMEOUT = 600.0
+MAX_DOWNLOAD = 256 << 20  # the largest pin, an OpenWrt tree, is about 11 MiB packed
 log = logging.getLogger("openwrt_wolf.upstream")
 
 
@@ -197,7 +198,9 @@ def tarball(name: str) -> Path:
         failures: list[str] = []
         for url in urls:
             try:
-                downloads.download(url, dest, f"{p.file} ({url.split('/')[2]})")
+                downloads.download(
+                    url, dest, f"{p.file} ({url.split('/')[2]})", max_bytes=MAX_DOWNLOAD
+                )
             except (requests.RequestException, OSError) as e:
                 failures.append(f"{url}: {downloads.reason(e)}")
                 continue

@@ -342,3 +342,16 @@ def test_task_takes_the_sources_option(real_fwtool: Path, tmp_path: Path) -> Non
     said = [ln for ln in p.stderr.splitlines() if ln.startswith("upstream: ")]
     assert said == [f"upstream: {real_fwtool.name} from {d}; " + said[0].split("; ", 1)[1]]
     assert said[0].split("; ", 1)[1].startswith("verified: its ")
+
+
+def test_oversized_download_is_cut_off_and_removed(
+    real_fwtool: Path, private: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (private / "www").mkdir()
+    shutil.copy(real_fwtool, private / "www")
+    monkeypatch.setattr(upstream, "MAX_DOWNLOAD", 1000)  # the fwtool archive is ~7 KiB
+    with serve(private / "www") as (base, _):
+        monkeypatch.setenv(upstream.SOURCES_URL_ENV, base)
+        with pytest.raises(upstream.Unavailable, match=r"more than 1,000 bytes"):
+            upstream.tarball(FW)
+    assert [p.name for p in upstream.download_dir().iterdir() if p.suffix != ".lock"] == []
