@@ -78,10 +78,12 @@ def unreachable_hint() -> str:
 
 # The second line under "server unreachable": what gives real numbers without OpenWrt's
 # servers (Debian's archive and the pinned upstream sources; docs/sources.md).
+# Times measured from a cold cache on 2 cores shared with other work (README).
 OFFLINE_NOTE = (
     "without OpenWrt's servers, these run here: ./wolf footprint --stack (the flash cost of "
-    "the three TLS stacks, built for MIPS) and ./wolf perf --flavour all --target qemu --quick "
-    "(their run-time cost on emulated MIPS)"
+    "the three TLS stacks, built for MIPS; ~25 min the first time, then cached) and "
+    "./wolf perf --flavour all --target qemu --quick (their run-time cost on emulated MIPS; "
+    "~45 min the first time, ~6 min after)"
 )
 
 
