@@ -57,6 +57,8 @@ def guarded(fn: F) -> F:
             raise SystemExit(e.exit_code) from None
         except WolfError as e:
             print(f"error: {e}", file=sys.stderr)
+            if e.note:
+                print(e.note, file=sys.stderr)
             raise SystemExit(e.exit_code) from None
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)

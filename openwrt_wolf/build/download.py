@@ -76,6 +76,17 @@ def unreachable_hint() -> str:
     )
 
 
+# The second line under "server unreachable": what gives real numbers without OpenWrt's
+# servers (Debian's archive and the pinned upstream sources; docs/sources.md).
+# Times measured from a cold cache on 2 cores shared with other work (README).
+OFFLINE_NOTE = (
+    "without OpenWrt's servers, these run here: ./wolf footprint --stack (the flash cost of "
+    "the three TLS stacks, built for MIPS; ~25 min the first time, then cached) and "
+    "./wolf perf --flavour all --target qemu --quick (their run-time cost on emulated MIPS; "
+    "~45 min the first time, ~6 min after)"
+)
+
+
 def disk_full(path: Path | str, e: OSError) -> WolfError:
     return WolfError(
         f"disk full while writing {path} ({e.strerror})",
@@ -107,6 +118,7 @@ class Source:
             raise Unreachable(
                 f"download server {self.base} unreachable ({type(e).__name__})",
                 hint=unreachable_hint(),
+                note=OFFLINE_NOTE,
             ) from None
         if r.status_code == 404:
             raise WolfError(f"{where} not found on the server (404)", hint=unreachable_hint())
@@ -218,9 +230,10 @@ def _fetch_http(a: Archive, part: Path) -> None:
     try:
         r = requests.get(a.url, stream=True, timeout=TIMEOUT, headers=headers)
     except requests.RequestException as e:
-        raise WolfError(
+        raise Unreachable(
             f"download server unreachable for {a.url} ({type(e).__name__})",
             hint=unreachable_hint(),
+            note=OFFLINE_NOTE,
         ) from None
     with r:
         if r.status_code == 416:  # nothing left to send: the .part is complete (or bad)

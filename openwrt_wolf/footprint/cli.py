@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..catalogue import releases
 from ..errors import WolfError
+from ..host import upstream
 from ..term import console
 from . import components, lab, report, spec
 from .model import Footprint
@@ -36,6 +37,7 @@ def main(
     stack: bool = False,
     component: str | None = None,
 ) -> list[Footprint]:
+    upstream.use_mirrors(_list(sources, (), ()))  # the stack's upstream sources, too
     if stack:
         stack_main(arch=arch, toolchain=toolchain, markdown=markdown, store=store)
         return []

@@ -27,7 +27,7 @@ from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.firmware import fit, imageformats
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests.conftest import need_tools, preparing, unavailable
+from tests.conftest import free_port, need_tools, preparing, unavailable
 from tests.standin import make_standin
 from tests.standin.server import serve
 
@@ -384,6 +384,33 @@ def test_unreachable_server_names_mirror_and_imagebuilder(wolf_env: dict[str, Pa
     p = cli("--flavour", "wolfssl", "--device", V1, "--mirror", "http://127.0.0.1:9")
     line = error_line(p)
     assert "unreachable" in line and "--mirror" in line and "--imagebuilder" in line
+
+
+@pytest.mark.parametrize("server", ["mirror-down", "no-network"])
+def test_offline_main_job_says_what_runs_without_servers(
+    wolf_env: dict[str, Path], server: str
+) -> None:
+    """The README's first command with no server: the error line names --mirror and
+    --imagebuilder, and the line under it names commands that exist with those options."""
+    need_tools(*TOOLS)
+    closed = f"http://127.0.0.1:{free_port()}"
+    if server == "mirror-down":
+        p = cli("--flavour", "all", "--device", "tl-wr902ac", "--mirror", closed)
+    else:  # the default server; a proxy nobody answers on stands for no network
+        env = {"HTTPS_PROXY": closed, "https_proxy": closed, "NO_PROXY": "", "no_proxy": ""}
+        p = cli("--flavour", "all", "--device", "tl-wr902ac", env=env)
+    line = error_line(p)
+    assert "unreachable" in line and "--mirror" in line and "--imagebuilder" in line
+    last = p.stderr.strip().splitlines()
+    assert last[-2] == line and "without OpenWrt's servers" in last[-1]
+    commands = re.findall(r"\./wolf ([a-z-]+)((?: --?[a-z-]+(?: [a-z0-9_]+)?)*)", last[-1])
+    assert [c for c, _ in commands] == ["footprint", "perf"]
+    for task, opts in commands:
+        helped = subprocess.run([str(ROOT / "wolf"), "--help", task], capture_output=True,
+                                text=True, timeout=120).stdout  # fmt: skip
+        for opt in re.findall(r"--[a-z-]+", opts):
+            assert f"{opt}" in helped, (task, opt)
+    assert "qemu" in helped  # perf --target qemu is one of its targets
 
 
 def test_checksum_mismatch_removes_the_file(

@@ -22,7 +22,7 @@ from .cells import (
     num,
     package_rows,
     source_text,
-    table_rows,
+    table_cells,
 )
 
 TEMPLATE = "size-report.html.j2"
@@ -92,7 +92,7 @@ def _plots(report: SizeReport) -> list[dict[str, str]]:
                     "id": "plot-tls",
                     "title": "TLS libraries (xz)",
                     "caption": "xz -9e of each TLS library file, summed",
-                    "svg": plots.grouped_bars(tls, flash.columns, "TLS libraries, bytes"),
+                    "svg": plots.grouped_bars(tls, flash.columns, "TLS libraries (xz)"),
                 }
             )
     for tid in ("memory", "performance"):
@@ -100,12 +100,15 @@ def _plots(report: SizeReport) -> list[dict[str, str]]:
         if t and t.rows:
             for unit in dict.fromkeys(r.unit for r in t.rows):
                 rows = [r for r in t.rows if r.unit == unit]
+                # what the rows measure ("Heap peak during a TLS handshake"), else the unit
+                measures = {r.label.split(",")[0] for r in rows}
+                what = measures.pop() if len(measures) == 1 else unit
                 out.append(
                     {
                         "id": f"plot-{tid}-{len(out)}",
-                        "title": f"{t.title} ({unit})",
+                        "title": f"{t.title}: {what}",
                         "caption": "",
-                        "svg": plots.grouped_bars(rows, t.columns, unit),
+                        "svg": plots.grouped_bars(rows, t.columns, what),
                     }
                 )
     return out
@@ -131,7 +134,11 @@ def render_html(report: SizeReport) -> str:
             "target": d.target,
             "release": d.release,
             "flavours": d.flavours,
-            "rows": table_rows(d) + baseline_rows(d, report.baseline),
+            "rows": table_cells(d)
+            + [
+                (label, [(v, "") for v in vals])
+                for label, vals in baseline_rows(d, report.baseline)
+            ],
             "packages": package_rows(d, report.top_packages) if report.top_packages else [],
             "notes": notes(d),
         }
