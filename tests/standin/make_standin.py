@@ -33,12 +33,15 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import zstandard
 
 from openwrt_wolf.catalogue import devtree
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+from tests.standin import ib_assemble, package_pack
+from tests.standin.package_pack import PkgInfo
 
 HERE = Path(__file__).resolve().parent
 RELEASE = "25.12.5"
@@ -196,15 +199,21 @@ def _definitions(text: str, names: tuple[str, ...]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _image_machinery(top: Path, tree: Path, tools: OpenWrtTools) -> None:
-    """include/image-commands.mk, the helpers it calls, and OpenWrt's host tools."""
+def _kernel_machinery(top: Path, tree: Path) -> None:
+    """include/standin-image.mk and the helpers of the tree's image-commands.mk it calls."""
     inc = top / "include"
     shutil.copyfile(tree / "include/image-commands.mk", inc / "image-commands.mk")
+    shutil.copyfile(HERE / "imagebuilder/include/standin-image.mk", inc / "standin-image.mk")
     helpers = "".join(
         f"# from {rel}\n" + _definitions((tree / rel).read_text(), names)
         for rel, names in HELPERS.items()
     )
     (inc / "standin-helpers.mk").write_text(helpers)
+
+
+def _image_machinery(top: Path, tree: Path, tools: OpenWrtTools) -> None:
+    """include/image-commands.mk, the helpers it calls, and OpenWrt's host tools."""
+    _kernel_machinery(top, tree)
     bin_dir = top / "staging_dir" / "host" / "bin"
     bin_dir.mkdir(parents=True)
     for name in IB_TOOLS:
@@ -273,57 +282,30 @@ def _release_mk(top: Path, info: dict[str, object], kdir: Path) -> None:
     (top / "include" / "standin-release.mk").write_text(text)
 
 
-def make_tree(
-    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools
-) -> Path:
-    """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path.
-    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools."""
-    spec = tomllib.loads((HERE / "targets.toml").read_text())
+# base-files' own scripts the install steps run (package post-install, rc.common enable)
+BASE_FILES = ("lib/functions.sh", "lib/functions/*.sh", "etc/rc.common")
+
+
+def _payload(
+    pname: str, size: int, path: str, release: str, tree: Path | None = None
+) -> dict[str, bytes | Path]:
+    data = _incompressible(pname, size) if "/firmware/" in path else _code(pname, size)
+    files: dict[str, bytes | Path] = {path: data} if path else {}
+    if pname == "base-files":
+        files["/etc/init.d/dropbear"] = b"#!/bin/sh /etc/rc.common\nSTART=19\n"
+        files["/etc/openwrt_release"] = f"DISTRIB_RELEASE='{release}'\n".encode()
+        base = tree / "package/base-files/files" if tree else None
+        for pattern in BASE_FILES if base else ():
+            assert base is not None
+            for f in sorted(base.glob(pattern)):
+                files[f"/{f.relative_to(base)}"] = f
+    return files
+
+
+def _info(spec: dict[str, Any], release: str, target: str) -> dict[str, Any]:
     rel, tgt = spec["release"][release], spec["target"][target]
     t, s = target.split("/")
-    name = f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
-    top = dest / name
-    if top.exists():
-        shutil.rmtree(top)
-    shutil.copytree(HERE / "imagebuilder", top)
-    _image_machinery(top, tree, tools)
-    pkgdir = top / "packages"
-    pkgdir.mkdir()
-    opkg = rel.get("package_manager", "apk") == "opkg"
-    if opkg:
-        _opkg_machinery(top, tree)
-    index = []
-    for pname, (version, size, depends, conflicts, path) in release_packages(spec, release).items():
-        data = _incompressible(pname, size) if "/firmware/" in path else _code(pname, size)
-        files = {path: data} if path else {}
-        if pname == "base-files":
-            files["/etc/init.d/dropbear"] = b"#!/bin/sh /etc/rc.common\nSTART=19\n"
-            files["/etc/openwrt_release"] = f"DISTRIB_RELEASE='{release}'\n".encode()
-        if opkg:
-            abi = rel.get("abi", {}).get(pname, "")
-            ctl = _control(pname, version, depends, conflicts, abi, tgt["arch_packages"])
-            _ipk(top, tree, pname, ctl, files, rel["source_date_epoch"])
-            continue
-        fname = f"{pname}-{version}.apk"
-        _apk(pkgdir / fname, files)
-        index.append(
-            {
-                "name": pname,
-                "version": version,
-                "depends": depends,
-                "conflicts": conflicts,
-                "provides": [],
-                "file": fname,
-            }
-        )
-    if opkg:
-        package_index(top)
-        shutil.rmtree(top / "tmp", ignore_errors=True)
-    else:
-        (pkgdir / "index.json").write_text(json.dumps(index, indent=1))
-    kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
-    kdir.mkdir(parents=True)
-    info: dict[str, object] = {
+    return {
         "version": release,
         "version_code": rel["version_code"],
         "source_date_epoch": rel["source_date_epoch"],
@@ -336,14 +318,160 @@ def make_tree(
         "package_manager": rel.get("package_manager", "apk"),
         "mksquashfs_extra": rel.get("mksquashfs_extra", []),
     }
-    _release_mk(top, info, kdir)
+
+
+def _kernels(top: Path, tree: Path, target: str, kdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """Each profile's kernel piece by its KERNEL recipe; returns the profiles' facts."""
     profiles = {}
-    for pid, p in tgt["profile"].items():
+    for pid, p in spec["target"][target]["profile"].items():
         dev = _device_mk(top, tree, target, pid, p)
         _kernel(top, kdir, pid, dev, p["kernel_input"])
         profiles[pid] = {k: v for k, v in p.items() if k != "kernel_input"}
         profiles[pid]["images"] = [i for i in dev["IMAGES"].split() if i.endswith(".bin")]
-    info["profiles"] = profiles
+    return profiles
+
+
+def make_tree(
+    dest: Path,
+    target: str,
+    release: str = RELEASE,
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
+    apk: Path | None = None,
+    key: Path | None = None,
+    payloads: Mapping[str, Mapping[str, Path]] | None = None,
+) -> Path:
+    """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path.
+    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools. For an apk
+    release: `apk` a host apk-tools 3.0.5, `key` the test's signing key (EC PEM) for
+    packages.adb, `payloads` real files for packages (ABI-less name -> {path: file})."""
+    spec = tomllib.loads((HERE / "targets.toml").read_text())
+    rel = spec["release"][release]
+    if rel.get("package_manager", "apk") == "apk":
+        if apk is None or key is None:
+            raise RuntimeError("an apk release needs apk= (apk-tools 3.0.5) and key=")
+        return _make_apk_tree(dest, target, release, spec, tree=tree, tools=tools, apk=apk,
+                              key=key, payloads=payloads or {})  # fmt: skip
+    tgt = spec["target"][target]
+    t, s = target.split("/")
+    name = f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
+    top = dest / name
+    if top.exists():
+        shutil.rmtree(top)
+    shutil.copytree(HERE / "imagebuilder", top)
+    _image_machinery(top, tree, tools)
+    pkgdir = top / "packages"
+    pkgdir.mkdir()
+    _opkg_machinery(top, tree)
+    for pname, (version, size, depends, conflicts, path) in release_packages(spec, release).items():
+        files = _payload(pname, size, path, release)
+        abi = rel.get("abi", {}).get(pname, "")
+        ctl = _control(pname, version, depends, conflicts, abi, tgt["arch_packages"])
+        _ipk(top, tree, pname, ctl, files, rel["source_date_epoch"])
+    package_index(top)
+    shutil.rmtree(top / "tmp", ignore_errors=True)
+    kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
+    kdir.mkdir(parents=True)
+    info = _info(spec, release, target)
+    _release_mk(top, info, kdir)
+    info["profiles"] = _kernels(top, tree, target, kdir, spec)
+    (top / ".standin.json").write_text(json.dumps(info, indent=1))
+    return top
+
+
+def _tree_infos(top: Path, tree: Path, rel: dict[str, Any], arch: str) -> dict[str, PkgInfo]:
+    """package-pack.mk's values for [tree_packages], evaluated twice: the first pass writes
+    staging_dir/target-*/pkginfo/<name>.version as a build's package step does, so the second
+    gives each dependency its ABI suffix (feeds.mk's GetABISuffix)."""
+    by_dir: dict[tuple[str, str], list[str]] = {}
+    for name, where in rel["tree_packages"].items():
+        d, _, variant = where.partition(":")
+        by_dir.setdefault((d, variant), []).append(name)
+    out: dict[str, PkgInfo] = {}
+    for npass in (1, 2):
+        for (d, variant), names in by_dir.items():
+            for i in package_pack.evaluate(top, tree, d, variant, names, arch):
+                out[i.package] = i
+        if npass == 1:
+            pkginfo = top / "staging_dir" / f"target-{arch}_musl" / "pkginfo"
+            pkginfo.mkdir(parents=True, exist_ok=True)
+            abis = {**rel.get("abi", {}), **{i.package: i.abi for i in out.values() if i.abi}}
+            for name, abi in abis.items():
+                (pkginfo / f"{name}.version").write_text(f"{abi}\n")
+    return out
+
+
+def abi_suffix(name: str, abi: str) -> str:
+    """include/feeds.mk's FormatABISuffix: none for kmods, "-" before it after a digit."""
+    if not abi or name.startswith("kmod-"):
+        return ""
+    return f"-{abi}" if name[-1:].isdigit() else abi
+
+
+def _make_apk_tree(
+    dest: Path,
+    target: str,
+    release: str,
+    spec: dict[str, Any],
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
+    apk: Path,
+    key: Path,
+    payloads: Mapping[str, Mapping[str, Path]],
+) -> Path:
+    """A 25.12 ImageBuilder as target/imagebuilder/Makefile assembles it (ib_assemble), its
+    packages made as package-pack.mk makes them (package_pack) with real apk-tools."""
+    rel, tgt = spec["release"][release], spec["target"][target]
+    t, s = target.split("/")
+    arch = tgt["arch_packages"]
+    top = dest / f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
+    if top.exists():
+        shutil.rmtree(top)
+    ib_assemble.copy_tree_parts(top, tree, t)
+    ib_assemble.host_tools(top, tree, apk, {n: tools.tool(n) for n in IB_TOOLS})
+    shutil.copy2(HERE / "tools" / "lzma", top / "staging_dir/host/bin/lzma")
+    dirs = {w.partition(":")[0]: "" for w in rel["tree_packages"].values()}
+    ib_assemble.metadata(top, tree, t, s, dirs)
+    infos = _tree_infos(top, tree, rel, arch)
+    pkgdir = top / "packages"
+    work = top / "tmp" / "pack"
+    epoch = rel["source_date_epoch"]
+    versions: dict[str, str] = {}
+    for pname, (version, size, depends, _conflicts, path) in release_packages(spec, release).items():
+        info = infos.get(pname)
+        if info is None:
+            if version == "tree":
+                raise RuntimeError(f"{pname}: version from the tree, but not in tree_packages")
+            abi = rel.get("abi", {}).get(pname, "")
+            info = package_pack.PkgInfo(
+                package=pname, name=pname + abi_suffix(pname, abi), version=version, abi=abi,
+                depends=list(depends), provides=[pname] if abi else [], arch=arch,
+                priority="10" if abi else "")  # fmt: skip
+        files: dict[str, bytes | Path] = dict(payloads[pname]) if pname in payloads else (
+            _payload(pname, size, path, release, tree))  # fmt: skip
+        package_pack.mkpkg(apk, info, files, pkgdir, work, epoch)
+        versions[pname] = info.version
+    # a standalone ImageBuilder: every package local, no remote feed to list
+    (top / "repositories").write_text("")
+    (top / "keys").mkdir()
+    shutil.copyfile(key.with_suffix(".pub"), top / "keys" / f"{key.stem}.pem")
+    package_pack.index(apk, pkgdir, key, tree, arch)
+    lk = rel["linux_kernel"]
+    ib_assemble.versions(top, {
+        "REVISION": rel["version_code"], "SOURCE_DATE_EPOCH": str(epoch),
+        "BASE_FILES_VERSION": versions["base-files"], "LIBC_VERSION": versions["libc"],
+        "KERNEL_VERSION": versions["kernel"]}, lk["vermagic"])  # fmt: skip
+    kdir = top / "build_dir" / f"target-{arch}_musl" / f"linux-{t}_{s}"
+    ib_assemble.kernel_config(top, kdir / f"linux-{lk['version']}")
+    info = _info(spec, release, target)
+    _kernel_machinery(top, tree)
+    _release_mk(top, info, kdir)
+    info["profiles"] = _kernels(top, tree, target, kdir, spec)
+    for f in top.glob("include/standin-*.mk"):  # the kernel recipe's helpers: not shipped
+        f.unlink()
+    ib_assemble.cleanup(top, dirs)
     (top / ".standin.json").write_text(json.dumps(info, indent=1))
     return top
 
