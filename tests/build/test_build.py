@@ -29,6 +29,7 @@ from openwrt_wolf.firmware import fit, imageformats
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.conftest import need_tools, preparing, unavailable
 from tests.standin import make_standin
+from tests.standin.kit import Kit
 from tests.standin.server import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,10 @@ SAFELOADER_MAX = 0x710000  # openwrt-facts.md: kernel+rootfs limit of the TL-WR9
 
 @pytest.fixture(scope="session")
 def mirror_dir(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> Path:
     need_tools(*TOOLS)
     with preparing("the stand-in ImageBuilder mirror for ath79/generic and ramips/mt76x8"):
@@ -51,6 +55,7 @@ def mirror_dir(
             ("ath79/generic", "ramips/mt76x8"),
             tree=openwrt_tree_25125,
             tools=openwrt_tools,
+            kit=standin_kit,
         )
 
 

@@ -32,6 +32,7 @@ from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
 from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
+from tests.standin.kit import Kit
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "tests" / "standin" / "buildroot-patches"
@@ -41,13 +42,16 @@ V1, AR300 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16"
 
 @pytest.fixture(scope="module")
 def pristine(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> Path:
     need_tools(*TOOLS)
     with preparing("the stand-in buildroot tree for ath79/generic"):
         return make_standin.make_buildroot(
             tmp_path_factory.mktemp("br"), "ath79/generic", tree=openwrt_tree_25125,
-            tools=openwrt_tools,
+            tools=openwrt_tools, kit=standin_kit,
         )  # fmt: skip
 
 

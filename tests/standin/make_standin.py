@@ -33,7 +33,6 @@ import sys
 import tarfile
 import tomllib
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any
 
 import zstandard
@@ -41,6 +40,7 @@ import zstandard
 from openwrt_wolf.catalogue import devtree
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.standin import ib_assemble, package_pack
+from tests.standin.kit import Kit
 from tests.standin.package_pack import PkgInfo
 
 HERE = Path(__file__).resolve().parent
@@ -338,21 +338,17 @@ def make_tree(
     *,
     tree: Path,
     tools: OpenWrtTools,
-    apk: Path | None = None,
-    key: Path | None = None,
-    payloads: Mapping[str, Mapping[str, Path]] | None = None,
+    kit: Kit | None = None,
 ) -> Path:
     """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path.
-    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools. For an apk
-    release: `apk` a host apk-tools 3.0.5, `key` the test's signing key (EC PEM) for
-    packages.adb, `payloads` real files for packages (ABI-less name -> {path: file})."""
+    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools, `kit`
+    (apk releases) the host apk, the signing key and the TLS packages' real files."""
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     rel = spec["release"][release]
     if rel.get("package_manager", "apk") == "apk":
-        if apk is None or key is None:
-            raise RuntimeError("an apk release needs apk= (apk-tools 3.0.5) and key=")
-        return _make_apk_tree(dest, target, release, spec, tree=tree, tools=tools, apk=apk,
-                              key=key, payloads=payloads or {})  # fmt: skip
+        if kit is None:
+            raise RuntimeError("an apk release needs kit= (tests/standin/kit.py)")
+        return _make_apk_tree(dest, target, release, spec, tree=tree, tools=tools, kit=kit)
     tgt = spec["target"][target]
     t, s = target.split("/")
     name = f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
@@ -417,9 +413,7 @@ def _make_apk_tree(
     *,
     tree: Path,
     tools: OpenWrtTools,
-    apk: Path,
-    key: Path,
-    payloads: Mapping[str, Mapping[str, Path]],
+    kit: Kit,
 ) -> Path:
     """A 25.12 ImageBuilder as target/imagebuilder/Makefile assembles it (ib_assemble), its
     packages made as package-pack.mk makes them (package_pack) with real apk-tools."""
@@ -430,7 +424,8 @@ def _make_apk_tree(
     if top.exists():
         shutil.rmtree(top)
     ib_assemble.copy_tree_parts(top, tree, t)
-    ib_assemble.host_tools(top, tree, apk, {n: tools.tool(n) for n in IB_TOOLS})
+    apk, key, payloads = kit.apk, kit.key, kit.payloads
+    ib_assemble.host_tools(top, tree, apk, {n: tools.tool(n) for n in (*IB_TOOLS, "unsquashfs4")})
     shutil.copy2(HERE / "tools" / "lzma", top / "staging_dir/host/bin/lzma")
     dirs = {w.partition(":")[0]: "" for w in rel["tree_packages"].values()}
     ib_assemble.metadata(top, tree, t, s, dirs)
@@ -496,7 +491,8 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
 
 
 def make_buildroot(
-    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools
+    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools,
+    kit: Kit | None = None,
 ) -> Path:
     """A stand-in OpenWrt source tree for the target (tests/standin/buildroot/): the stand-in
     ImageBuilder's scripts/ib.py, packages and .standin.json reused, its kernels moved out of
@@ -505,7 +501,7 @@ def make_buildroot(
     top = dest / f"openwrt-{release}-{target.replace('/', '-')}"
     if top.exists():
         shutil.rmtree(top)
-    ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools)
+    ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools, kit=kit)
     shutil.copytree(HERE / "buildroot", top)
     shutil.copyfile(HERE / "imagebuilder" / "scripts" / "ib.py", top / "scripts" / "ib.py")
     shutil.move(ib / "packages", top / "packages")
@@ -541,6 +537,7 @@ def make_server(
     *,
     tree: Path,
     tools: OpenWrtTools,
+    kit: Kit | None = None,
 ) -> Path:
     """A download-server directory: releases/<rel>/targets/<t>/<s>/{archive,sha256sums}."""
     work = root / ".trees"
@@ -549,7 +546,7 @@ def make_server(
         d = root / "releases" / release / "targets" / target
         d.mkdir(parents=True, exist_ok=True)
         lines = []
-        ib = make_tree(work, target, release, tree=tree, tools=tools)
+        ib = make_tree(work, target, release, tree=tree, tools=tools, kit=kit)
         for top in (ib, make_sdk(work, target, release)):
             archive = pack(top, d / f"{top.name}.tar.zst")
             lines.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()} *{archive.name}\n")
@@ -559,6 +556,7 @@ def make_server(
 
 if __name__ == "__main__":
     from openwrt_wolf.host import openwrt_tools, upstream
+    from tests.standin.kit import make_kit
 
     print(
         make_server(
@@ -566,5 +564,6 @@ if __name__ == "__main__":
             tuple(sys.argv[2:]) or ("ath79/generic",),
             tree=upstream.openwrt_tree(RELEASE),
             tools=openwrt_tools.ensure(),
+            kit=make_kit(Path(sys.argv[1]) / ".kit"),
         )
     )
