@@ -123,9 +123,12 @@ def standin_kit(tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Pa
     need_tools(*KIT_TOOLS)
     top = tmp_path_factory.getbasetemp().parent / "standin-kit"
     top.mkdir(exist_ok=True)
-    with locked(top / ".lock"), preparing(
-        "apk-tools and the TLS packages' MIPS builds for the 25.12 stand-in (cold: 10-25 min "
-        "on 2 cores, shared with tests/footprint; cached afterwards)"
+    with (
+        locked(top / ".lock"),
+        preparing(
+            "apk-tools and the TLS packages' MIPS builds for the 25.12 stand-in (cold: 10-25 min "
+            "on 2 cores, shared with tests/footprint; cached afterwards)"
+        ),
     ):
         try:
             return kit.make_kit(top)

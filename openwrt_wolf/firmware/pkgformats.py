@@ -181,7 +181,9 @@ def ipk_files(package: Path) -> list[tuple[str, int, str]]:
             if m.isfile():
                 fh = tar.extractfile(m)
                 assert fh is not None
-                out.append(("/" + m.name.lstrip("./"), m.size, hashlib.sha256(fh.read()).hexdigest()))
+                out.append(
+                    ("/" + m.name.lstrip("./"), m.size, hashlib.sha256(fh.read()).hexdigest())
+                )
     return out
 
 

@@ -35,7 +35,9 @@ def _run(argv: list[str], cwd: Path, path: str | None = None) -> str:
     env = {"PATH": path or "/usr/local/bin:/usr/bin:/bin", "LC_ALL": "C", "HOME": str(cwd)}
     p = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
     if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} in {cwd} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(argv)} in {cwd} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+        )
     return p.stdout
 
 

@@ -19,7 +19,9 @@ WOLFSSL_VERSION = "5.9.2"
 @dataclass(frozen=True)
 class Kit:
     apk: Path  # apk-tools 3.0.5 for the host (staging_dir/host/bin/apk)
-    key: Path  # EC private key (PEM) signing packages.adb; its public key is key.with_suffix(".pub")
+    key: (
+        Path  # EC private key (PEM) signing packages.adb; its public key is key.with_suffix(".pub")
+    )
     payloads: dict[str, dict[str, Path]]  # package (ABI-less) -> {installed path: file}
 
 

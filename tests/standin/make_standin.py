@@ -286,6 +286,13 @@ def _release_mk(top: Path, info: dict[str, object], kdir: Path) -> None:
 BASE_FILES = ("lib/functions.sh", "lib/functions/*.sh", "etc/rc.common")
 
 
+def _kdir(top: Path, target: str) -> Path:
+    found = sorted(top.glob(f"build_dir/target-*_musl/linux-{target.replace('/', '_')}"))
+    if not found:
+        raise RuntimeError(f"{top}: no KDIR for {target}")
+    return found[0]
+
+
 def _payload(
     pname: str, size: int, path: str, release: str, tree: Path | None = None
 ) -> dict[str, bytes | Path]:
@@ -320,7 +327,9 @@ def _info(spec: dict[str, Any], release: str, target: str) -> dict[str, Any]:
     }
 
 
-def _kernels(top: Path, tree: Path, target: str, kdir: Path, spec: dict[str, Any]) -> dict[str, Any]:
+def _kernels(
+    top: Path, tree: Path, target: str, kdir: Path, spec: dict[str, Any]
+) -> dict[str, Any]:
     """Each profile's kernel piece by its KERNEL recipe; returns the profiles' facts."""
     profiles = {}
     for pid, p in spec["target"][target]["profile"].items():
@@ -434,7 +443,9 @@ def _make_apk_tree(
     work = top / "tmp" / "pack"
     epoch = rel["source_date_epoch"]
     versions: dict[str, str] = {}
-    for pname, (version, size, depends, _conflicts, path) in release_packages(spec, release).items():
+    for pname, (version, size, depends, _conflicts, path) in release_packages(
+        spec, release
+    ).items():
         info = infos.get(pname)
         if info is None:
             if version == "tree":
@@ -471,8 +482,9 @@ def _make_apk_tree(
     return top
 
 
-def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
-    """A stand-in SDK tree for the target (tests/standin/sdk/), named as OpenWrt names it."""
+def make_sdk(dest: Path, target: str, release: str = RELEASE, *, kit: Kit | None = None) -> Path:
+    """A stand-in SDK tree for the target (tests/standin/sdk/), named as OpenWrt names it, with
+    apk-tools in staging_dir/host/bin (it packs with `apk mkpkg`)."""
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     tgt = spec["target"][target]
     t, s = target.split("/")
@@ -481,6 +493,9 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
     if top.exists():
         shutil.rmtree(top)
     shutil.copytree(HERE / "sdk", top)
+    if kit is not None:
+        (top / "staging_dir" / "host" / "bin").mkdir(parents=True)
+        shutil.copy2(kit.apk, top / "staging_dir" / "host" / "bin" / "apk")
     info = {"version": release, "target": t, "subtarget": s, "arch_packages": tgt["arch_packages"]}
     (top / ".standin.json").write_text(json.dumps(info, indent=1))
     (top / "feeds.conf.default").write_text(
@@ -491,7 +506,12 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
 
 
 def make_buildroot(
-    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools,
+    dest: Path,
+    target: str,
+    release: str = RELEASE,
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
     kit: Kit | None = None,
 ) -> Path:
     """A stand-in OpenWrt source tree for the target (tests/standin/buildroot/): the stand-in
@@ -506,8 +526,16 @@ def make_buildroot(
     shutil.copyfile(HERE / "imagebuilder" / "scripts" / "ib.py", top / "scripts" / "ib.py")
     shutil.move(ib / "packages", top / "packages")
     shutil.move(ib / "staging_dir", top / "staging_dir")
+    if (ib / "keys").is_dir():
+        shutil.move(ib / "keys", top / "keys")
+    if kit is not None:  # the recipe machinery the apk ImageBuilder does not ship
+        _kernel_machinery(ib, tree)
+        _release_mk(ib, json.loads((ib / ".standin.json").read_text()), _kdir(ib, target))
+        for pid, p in spec["target"][target]["profile"].items():
+            _device_mk(ib, tree, target, pid, p)
     for mk in ib.glob("include/*.mk"):  # the image recipe machinery (make_tree)
-        shutil.move(mk, top / "include" / mk.name)
+        if mk.name.startswith("standin-") or mk.name == "image-commands.mk" or kit is None:
+            shutil.move(mk, top / "include" / mk.name)
     t, _ = target.split("/")
     kernels = top / "target" / "linux" / t / "standin-kernels"
     kernels.mkdir(parents=True)
@@ -547,7 +575,7 @@ def make_server(
         d.mkdir(parents=True, exist_ok=True)
         lines = []
         ib = make_tree(work, target, release, tree=tree, tools=tools, kit=kit)
-        for top in (ib, make_sdk(work, target, release)):
+        for top in (ib, make_sdk(work, target, release, kit=kit)):
             archive = pack(top, d / f"{top.name}.tar.zst")
             lines.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()} *{archive.name}\n")
         (d / "sha256sums").write_text("".join(sorted(lines, key=lambda x: x.split("*")[1])))

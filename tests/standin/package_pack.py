@@ -54,7 +54,9 @@ def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 
 def _depends(text: str) -> list[str]:
     # package-pack.mk strips spaces and parentheses: "hostapd-common (=1.0-r1)" -> "hostapd-common=1.0-r1"
-    return [d.replace(" ", "").replace("(", "").replace(")", "") for d in text.split(",") if d.strip()]
+    return [
+        d.replace(" ", "").replace("(", "").replace(")", "") for d in text.split(",") if d.strip()
+    ]
 
 
 def evaluate(
@@ -89,7 +91,9 @@ def evaluate(
         elif key == "arch":
             cur.arch = "noarch" if value == "all" else value
     if [i.package for i in infos] != packages:
-        raise RuntimeError(f"{makefile_dir}: evaluated {[i.package for i in infos]}, not {packages}")
+        raise RuntimeError(
+            f"{makefile_dir}: evaluated {[i.package for i in infos]}, not {packages}"
+        )
     return infos
 
 
@@ -98,7 +102,7 @@ def post_install(name: str) -> str:
     return (
         "#!/bin/sh\n"
         '[ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0\n'
-        '[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0\n'
+        "[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0\n"
         ". ${IPKG_INSTROOT}/lib/functions.sh\n"
         'export root="${IPKG_INSTROOT}"\n'
         f'export pkgname="{name}"\n'
@@ -110,7 +114,7 @@ def post_install(name: str) -> str:
 def pre_deinstall(name: str) -> str:
     return (
         "#!/bin/sh\n"
-        '[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0\n'
+        "[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0\n"
         ". ${IPKG_INSTROOT}/lib/functions.sh\n"
         'export root="${IPKG_INSTROOT}"\n'
         f'export pkgname="{name}"\n'
@@ -119,7 +123,11 @@ def pre_deinstall(name: str) -> str:
 
 
 def mkpkg(
-    apk: Path, info: PkgInfo, files: dict[str, bytes | Path], out_dir: Path, work: Path,
+    apk: Path,
+    info: PkgInfo,
+    files: dict[str, bytes | Path],
+    out_dir: Path,
+    work: Path,
     epoch: int,
 ) -> Path:
     """One .apk as package-pack.mk's `apk mkpkg` call makes it; returns its path."""
