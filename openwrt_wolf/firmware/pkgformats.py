@@ -56,8 +56,10 @@ def _dump(apk: Path, path: Path) -> dict[str, Any]:
         out = proc.run([apk, "adbdump", "--format", "json", path], timeout=APK_TIMEOUT).output
     except CommandError as e:
         tail = " ".join(e.tail[-2:]) or e.message
-        raise WolfError(f"apk cannot read {path}: {tail}",
-                        hint="is it an APK v3 package or index (apk mkpkg/mkndx)?") from None  # fmt: skip
+        raise WolfError(
+            f"apk cannot read {path}: {tail}",
+            hint="is it an APK v3 package or index (apk mkpkg/mkndx)?",
+        ) from None
     if len(out) > MAX_DUMP:
         raise WolfError(f"{path}: apk adbdump printed {len(out):,} characters, more than an index")
     try:
@@ -216,8 +218,10 @@ def apk_database(
     try:
         proc.run(argv, timeout=APK_TIMEOUT, env={"SOURCE_DATE_EPOCH": str(epoch)})
     except CommandError as e:
-        raise WolfError(f"apk could not install the new package set: {' '.join(e.tail[-3:])}",
-                        hint="give --packages the packages the image was built from") from None  # fmt: skip
+        raise WolfError(
+            f"apk could not install the new package set: {' '.join(e.tail[-3:])}",
+            hint="give --packages the packages the image was built from",
+        ) from None
     db = scratch / "lib" / "apk" / "db"
     if (db / "scripts.tar.gz").is_file():  # apk writes it gzip'd; prepare_rootfs: gzip -d
         proc.run([gzip, "-d", db / "scripts.tar"], timeout=APK_TIMEOUT)

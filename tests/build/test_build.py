@@ -25,8 +25,9 @@ from openwrt_wolf.build import download, imagebuilder, packages
 from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
-from openwrt_wolf.firmware import fit, imageformats
+from openwrt_wolf.firmware import artifacts, fit, imageformats
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+from openwrt_wolf.targets.router import packages as router_packages
 from tests.conftest import need_tools, preparing, unavailable
 from tests.standin import make_standin
 from tests.standin.kit import Kit
@@ -257,6 +258,44 @@ def check_record_is_complete(matrix: Any) -> None:
     assert unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
 
 
+def check_abi_names_through_manifest_rootfs_and_router_check(matrix: Any, tmp_path: Path) -> None:
+    """25.12 names packages with their ABI version. The image's .manifest (apk list --manifest)
+    and the rootfs's apk database carry them; the record's manifest (make manifest STRIP_ABI=1)
+    does not. On the rootfs, OpenWrt's own apk lists them (the oracle), and router flash
+    verification, size-report's reading of the output directory and the TLS library versions
+    work with those names."""
+    outs, base, _ = matrix
+    apk = next((base / "cache" / "imagebuilder").rglob("staging_dir/host/bin/apk"))
+    for flavour, abi_name in (("mbedtls", "libmbedtls21"), ("wolfssl", "libwolfssl5.9.1."),
+                              ("openssl", "libopenssl3")):  # fmt: skip
+        rec = outs[f"{V1}/{flavour}"].record
+        bin_dir = Path(rec.log).parent / "bin"
+        manifest = next(bin_dir.glob("*.manifest")).read_text()
+        assert re.search(rf"^{re.escape(abi_name)}\S* - ", manifest, re.M), manifest
+        assert f"libustream-{flavour}20201210 - " in manifest
+        assert f"libustream-{flavour}" in rec.manifest and not any(
+            n.startswith(f"libustream-{flavour}2") for n in rec.manifest
+        )
+        root = tmp_path / f"root-{flavour}"
+        rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
+        subprocess.run(["unsquashfs", "-d", str(root), "-no-xattrs", str(rootfs)],
+                       capture_output=True, check=True, timeout=120)  # fmt: skip
+        argv = [str(apk), "--root", str(root), "list", "--installed"]
+        listed = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+        pkgs = router_packages.parse_apk(listed.stdout)
+        db = (root / "lib/apk/db/installed").read_text()
+        assert set(pkgs) == set(re.findall(r"^P:(.*)$", db, re.M))
+        assert dict(zip(re.findall(r"^P:(.*)$", db, re.M), re.findall(r"^V:(.*)$", db, re.M),
+                        strict=True)) == pkgs  # fmt: skip
+        for other in ("mbedtls", "wolfssl", "openssl"):
+            assert router_packages.check("apk", pkgs, other).ok == (other == flavour), other
+        art = artifacts.measure_dir(bin_dir, [V1])[0]
+        assert art.flavour == flavour
+        assert {p.name for p in art.manifest} >= {f"libustream-{flavour}20201210"}
+        want = {"mbedtls": {"mbedtls"}, "wolfssl": {"mbedtls", "wolfssl"}, "openssl": {"openssl"}}
+        assert rec.library_versions.keys() == want[flavour]
+
+
 def check_size_report_reads_the_build_records(matrix: Any) -> None:
     _, base, _ = matrix
     p = subprocess.run(
@@ -484,14 +523,14 @@ def test_make_failure_shows_last_20_lines_and_log(
 ) -> None:
     broken = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), broken, symlinks=True)
-    script = broken / "scripts" / "ib.py"
-    script.write_text(
-        script.read_text().replace(
-            "def cmd_image(a: dict[str, str]) -> None:\n",
-            "def cmd_image(a: dict[str, str]) -> None:\n"
-            "    for i in range(30):\n        print(f'line {i}')\n    raise SystemExit(2)\n",
-        )
-    )
+    makefile = broken / "Makefile"  # OpenWrt's ImageBuilder Makefile, its image step failing
+    text = makefile.read_text()
+    assert "\n_call_image: staging_dir/host/.prereq-build\n" in text
+    makefile.write_text(text.replace(
+        "\n_call_image: staging_dir/host/.prereq-build\n",
+        "\n_call_image: staging_dir/host/.prereq-build\n"
+        "\tfor i in $$(seq 0 29); do echo line $$i; done; exit 2\n",
+    ))  # fmt: skip
     with pytest.raises(CommandError) as e:
         build(Options(flavour="mbedtls", device=V1, imagebuilder=broken))
     details = e.value.details().splitlines()
@@ -513,9 +552,10 @@ def test_device_not_in_release_and_not_in_imagebuilder(
         build(Options(flavour="mbedtls", device=V1, imagebuilder=tree(mirror_dir, "ramips/mt76x8")))
     lacking = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), lacking, symlinks=True)
-    info = json.loads((lacking / ".standin.json").read_text())
-    del info["profiles"][V1]
-    (lacking / ".standin.json").write_text(json.dumps(info))
+    info = (lacking / ".targetinfo").read_text()  # what `make info` lists the profiles from
+    start = info.index(f"Target-Profile: DEVICE_{V1}\n")
+    end = info.index("Target-Profile: ", start + 1)
+    (lacking / ".targetinfo").write_text(info[:start] + info[end:])
     with pytest.raises(WolfError, match=rf"device {V1} is not in the ImageBuilder"):
         build(Options(flavour="mbedtls", device=V1, imagebuilder=lacking))
 
@@ -645,6 +685,7 @@ def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None
         check_flavours_install_their_tls_library(m)
         check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)
         check_record_is_complete(m)
+        check_abi_names_through_manifest_rootfs_and_router_check(m, tmp_path)
         check_size_report_reads_the_build_records(m)
         check_second_run_is_served_from_the_store_without_make(m, tmp_path)
         check_force_rebuilds(m, mirror_dir)

@@ -95,9 +95,11 @@ def host_tools(top: Path, tree: Path, apk: Path, tools: dict[str, Path]) -> Path
 def scan(top: Path, what: str) -> None:
     """include/scan.mk as prepare-tmpinfo runs it: tmp/.targetinfo or tmp/.packageinfo."""
     (top / "tmp" / "info").mkdir(parents=True, exist_ok=True)
-    args = {"targetinfo": ['SCAN_DIR=target/linux', "SCAN_NAME=target", "SCAN_DEPTH=3",
-                           "SCAN_MAKEOPTS=TARGET_BUILD=1"],
-            "packageinfo": ["SCAN_DIR=package", "SCAN_NAME=package", "SCAN_DEPTH=5"]}[what]  # fmt: skip
+    args = {
+        "targetinfo": ["SCAN_DIR=target/linux", "SCAN_NAME=target", "SCAN_DEPTH=3",
+                       "SCAN_MAKEOPTS=TARGET_BUILD=1"],
+        "packageinfo": ["SCAN_DIR=package", "SCAN_NAME=package", "SCAN_DEPTH=5"],
+    }[what]  # fmt: skip
     _run(["make", "-j1", "-r", "-s", "-f", "include/scan.mk", f"SCAN_TARGET={what}", *args,
           "SCAN_EXTRA=", f"TOPDIR={top}"], top, _gawk_path(top))  # fmt: skip
     if not (top / "tmp" / f".{what}").is_file():

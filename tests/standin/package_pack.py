@@ -53,7 +53,8 @@ def _run(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
 
 
 def _depends(text: str) -> list[str]:
-    # package-pack.mk strips spaces and parentheses: "hostapd-common (=1.0-r1)" -> "hostapd-common=1.0-r1"
+    # package-pack.mk strips spaces and parentheses: "hostapd-common (=1.0-r1)" becomes
+    # "hostapd-common=1.0-r1"
     return [
         d.replace(" ", "").replace("(", "").replace(")", "") for d in text.split(",") if d.strip()
     ]

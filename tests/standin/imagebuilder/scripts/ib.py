@@ -135,8 +135,8 @@ def packages_index() -> dict[str, dict[str, object]]:
     """packages.adb as `apk adbdump` prints it, by the names Kconfig and DEFAULT_PACKAGES use
     (without the ABI suffix); "apk_name" is the package's own name."""
     package_reload()
-    dump = subprocess.run([str(APK), "adbdump", "--format", "json", "packages.adb"],
-                          cwd=TOP / "packages", check=True, capture_output=True, text=True)  # fmt: skip
+    argv = [str(APK), "adbdump", "--format", "json", "packages.adb"]
+    dump = subprocess.run(argv, cwd=TOP / "packages", check=True, capture_output=True, text=True)
     pkgs = json.loads(dump.stdout)["packages"]
     base = {}
     for p in pkgs:
@@ -176,7 +176,8 @@ def apk_add(world: list[str], root: Path) -> list[dict[str, object]]:
 
 
 def apk_manifest(root: Path) -> str:
-    """include/image.mk's Image/Manifest: `apk list --quiet --manifest`, sorted, "name - version"."""
+    """include/image.mk's Image/Manifest: `apk list --quiet --manifest`, sorted, as
+    "name - version" lines."""
     p = subprocess.run([*apk_argv(root), "list", "--quiet", "--manifest", "--no-network"],
                        check=True, capture_output=True, text=True)  # fmt: skip
     return "".join(f"{ln.replace(' ', ' - ', 1)}\n" for ln in sorted(p.stdout.splitlines()))
@@ -596,10 +597,7 @@ def cmd_image(a: dict[str, str]) -> None:
         d.mkdir(parents=True, exist_ok=True)
     print()
     print("Installing packages...")
-    if OPKG:
-        pkgs = opkg_install(bp, root)
-    else:
-        pkgs = apk_add(bp, root)
+    pkgs = opkg_install(bp, root) if OPKG else apk_add(bp, root)
     print()
     print("Finalizing root filesystem...")
     if a.get("FILES"):

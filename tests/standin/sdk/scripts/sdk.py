@@ -92,10 +92,10 @@ def compile_pkg(name: str) -> None:
         (meta / f"{pkg}.list").write_text("".join(f"{f}\n" for f in listed))
         script = Path(tmp) / "post-install"
         script.write_text(
-            "#!/bin/sh\n[ \"${IPKG_NO_SCRIPT}\" = \"1\" ] && exit 0\n"
+            '#!/bin/sh\n[ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0\n'
             "[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0\n"
-            f". ${{IPKG_INSTROOT}}/lib/functions.sh\nexport root=\"${{IPKG_INSTROOT}}\"\n"
-            f"export pkgname=\"{pkg}\"\nadd_group_and_user\ndefault_postinst\n"
+            f'. ${{IPKG_INSTROOT}}/lib/functions.sh\nexport root="${{IPKG_INSTROOT}}"\n'
+            f'export pkgname="{pkg}"\nadd_group_and_user\ndefault_postinst\n'
         )
         subprocess.run(
             [str(TOP / "staging_dir" / "host" / "bin" / "apk"), "mkpkg",
