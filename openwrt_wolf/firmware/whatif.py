@@ -45,7 +45,7 @@ _TIMEOUT = 600.0
 class Swap:
     removed: tuple[str, ...]  # packages that leave the image
     added: tuple[str, ...]  # packages that come in
-    asked_out: tuple[str, ...] = ()  # of removed: what the build no longer asks for (PACKAGES)
+    asked_out: tuple[str, ...] = field(default=(), compare=False)  # of removed: no longer asked for
     asked_in: tuple[str, ...] = field(default=(), compare=False)  # what it asks for instead
 
 
