@@ -425,7 +425,7 @@ def _build_one(
 
     with proc.recording() as cmds:
         t = time.monotonic()
-        manifest = ib.manifest(dev.profile, value, log)
+        manifest = ib.manifest(dev.profile, value, log, group.info.defaults(dev.profile))
         phases["manifest"] = time.monotonic() - t
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()

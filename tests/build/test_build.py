@@ -694,6 +694,44 @@ def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None
 # --- archive names and the pinned hash (no network) --------------------------------------
 
 
+def test_standin_packages_are_openwrts_formats(
+    mirror_dir: Path, openwrt_tree_25125: Path, tmp_path: Path
+) -> None:
+    """The 25.12.5 stand-in's packages/ as a 25.12 ImageBuilder holds it: APK v3 (ADB) packages
+    apk reads, packages.adb signed with the test's key (apk verify accepts it with that key
+    and refuses it without), index.json in format 2, and names with the ABI suffix the tree's
+    Makefiles give (ABI_VERSION:=21 in package/libs/mbedtls, 20201210 in ustream-ssl)."""
+    ib = tree(mirror_dir)
+    pkgdir = ib / "packages"
+    apk = ib / "staging_dir" / "host" / "bin" / "apk"
+    for f in sorted(pkgdir.glob("*.apk")):
+        assert f.read_bytes()[:4] == b"ADBd", f.name  # ADB, deflate-compressed
+        dump = subprocess.run([str(apk), "adbdump", "--format", "json", str(f)],
+                              capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+        info = json.loads(dump.stdout)["info"]
+        assert f.name == f"{info['name']}-{info['version']}.apk"
+    ok = subprocess.run([str(apk), "verify", "--keys-dir", str(ib / "keys"), "packages.adb"],
+                        cwd=pkgdir, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (tmp_path / "keys").mkdir()
+    argv = [str(apk), "verify", "--keys-dir", str(tmp_path / "keys"), "packages.adb"]
+    bad = subprocess.run(argv, cwd=pkgdir, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0
+    v2 = json.loads((pkgdir / "index.json").read_text())
+    assert v2["version"] == 2 and v2["architecture"] == "mips_24kc"
+    abi = {}
+    for rel, name in (("package/libs/mbedtls", "libmbedtls"),
+                      ("package/libs/ustream-ssl", "libustream-mbedtls")):  # fmt: skip
+        m = re.search(
+            r"^\s*ABI_VERSION:=(\d+)$", (openwrt_tree_25125 / rel / "Makefile").read_text(), re.M
+        )
+        assert m, rel
+        abi[name] = m.group(1)
+        assert name in v2["packages"]  # index.json names it without the suffix
+        assert len(list(pkgdir.glob(f"{name}{m.group(1)}-*.apk"))) == 1, name
+    assert abi == {"libmbedtls": "21", "libustream-mbedtls": "20201210"}
+
+
 def test_archive_names_follow_openwrts_download_tree() -> None:
     ib = download.name_pattern("imagebuilder", "25.12.5", "ath79/generic")
     assert ib.match("openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst")

@@ -5,6 +5,7 @@ machine; a cold run builds them once, shared with tests/footprint)."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,5 +74,15 @@ def tls_payloads(arch: str = "mips_24kc") -> dict[str, dict[str, Path]]:
 
 
 def make_kit(dest: Path, arch: str = "mips_24kc") -> Kit:
+    """The kit in dest (the caller holds a lock on it). The payloads are copied there: the
+    lab measures a component again (strip, sstrip) whenever it is asked for one."""
     host_apk = apk.native_build("openssl").binary  # Debian's OpenSSL: no lab build needed
-    return Kit(host_apk, signing_key(dest), tls_payloads(arch))
+    payloads: dict[str, dict[str, Path]] = {}
+    for pkg, files in tls_payloads(arch).items():
+        (dest / "payloads" / pkg).mkdir(parents=True, exist_ok=True)
+        payloads[pkg] = {}
+        for path, src in files.items():
+            copy = dest / "payloads" / pkg / Path(path).name
+            shutil.copyfile(src, copy)
+            payloads[pkg][path] = copy
+    return Kit(host_apk, signing_key(dest), payloads)
