@@ -162,7 +162,7 @@ def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     sums = download.parse_sha256sums((img.parent / "sha256sums").read_text())
     assert sums[img.name] == sha256(img)
     pj = json.loads((img.parent / "profiles.json").read_text())
-    entry = pj["profiles"][device]["images"][0]
+    entry = next(i for i in pj["profiles"][device]["images"] if i["type"] == "sysupgrade")
     assert (entry["name"], entry["size"]) == (img.name, img.stat().st_size)
     board = o.record.request.target.replace("/", "-")
     assert img.name == f"openwrt-25.12.5-{board}-{device}-squashfs-sysupgrade.bin"
@@ -490,29 +490,22 @@ def test_missing_host_tools_are_listed_with_packages(
 def test_imagebuilder_prerequisite_failure_names_debian_packages(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
-    # everything our check wants, but not gawk, which the ImageBuilder's prereq check wants
-    names = [
-        "make",
-        "perl",
-        "python3",
-        "unzip",
-        "bzip2",
-        "wget",
-        "file",
-        "patch",
-        "zstd",
-        "sh",
-        "dd",
-        "mkimage",
-        "rm",
-        "cat",
-    ]
-    only = _tool_dir(tmp_path, names)
+    """A host without GNU awk (Debian's awk is mawk): OpenWrt's own include/prereq-build.mk
+    refuses it when the ImageBuilder builds, and the error names the Debian package."""
+    only = tmp_path / "tools"
+    only.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        for f in Path(d).iterdir() if Path(d).is_dir() else ():
+            gnu = f.name == "gawk" or f.resolve().name == "gawk"  # awk, nawk: alternatives
+            if not gnu and not (only / f.name).exists() and os.access(f, os.X_OK):
+                (only / f.name).symlink_to(f.resolve())
+    (only / "awk").unlink(missing_ok=True)
+    (only / "awk").symlink_to(shutil.which("mawk") or "/usr/bin/mawk")
     (only / "python3").unlink(missing_ok=True)  # a real interpreter, not a version-manager shim
     (only / "python3").symlink_to(os.path.realpath(sys.executable))
     p = cli(
         "--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
-        env={"PATH": str(only)}, timeout=120,
+        env={"PATH": str(only)}, timeout=300,
     )  # fmt: skip
     line = error_line(p)
     assert "prerequisite check failed: missing gawk (gawk)" in line

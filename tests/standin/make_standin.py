@@ -386,6 +386,33 @@ def make_tree(
 
 
 def _tree_infos(top: Path, tree: Path, rel: dict[str, Any], arch: str) -> dict[str, PkgInfo]:
+    """_evaluate_tree_infos, kept per machine (the cache) for the same tree, target .config,
+    package list and evaluation recipe: every stand-in of a run evaluates the same Makefiles."""
+    from dataclasses import asdict
+
+    from openwrt_wolf import paths
+    from openwrt_wolf.locks import locked
+
+    h = hashlib.sha256(str(tree.resolve()).encode())
+    for part in ((top / ".config").read_bytes(), json.dumps(rel["tree_packages"]).encode(),
+                 (HERE / "pkginfo.mk").read_bytes(), (HERE / "package_pack.py").read_bytes(),
+                 (HERE / "make_standin.py").read_bytes(), arch.encode()):  # fmt: skip
+        h.update(hashlib.sha256(part).digest())
+    cache = paths.cache_dir() / "standin-pkginfo" / f"{h.hexdigest()[:16]}.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with locked(cache.with_suffix(".lock")):
+        if cache.is_file():
+            return {k: PkgInfo(**v) for k, v in json.loads(cache.read_text()).items()}
+        out = _evaluate_tree_infos(top, tree, rel, arch)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps({k: asdict(v) for k, v in out.items()}))
+        tmp.replace(cache)
+        return out
+
+
+def _evaluate_tree_infos(
+    top: Path, tree: Path, rel: dict[str, Any], arch: str
+) -> dict[str, PkgInfo]:
     """package-pack.mk's values for [tree_packages], evaluated twice: the first pass writes
     staging_dir/target-*/pkginfo/<name>.version as a build's package step does, so the second
     gives each dependency its ABI suffix (feeds.mk's GetABISuffix)."""
