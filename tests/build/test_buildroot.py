@@ -120,7 +120,8 @@ def test_wolfssl_build_on_tl_wr902ac_with_the_patch_set(tree: Path, tmp_path: Pa
     assert any(f.startswith("/usr/lib/libwolfssl.so") for f in files)
     assert "/lib/libustream-ssl.so" in files and "/usr/sbin/wpad" in files
     manifest = (bin_dir / f"openwrt-ath79-generic-{V1}.manifest").read_text()
-    assert "libustream-wolfssl - " in manifest and "libustream-mbedtls" not in manifest
+    # Image/Manifest: `apk list --manifest`, names with their ABI suffix
+    assert "libustream-wolfssl20201210 - " in manifest and "libustream-mbedtls" not in manifest
     assert "wpad-basic-mbedtls" not in manifest and "apk-mbedtls - " in manifest
     assert rec.library_versions == {"mbedtls": "3.6.6-r1", "wolfssl": "5.9.1-r1"}
     assert "patch set openwrt: applied" in rec.notes

@@ -131,10 +131,12 @@ def package_reload() -> None:
                    cwd=pkgdir, check=True, capture_output=True)  # fmt: skip
 
 
-def packages_index() -> dict[str, dict[str, object]]:
+def packages_index(reload: bool = True) -> dict[str, dict[str, object]]:
     """packages.adb as `apk adbdump` prints it, by the names Kconfig and DEFAULT_PACKAGES use
-    (without the ABI suffix); "apk_name" is the package's own name."""
-    package_reload()
+    (without the ABI suffix); "apk_name" is the package's own name. reload: package_reload
+    first (an ImageBuilder); the buildroot stand-in reads the index its packages shipped with."""
+    if reload:
+        package_reload()
     argv = [str(APK), "adbdump", "--format", "json", "packages.adb"]
     dump = subprocess.run(argv, cwd=TOP / "packages", check=True, capture_output=True, text=True)
     pkgs = json.loads(dump.stdout)["packages"]
