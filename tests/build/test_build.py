@@ -508,7 +508,7 @@ def test_imagebuilder_prerequisite_failure_names_debian_packages(
         env={"PATH": str(only)}, timeout=300,
     )  # fmt: skip
     line = error_line(p)
-    assert "prerequisite check failed: missing gawk (gawk)" in line
+    assert "prerequisite check failed: missing awk (gawk)" in line  # its check is named awk
 
 
 def test_make_failure_shows_last_20_lines_and_log(

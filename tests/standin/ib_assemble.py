@@ -25,7 +25,11 @@ TIMEOUT = 300
 # every profile, per-device root filesystems, the ImageBuilder with all packages, JSON info)
 SEED = ("CONFIG_TARGET_MULTI_PROFILE=y", "CONFIG_TARGET_ALL_PROFILES=y",
         "CONFIG_TARGET_PER_DEVICE_ROOTFS=y", "CONFIG_IB=y", "CONFIG_IB_STANDALONE=y",
-        "CONFIG_JSON_OVERVIEW_IMAGE_INFO=y", "CONFIG_SIGNATURE_CHECK=y")  # fmt: skip
+        "CONFIG_JSON_OVERVIEW_IMAGE_INFO=y", "CONFIG_SIGNATURE_CHECK=y", "CONFIG_IMAGEOPT=y",
+        "CONFIG_VERSIONOPT=y")  # fmt: skip
+# package Makefiles scanned besides the evaluated ones: base-files sources image-config.in
+# (VERSIONOPT, VERSION_FILENAMES: the version in image names)
+ALWAYS_SCANNED = ("package/base-files",)
 # host commands OpenWrt's tools/ build into staging_dir/host/bin that the ImageBuilder's
 # Makefile calls by that path; the stand-in links Debian's
 DEBIAN_HOST = ("openssl", "fakeroot", "gzip", "tar")
@@ -109,7 +113,7 @@ def scan(top: Path, what: str) -> None:
 def metadata(top: Path, tree: Path, board: str, subtarget: str, packages: dict[str, str]) -> None:
     """.targetinfo, .packageinfo and .config, by the tree's scan, metadata scripts and conf.
     `packages` maps a package Makefile directory (package/libs/mbedtls) to scan."""
-    for rel in packages:
+    for rel in dict.fromkeys([*packages, *ALWAYS_SCANNED]):
         link = top / rel
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(tree / rel)
@@ -119,6 +123,11 @@ def metadata(top: Path, tree: Path, board: str, subtarget: str, packages: dict[s
     for kind in ("target", "package"):
         out = _run([f"./scripts/{kind}-metadata.pl", "config", f"tmp/.{kind}info"], top, path)
         (top / "tmp" / f".config-{kind}.in").write_text(out)
+    # base-files' image-config.in sources it (PER_FEED_REPO): scripts/feeds feed_config
+    shutil.copyfile(tree / "feeds.conf.default", top / "feeds.conf.default")
+    out = _run(["./scripts/feeds", "feed_config"], top, path)
+    (top / "tmp" / ".config-feeds.in").write_text(out)
+    (top / "feeds.conf.default").unlink()
     # Config.in and what it sources, from the tree
     shutil.copyfile(tree / "Config.in", top / "Config.in")
     shutil.copytree(tree / "config", top / "config")
@@ -133,7 +142,8 @@ def metadata(top: Path, tree: Path, board: str, subtarget: str, packages: dict[s
     (top / ".config").write_text("\n".join(seed) + "\n")
     _run(["./scripts/config/conf", "--defconfig=.config", "Config.in"], top, path)
     cfg = (top / ".config").read_text()
-    for sym in ("CONFIG_IB", "CONFIG_USE_APK", f"CONFIG_TARGET_{board}_{subtarget}"):
+    for sym in ("CONFIG_IB", "CONFIG_USE_APK", f"CONFIG_TARGET_{board}_{subtarget}",
+                "CONFIG_VERSION_FILENAMES"):  # fmt: skip
         if f"\n{sym}=y\n" not in f"\n{cfg}":
             raise RuntimeError(f"the tree's conf left {sym} unset: {top / '.config'}")
     # target/imagebuilder/Makefile's seds on the copied .config
