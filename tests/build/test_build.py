@@ -607,11 +607,22 @@ def _store_files(store: Path) -> list[Path]:
     return list(store.rglob("*.json")) + list(store.rglob("*.tmp"))
 
 
+def slow_checksums(ib: Path) -> None:
+    """In a copy of the ImageBuilder: its checksum step (the last of `make image`) first sleeps
+    $STANDIN_IMAGE_DELAY seconds, so a test can interrupt a build that is surely running."""
+    makefile = ib / "Makefile"
+    text = makefile.read_text()
+    step = "\t@echo Calculating checksums...\n"
+    assert step in text
+    makefile.write_text(text.replace(step, step + "\t@sleep $${STANDIN_IMAGE_DELAY:-0}\n"))
+
+
 def test_killed_build_leaves_no_record_and_restarts(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
     ib = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), ib, symlinks=True)
+    slow_checksums(ib)
     args = [
         sys.executable,
         "-m",

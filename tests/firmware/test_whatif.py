@@ -112,7 +112,7 @@ def lab(
         if not (top / ".done").is_file():
             shutil.rmtree(top, ignore_errors=True)
             top.mkdir()
-            with preparing("stand-in ImageBuilder builds for what-if (1 to 4 min)"):
+            with preparing("stand-in ImageBuilder builds for what-if (3 to 7 min)"):
                 _build_lab(top, openwrt_tree_25125, openwrt_tools, standin_kit)
     return {
         (profile, flavour): Built(flavour, profile, top / f"bin-{profile}-{flavour}",
