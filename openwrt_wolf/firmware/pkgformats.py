@@ -237,12 +237,6 @@ def apk_database(
     return scratch
 
 
-def _members(tar: str, archive: Path) -> list[str]:
-    if not archive.is_file():
-        return []
-    return proc.run([tar, "-tf", archive], timeout=APK_TIMEOUT).output.split()
-
-
 def apk_installed(root: Path) -> list[str]:
     """The packages of a rootfs's apk database (the "P:" lines of lib/apk/db/installed)."""
     path = root / "lib" / "apk" / "db" / "installed"

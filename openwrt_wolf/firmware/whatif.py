@@ -244,7 +244,9 @@ APK_DATABASE = ("lib/apk/db/installed", "lib/apk/db/scripts.tar.gz", "lib/apk/db
                 "etc/apk/world")  # fmt: skip
 
 
-def _apk_database(root: Path, swap: Swap, index: pkgsource.Index, work: Path, epoch: int) -> None:
+def _apk_database(
+    root: Path, swap: Swap, index: pkgsource.Index, planned: set[str], work: Path, epoch: int
+) -> None:
     """Replace the rootfs's apk database with the one a build of the new flavour writes:
     /etc/apk/world loses what the build no longer asks for and gains what it asks for instead
     (with the ABI suffix, as the ImageBuilder's FormatPackages names them), and apk itself
@@ -260,6 +262,13 @@ def _apk_database(root: Path, swap: Swap, index: pkgsource.Index, work: Path, ep
     arch = arch_file.read_text().split()[0] if arch_file.is_file() else ""
     apk = next(p.apk for p in index.packages.values() if p.apk)
     scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch)
+    got = {index.base(n) for n in pkgformats.apk_installed(scratch)}
+    if got != planned:  # apk resolved the new world to other packages than the swap
+        raise WolfError(
+            f"apk installs other packages for the {index.source} world than the swap planned: "
+            f"+{sorted(got - planned)} -{sorted(planned - got)}",
+            hint="give --packages the packages the image was built from",
+        )
     for rel in APK_DATABASE:
         if (scratch / rel).is_file():
             shutil.copyfile(scratch / rel, root / rel)
@@ -412,7 +421,8 @@ def predict(
         step(f"swapping {frm} for {to}: -{len(swap.removed)} +{len(swap.added)} packages")
         notes = apply(root, swap, index, installed - set(swap.removed))
         if index.format() == "adb" and (root / "lib/apk/db/installed").is_file():
-            _apk_database(root, swap, index, work, sb.mkfs_time)
+            planned = installed - set(swap.removed) | set(swap.added)
+            _apk_database(root, swap, index, planned, work, sb.mkfs_time)
         elif (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
             notes.append(
                 "the package database inside the rootfs is left as it was (a few hundred bytes)"

@@ -85,16 +85,6 @@ def _incompressible(name: str, size: int) -> bytes:
     return bytes(out[:size])
 
 
-def _apk(path: Path, files: dict[str, bytes]) -> None:
-    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(name.lstrip("/"))
-            info.size = len(data)
-            info.mode = 0o755
-            info.mtime = 1781000000
-            tar.addfile(info, io.BytesIO(data))
-
-
 def _control(
     name: str, version: str, depends: list[str], conflicts: list[str], abi: str, arch: str
 ) -> str:
