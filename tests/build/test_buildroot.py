@@ -123,7 +123,8 @@ def test_wolfssl_build_on_tl_wr902ac_with_the_patch_set(tree: Path, tmp_path: Pa
     # Image/Manifest: `apk list --manifest`, names with their ABI suffix
     assert "libustream-wolfssl20201210 - " in manifest and "libustream-mbedtls" not in manifest
     assert "wpad-basic-mbedtls" not in manifest and "apk-mbedtls - " in manifest
-    assert rec.library_versions == {"mbedtls": "3.6.6-r1", "wolfssl": "5.9.1-r1"}
+    # the v25.12.5 tree's versions (package/libs/{mbedtls,wolfssl}: PKG_RELEASE 2 and 1)
+    assert rec.library_versions == {"mbedtls": "3.6.6-r2", "wolfssl": "5.9.1-r1"}
     assert "patch set openwrt: applied" in rec.notes
     # a second run on the patched tree: already applied is fine
     (again,) = build(opts(tree, force=True))
