@@ -17,6 +17,7 @@ import pytest
 
 if TYPE_CHECKING:
     from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+    from tests.standin.kit import Kit
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _config: pytest.Config | None = None
@@ -152,3 +153,38 @@ def openwrt_tools(openwrt_tree_25125: Path) -> OpenWrtTools:
     for name in ot.SNAPSHOTS:
         upstream_source(name)
     return ot.ensure()
+
+
+# what the 25.12 stand-ins are made with (tests/standin/kit.py): apk-tools for the host (meson),
+# the TLS packages' MIPS builds (the footprint lab and userland: cross gcc, cmake, autotools)
+KIT_TOOLS = ("meson", "ninja", "pkg-config", "openssl", "patch", "cmake", "autoreconf",
+             "libtoolize", "perl", "make", "gcc", "mips-linux-gnu-gcc", "mips-linux-gnu-strip",
+             "/usr/include/openssl/evp.h", "/usr/mips-linux-gnu/include/stdio.h", "fakeroot",
+             "gawk")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def standin_kit(tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path) -> Kit:
+    """apk-tools 3.0.5 (host), the test's signing key and the TLS packages' payloads (the
+    footprint lab's MIPS builds): built once per machine (cached), shared by the xdist workers."""
+    from openwrt_wolf.errors import WolfError
+    from openwrt_wolf.locks import locked
+    from tests.standin import kit
+
+    need_tools(*KIT_TOOLS)
+    userland_sources()
+    upstream_source("apk-tools")
+    top = tmp_path_factory.getbasetemp().parent / "standin-kit"
+    top.mkdir(exist_ok=True)
+    with (
+        locked(top / ".lock"),
+        preparing(
+            "apk-tools and the TLS packages' MIPS builds for the 25.12 stand-in (cold: 10-25 min "
+            "on 2 cores, shared with tests/footprint; cached afterwards)"
+        ),
+    ):
+        try:
+            return kit.make_kit(top)
+        except WolfError as e:
+            unavailable(f"the stand-in kit: {e}")
+            raise

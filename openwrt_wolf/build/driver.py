@@ -41,7 +41,9 @@ from .jobs import Job, Options, Outcome, plan
 from .record import KIND, Artifact, BuildRecord
 from .trees import kill_our_make_groups, obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
-TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)")
+# the TLS library packages of a manifest, with or without the ABI suffix (libmbedtls,
+# libmbedtls21, libwolfssl5.9.1.e624513f), not their companions (libopenssl-conf)
+TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)(?:-?\d[\w.]*)?$")
 
 
 @dataclass
@@ -423,7 +425,7 @@ def _build_one(
 
     with proc.recording() as cmds:
         t = time.monotonic()
-        manifest = ib.manifest(dev.profile, value, log)
+        manifest = ib.manifest(dev.profile, value, log, group.info.defaults(dev.profile))
         phases["manifest"] = time.monotonic() - t
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()
