@@ -9,7 +9,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -237,7 +236,7 @@ def run(req: Request) -> Outcome:
     results: list[Footprint | None] = [None] * len(specs)
     errors: list[WolfError] = []
     workers = max(1, min(req.parallel, len(specs)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with proc.workers(workers, "footprint") as pool:  # Ctrl-C/TERM stop the compilers
         # longest first, so two-at-a-time does not leave OpenSSL running alone at the end
         order = sorted(range(len(specs)), key=lambda i: -specs[i].lib.raw["build"].get("cost", 1))
         futures = {i: pool.submit(build_one, specs[i], tc, req) for i in order}
