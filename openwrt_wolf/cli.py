@@ -27,6 +27,7 @@ def setup_logging(verbose: bool = False) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogFormatter("%(message)s"))
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warning quotes names too: cleaned the same way
 
 
 def _error(*lines: str) -> None:

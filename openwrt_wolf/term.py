@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.text import Text
 
-from . import escape, secrets
+from .trust import escape, secrets
 
 
 def clean(text: str, *, newlines: bool = True) -> str:

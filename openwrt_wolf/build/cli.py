@@ -6,9 +6,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from .. import escape, term
+from .. import term
 from ..catalogue import flavours, names, releases
 from ..errors import WolfError
+from ..trust import escape
 from .driver import build
 from .jobs import Options, Outcome
 
@@ -48,6 +49,8 @@ def main_args(
         n = int(jobs)
     except ValueError:
         raise WolfError(f"-j {jobs!r} is not a number") from None
+    if files:  # FILES= reaches make's command line: checked before any work
+        names.make_variable(f"FILES={Path(files).expanduser()}")
     opts = Options(
         flavour=flavour,
         device=device,

@@ -26,11 +26,12 @@ from typing import IO, Any
 import requests
 import zstandard
 
-from .. import paths, secrets, term, untrusted
+from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..locks import locked
+from ..trust import secrets, untrusted
 
 CHUNK = 1 << 16
 TIMEOUT = (10.0, 60.0)  # connect, read

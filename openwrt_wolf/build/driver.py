@@ -25,7 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from .. import paths, proc, term, untrusted
+from .. import paths, proc, term
 from ..catalogue import releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
@@ -34,6 +34,7 @@ from ..firmware.imageformats import squashfs_sb
 from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
+from ..trust import untrusted
 from . import buildroot, download, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import untrusted
 from ..firmware import fit
 from ..hashing import file_sha256
+from ..trust import untrusted
 
 KIND = "build"
 # Bump when BuildRecord or the meaning of a request changes: old records stop matching.

@@ -105,5 +105,3 @@ def tree_lock(path: Path) -> contextlib.AbstractContextManager[None]:
     """Another openwrt-wolf run must not build in the same tree at the same time."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", str(path))[-120:]
     return locked(paths.cache_dir() / "locks" / f"{name}.lock")
-
-

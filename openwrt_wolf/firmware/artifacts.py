@@ -10,15 +10,16 @@ verdict (fit.evaluate). Build records store ``asdict(Artifacts)`` under data["ar
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import untrusted
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..trust import untrusted
 from . import fit, imageformats
 from .rootfs import RootfsInfo, measure_rootfs
 
@@ -190,7 +191,7 @@ def measure_dir(outdir: Path, profiles: list[str] | None = None) -> list[Artifac
             hint="give bin/targets/<target>/<subtarget>/ of an OpenWrt build or ImageBuilder",
         )
     pj = outdir / "profiles.json"
-    if pj.exists() or pj.is_symlink():  # a FIFO or a loop there: read_bytes says what it is
+    if os.path.lexists(pj):  # a FIFO, a loop or an unreadable file there: read_bytes says
         out = _from_profiles_json(outdir, pj, profiles)
         # A profile all of whose images OpenWrt deleted (too big) is missing from
         # profiles.json; its kernel piece still names it.

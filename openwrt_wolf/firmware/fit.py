@@ -16,10 +16,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import untrusted
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..paths import DATA_DIR
+from ..trust import untrusted
 
 Verdict = Literal["FITS", "TOO_BIG", "UNKNOWN"]
 

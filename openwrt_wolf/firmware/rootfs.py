@@ -27,10 +27,11 @@ from typing import Any
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from .. import paths, untrusted
+from .. import paths
 from ..catalogue import flavours
 from ..errors import WolfError
 from ..results.store import write_atomic
+from ..trust import untrusted
 from .squashfs import Entry, SquashFS
 
 XZ_SETTINGS = "xz -9e: liblzma preset 9|PRESET_EXTREME, .xz container, CRC64, each file alone"

@@ -10,8 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .. import untrusted
 from ..build.record import BuildRequest
+from ..trust import untrusted
 
 KIND = "build-failure"
 

@@ -14,8 +14,8 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import redis
 
-from .. import secrets
 from ..errors import WolfError
+from ..trust import secrets
 
 BUILDS = "builds"
 ENV = "OPENWRT_WOLF_QUEUE"  # keeps a password off the command line (and out of `ps`)

@@ -4,12 +4,13 @@ whose build records in the store are the baseline. Deltas are current minus base
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import untrusted
 from ..catalogue import releases
 from ..errors import WolfError
+from ..trust import untrusted
 from .model import Baseline, CellDelta
 from .sizereport import SCHEMA, Cell, DeviceReport
 
@@ -98,10 +99,9 @@ def from_devices(devices: list[DeviceReport]) -> dict[tuple[str, str], BaseCell]
 
 def kind_of(ref: str) -> str:
     """'report', 'store' or 'release'; one error line when REF is none of them."""
-    p = Path(ref)
-    if p.is_dir():
+    if os.path.isdir(ref):
         return "store"
-    if p.exists() or p.is_symlink():  # a file, or what stands there: from_report_json says
+    if os.path.lexists(ref):  # a file, or what stands there: from_report_json says what
         return "report"
     if ref in releases.releases():
         return "release"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
-from .. import escape
+from ..trust import escape
 from .model import Row
 
 KIB = 1024

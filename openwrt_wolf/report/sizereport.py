@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths, untrusted
+from .. import paths
 from ..build.record import Artifact
 from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
@@ -22,6 +22,7 @@ from ..firmware import artifacts
 from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results.store import FileStore, Record, now_utc, skipped
+from ..trust import untrusted
 from .model import Baseline, GateResult, MatrixRow, Table
 
 SCHEMA = "openwrt-wolf/size-report/1"

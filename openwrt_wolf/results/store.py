@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import untrusted
+from ..trust import untrusted
 from ..errors import WolfError
 
 SCHEMA_VERSION = 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import untrusted
+from ...trust import untrusted
 
 # No OpenWrt sysupgrade or factory image comes near this (NOR flash is 4–32 MiB, NAND
 # sysupgrade tars a few dozen MiB); it keeps a wrong file from filling the RAM.

@@ -7,7 +7,7 @@ import csv
 import io
 from collections.abc import Iterable
 
-from ...escape import csv_cell
+from ...trust.escape import csv_cell
 from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, SizeReport
 
 HEADER = (

@@ -8,8 +8,9 @@ import io
 
 from rich.table import Table
 
-from ... import escape, term
+from ... import term
 from ...errors import WolfError
+from ...trust import escape
 from .. import plots
 from ..history import History, Point
 from .cells import DASH, num

@@ -10,8 +10,8 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from ... import escape
 from ...paths import PROJECT_ROOT
+from ...trust import escape
 from .. import plots
 from ..model import Figure, Table
 from ..sizereport import SizeReport

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ... import escape
+from ...trust import escape
 from ..sizereport import SizeReport
 
 

@@ -4,8 +4,8 @@ line): a name cannot add a heading, HTML or a table cell."""
 
 from __future__ import annotations
 
-from ...escape import markdown as line
-from ...escape import markdown_cell as md
+from ...trust.escape import markdown as line
+from ...trust.escape import markdown_cell as md
 from ..sizereport import SizeReport
 from .cells import (
     Footnotes,

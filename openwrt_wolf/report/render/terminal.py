@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ... import term
-from ...escape import markup as esc
+from ...trust.escape import markup as esc
 from ..sizereport import SizeReport
 from .cells import (
     Footnotes,

@@ -28,7 +28,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
-from .errors import WolfError
+from ..errors import WolfError
 
 T = TypeVar("T")
 

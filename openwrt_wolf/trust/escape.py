@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.markup import escape as _rich_escape
 
-from .errors import WolfError
+from ..errors import WolfError
 
 # C0 but tab and newline, DEL, C1, the Unicode line/paragraph separators and the bidi
 # embeddings, overrides and isolates (they reorder what a terminal or an editor shows)
