@@ -19,6 +19,7 @@ from ..host import hosttools
 from ..locks import locked as _locked
 from ..results import store
 from ..term import progress
+from ..trust import untrusted
 from . import build, components, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint
 
@@ -88,8 +89,8 @@ def load_cached(root: Path) -> Footprint | None:
     if not f.exists():
         return None
     try:
-        return Footprint.from_dict(json.loads(f.read_text()))
-    except (json.JSONDecodeError, TypeError, KeyError):
+        return Footprint.from_dict(untrusted.load_json(f, "footprint cache entry"), str(f))
+    except WolfError:
         return None  # an older or damaged entry: rebuilt
 
 
