@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
 from hostile import Probe
 
@@ -379,7 +380,6 @@ def main() -> int:
         wanted = set(args.family.split(",")) if args.family else None
         queue = contextlib.ExitStack()
         if (not wanted or "secrets" in wanted) and shutil.which("redis-server"):
-            sys.path.insert(0, str(ROOT))
             from tests.queue import redisd
 
             (w / "redis").mkdir()

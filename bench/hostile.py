@@ -686,28 +686,11 @@ def baselines_family(w: Path, store: Path) -> list[Probe]:
 
 # --- values that reach make, config files and feeds ------------------------------------
 
-MINI_IB_MAKEFILE = """\
-info:
-\t@echo 'Current Target: "ath79/generic"'
-\t@echo 'Default Packages: base-files libustream-mbedtls'
-\t@echo 'Available Profiles:'
-\t@echo ''
-\t@echo 'tplink_tl-wr902ac-v1:'
-\t@echo '    TP-Link TL-WR902AC v1'
-\t@echo '    Packages: kmod-usb2'
-manifest:
-\t@echo "$(PACKAGES)" >/dev/null
-\t@echo 'base-files - 1'
-image:
-\t@echo "$(PACKAGES) $(FILES)" >/dev/null
-\t@exit 1
-"""
-
 
 def make_values_family(w: Path) -> list[Probe]:
-    ib = w / "mini-ib"
-    (ib / "build_dir/target-mips_24kc_musl/linux-ath79_generic").mkdir(parents=True)  # KDIR
-    (ib / "Makefile").write_text(MINI_IB_MAKEFILE)
+    from tests.build import mini_ib  # GNU make expanding $(PACKAGES) and $(FILES)
+
+    ib = mini_ib.make(w / "mini-ib")
     out: list[Probe] = []
     templates = [
         "$(shell touch {s})",

@@ -197,32 +197,29 @@ def load_json(path: Path, what: str, limit: int = MAX_JSON, *, hint: str | None 
 
 # --- typed models from JSON objects -------------------------------------------------------
 
-_NAMES = {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}
+_NAMES: tuple[tuple[type, str], ...] = (  # bool first: it is an int to Python
+    (bool, "true or false"),
+    (int, "a whole number"),
+    (float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+)
 
 
 def _what(v: Any) -> str:
+    """What a JSON value is, in words (never the value: it may be anything)."""
     if v is None:
         return "null"
-    if isinstance(v, bool):
-        return "true or false"
-    if isinstance(v, int):
-        return "a whole number"
-    if isinstance(v, float):
-        return "a number"
-    if isinstance(v, str):
-        return "a string"
-    if isinstance(v, list):
-        return "a list"
-    if isinstance(v, dict):
-        return "an object"
-    return type(v).__name__
+    return next((name for t, name in _NAMES if isinstance(v, t)), type(v).__name__)
 
 
 def _want(tp: Any) -> str:
     if tp is type(None):
         return "null"
-    if tp in _NAMES:
-        return _NAMES[tp]
+    names = dict(_NAMES)
+    if tp in names:
+        return names[tp]
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_want(a) for a in get_args(tp))

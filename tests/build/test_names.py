@@ -18,28 +18,10 @@ import pytest
 
 from openwrt_wolf.catalogue import names
 from openwrt_wolf.errors import WolfError
+from tests.build import mini_ib as mini_ib_kit
 from tests.conftest import need_tools
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-
-# make info / manifest / image as the ImageBuilder's Makefile answers them; manifest and
-# image expand PACKAGES (and FILES) as target/imagebuilder/files/Makefile does
-MAKEFILE = """\
-info:
-\t@echo 'Current Target: "ath79/generic"'
-\t@echo 'Default Packages: base-files libustream-mbedtls'
-\t@echo 'Available Profiles:'
-\t@echo ''
-\t@echo 'tplink_tl-wr902ac-v1:'
-\t@echo '    TP-Link TL-WR902AC v1'
-\t@echo '    Packages: kmod-usb2'
-manifest:
-\t@echo "$(PACKAGES)" > manifest-saw
-\t@echo 'base-files - 1'
-image:
-\t@echo "$(PACKAGES) $(FILES)" > image-saw
-\t@exit 1
-"""
 
 
 def invoke(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
@@ -52,10 +34,7 @@ def invoke(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def mini_ib(tmp_path: Path) -> Path:
     need_tools("make")
-    ib = tmp_path / "ib"
-    (ib / "build_dir/target-mips_24kc_musl/linux-ath79_generic").mkdir(parents=True)  # KDIR
-    (ib / "Makefile").write_text(MAKEFILE)
-    return ib
+    return mini_ib_kit.make(tmp_path / "ib")
 
 
 def _one_error(p: subprocess.CompletedProcess[str]) -> str:
