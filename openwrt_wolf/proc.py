@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from .errors import CommandError, WolfError
+from .trust import secrets
 
 log = logging.getLogger("openwrt_wolf.cmd")
 
@@ -190,7 +191,7 @@ def run(
     """
     if _stopping.is_set():  # the task is being interrupted: start nothing new
         raise KeyboardInterrupt
-    line = command_line(argv, cwd, env)
+    line = secrets.scrub(command_line(argv, cwd, env))  # the log and records keep no password
     log.info("$ %s", line)
     rec = _recorder.get()
     if rec is not None:

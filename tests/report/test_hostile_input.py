@@ -257,3 +257,28 @@ def test_json_carries_names_exactly(lab: Lab, tmp_path: Path) -> None:
     doc = json.loads(p.stdout)  # JSON escapes control characters itself
     assert doc["devices"][0]["profile"] == INJECT
     assert "\x1b" not in p.stdout
+
+
+def test_an_unreadable_kind_directory_fails_the_gate(lab: Lab, tmp_path: Path) -> None:
+    """--fail-on fits passed on "0 checked" when build/ could not be listed; now it is one
+    error line naming the directory (read as root without CAP_DAC_OVERRIDE)."""
+    from tests.trust.test_untrusted import no_dac_prefix
+
+    prefix = no_dac_prefix()
+    store = _store(tmp_path, {
+        "build/b.json": json.dumps(_record(lab, NEW, "mbedtls")),
+        "memory/m.json": (lab.store / "memory" / "mem-wolfssl.json").read_text(),
+    })  # fmt: skip
+    (store / "build").chmod(0)
+    try:
+        p = subprocess.run(
+            [*prefix, sys.executable, "-m", "invoke", "size-report", "--store", str(store),
+             "--fail-on", "fits"],
+            cwd=ROOT, capture_output=True, text=True, timeout=180, env=dict(os.environ),
+        )  # fmt: skip
+    finally:
+        (store / "build").chmod(0o755)
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert errors == [f"error: store directory {store / 'build'}: permission denied"], p.stderr
+    assert "checked" not in p.stderr
