@@ -70,7 +70,7 @@ class FitReport:
     def from_dict(cls, d: Any, where: str = "fit report") -> FitReport:
         """A fit report read back from a record: every field checked (untrusted.typed)."""
         if not isinstance(d, dict):
-            raise WolfError(f"{where}: {untrusted._what(d)} where an object belongs")
+            raise WolfError(f"{where}: {untrusted.describe(d)} where an object belongs")
         d = dict(d)
         if "headroom" in d and "margin" not in d:  # records written before rootfs_room
             d["margin"] = d.pop("headroom")

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..trust import untrusted
 from ..errors import WolfError
+from ..trust import untrusted
 
 SCHEMA_VERSION = 1
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -82,7 +82,8 @@ class Record:
             # bool is an int to Python, never a schema version
             if not isinstance(d[name], types) or isinstance(d[name], bool):
                 want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-                raise WolfError(f"{where}: field {name} is {untrusted._what(d[name])}, not {want}")
+                what = untrusted.describe(d[name])
+                raise WolfError(f"{where}: field {name} is {what}, not {want}")
         if not _KEY.match(d["kind"]) or not _KEY.match(d["key"]):
             raise WolfError(f"{where}: kind/key {d['kind']!r}/{d['key']!r} are not record names")
         return cls(**{k: d[k] for k in _TYPES})
@@ -217,11 +218,13 @@ class FileStore:
         """Records are only ever added: the one a put replaces (a forced rebuild of the same
         request) stays as <kind>/.history/<key>/<its created>.json. A hard link, made before
         the new file is renamed over the old, so no reader sees the record missing. What is
-        no record (a FIFO, a directory, an unreadable file) is not kept."""
-        try:
-            created = str(self._load(path).created)
-        except WolfError:
+        no file (a FIFO, a directory) is not kept; a file that does not read is, by its mtime."""
+        if not stat.S_ISREG(path.lstat().st_mode):
             return
+        try:
+            created = self._load(path).created
+        except WolfError:
+            created = ""
         stamp = re.sub(r"[^0-9A-Za-z]", "", created) or f"mtime{path.stat().st_mtime_ns}"
         dest = path.parent / HISTORY / path.stem / f"{stamp}.json"
         if dest.exists():

@@ -58,6 +58,8 @@ def remember(url: str) -> None:
         if sep:
             found |= {password, unquote(password)}
     for q in _QUERY_SECRET.finditer(url):
+        if q.group(1)[1:].lower().startswith("user"):
+            continue  # a user name is hidden in the URL shown, but not searched for in texts
         value = url[q.end(1) : q.end()]
         found |= {value, unquote(value)}
     with _lock:

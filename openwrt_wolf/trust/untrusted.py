@@ -207,7 +207,7 @@ _NAMES: tuple[tuple[type, str], ...] = (  # bool first: it is an int to Python
 )
 
 
-def _what(v: Any) -> str:
+def describe(v: Any) -> str:
     """What a JSON value is, in words (never the value: it may be anything)."""
     if v is None:
         return "null"
@@ -253,7 +253,7 @@ def _convert(tp: Any, v: Any, path: str) -> Any:
     if tp is type(None):
         if v is None:
             return None
-        raise _Mismatch(path, f"{_what(v)} where null belongs")
+        raise _Mismatch(path, f"{describe(v)} where null belongs")
     origin = get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         alts = get_args(tp)
@@ -270,11 +270,11 @@ def _convert(tp: Any, v: Any, path: str) -> Any:
                     deepest = e
         if deepest is not None and deepest.path != path:
             raise deepest  # inside an object or list: the field that is wrong
-        raise _Mismatch(path, f"{_what(v)} where {_want(tp)} belongs")
+        raise _Mismatch(path, f"{describe(v)} where {_want(tp)} belongs")
     if origin is Literal:
         if isinstance(v, str | int) and not isinstance(v, bool) and v in get_args(tp):
             return v
-        raise _Mismatch(path, f"{_what(v)} where {_want(tp)} belongs")
+        raise _Mismatch(path, f"{describe(v)} where {_want(tp)} belongs")
     if tp is float:
         if isinstance(v, int | float) and not isinstance(v, bool):
             return v
@@ -296,7 +296,7 @@ def _convert(tp: Any, v: Any, path: str) -> Any:
             return _object(tp, v, path)
     else:
         raise TypeError(f"untrusted.typed cannot check {tp!r}")  # a programming error
-    raise _Mismatch(path, f"{_what(v)} where {_want(tp)} belongs")
+    raise _Mismatch(path, f"{describe(v)} where {_want(tp)} belongs")
 
 
 def _object(cls: type[T], d: dict[str, Any], path: str) -> T:
@@ -318,7 +318,7 @@ def typed(cls: type[T], value: Any, where: str, path: str = "") -> T:
     field's path."""
     try:
         if not isinstance(value, dict):
-            raise _Mismatch(path, f"{_what(value)} where an object belongs")
+            raise _Mismatch(path, f"{describe(value)} where an object belongs")
         return _object(cls, value, path)
     except _Mismatch as e:
         raise WolfError(f"{where}: field {e.path or '(top)'} is {e.text}") from None
