@@ -71,6 +71,7 @@ def read_bytes(
     *,
     hint: str | None = None,
     holds: str = "such a file holds",
+    big_hint: str | None = None,
 ) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes; WolfError (one line) else.
     ``what`` names the file's role in messages ("baseline", "profiles.json"; "" for none)."""
@@ -85,7 +86,8 @@ def read_bytes(
         raise WolfError(f"{it} is {kind_of(st.st_mode)}, not a file", hint=hint)
     if st.st_size > limit:
         raise WolfError(
-            f"{it} has {st.st_size:,} bytes, more than {holds} ({limit:,} B)", hint=hint
+            f"{it} has {st.st_size:,} bytes, more than {holds} ({limit:,} B)",
+            hint=big_hint or hint,
         )
     try:
         # O_NONBLOCK: should the path become a FIFO after the stat, open must not hang on it

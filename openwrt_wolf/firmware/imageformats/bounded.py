@@ -21,4 +21,5 @@ def read_file(path: Path, what: str = "image", limit: int = MAX_IMAGE) -> bytes:
         limit,
         hint="give the image file itself",
         holds="any flash this checks",
+        big_hint="is it the sysupgrade image of the device?",
     )

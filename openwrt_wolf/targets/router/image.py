@@ -66,8 +66,8 @@ def inspect(path: Path, device: Device, *, flavour: str | None = None) -> FlashI
     if not path.is_file():
         raise WolfError(f"image not found: {path}", hint="give the sysupgrade image with --image")
     size = path.stat().st_size
+    meta = fwtool.read_metadata(path)  # a file no flash holds is refused here, before hashing
     digest = file_sha256(path)
-    meta = fwtool.read_metadata(path)
     pj = _from_profiles_json(path)
     if meta is not None:
         compat, devs = _supported(meta)
