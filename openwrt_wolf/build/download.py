@@ -31,6 +31,7 @@ from ..catalogue import releases
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..locks import locked
+from ..trust import secrets, untrusted
 
 CHUNK = 1 << 16
 TIMEOUT = (10.0, 60.0)  # connect, read
@@ -99,6 +100,7 @@ class Source:
 
     def __init__(self, mirror: str | None = None) -> None:
         self.base = (mirror or releases.server_base()).rstrip("/")
+        secrets.remember(self.base)  # a mirror URL's user:password@ is never printed
         self.is_dir = not re.match(r"^https?://", self.base)
         self.official = mirror is None
 
@@ -107,11 +109,8 @@ class Source:
         return releases.get(release).target_url(self.base, t, s).rstrip("/")
 
     def read_text(self, where: str) -> str:
-        if self.is_dir:
-            try:
-                return Path(where).read_text()
-            except FileNotFoundError:
-                raise WolfError(f"{where} does not exist in the mirror directory") from None
+        if self.is_dir:  # a FIFO or a 20 GB file there is one error line, not a hang
+            return untrusted.read_text(Path(where), "mirror file")
         try:
             r = requests.get(where, timeout=TIMEOUT)
         except requests.RequestException as e:
@@ -128,12 +127,15 @@ class Source:
 
 
 def parse_sha256sums(text: str) -> dict[str, str]:
-    """OpenWrt's sha256sums: '<hex> *<name>' (rules.mk sha256sums), also '<hex>  <name>'."""
+    """OpenWrt's sha256sums: '<hex> *<name>' (rules.mk sha256sums), also '<hex>  <name>'.
+    Only plain names in the directory are kept (untrusted.file_name): an entry cannot name
+    a file elsewhere (subdirectory entries are never looked up)."""
     out = {}
     for line in text.splitlines():
         m = re.match(r"^([0-9a-f]{64})\s+\*?(\S.*)$", line.strip())
         if m:
-            out[m.group(2)] = m.group(1)
+            with contextlib.suppress(WolfError):
+                out[untrusted.file_name(m.group(2), "sha256sums")] = m.group(1)
     return out
 
 

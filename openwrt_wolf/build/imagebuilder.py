@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import proc
+from ..catalogue import names
 from ..errors import CommandError, WolfError
 from ..host import hosttools
 from ..paths import DATA_DIR
@@ -153,7 +154,7 @@ class ImageBuilder:
         on_line: Callable[[str], None] | None = None,
     ) -> proc.Completed:
         return proc.run(
-            ["make", target, *variables],
+            ["make", target, *(names.make_variable(v) for v in variables)],
             cwd=self.top,
             timeout=phase_timeout(target),
             logfile=log,

@@ -47,7 +47,7 @@ def main(
         release=rel.name,
         libraries=_list(library, spec.LIBRARIES, spec.LIBRARIES),
         configs=_list(config, ("openwrt",), ("openwrt", "minimal", "small")),
-        ecc=_list(ecc, (), ("sp-p256", "generic")),
+        ecc=_eccs(ecc),
         toolchain=toolchain,
         smoke=smoke,
         sources=_list(sources, (), ()),
@@ -81,6 +81,20 @@ def main(
     if outcome.errors:
         raise outcome.errors[0]  # the other builds are done, stored and cached
     return fps
+
+
+def _eccs(value: str | None) -> tuple[str, ...]:
+    """--ecc checked against the ECC choices data/footprint/ offers, before any work: an
+    unknown one would otherwise be ignored for configs without a choice and build them all."""
+    choices = spec.ecc_names()
+    eccs = _list(value, (), tuple(choices))
+    bad = [e for e in eccs if e not in choices]
+    if bad or (value is not None and value.strip() and not eccs):
+        shown = ", ".join(repr(b) for b in bad) or repr(value)
+        raise WolfError(
+            f"--ecc {shown}: not an ECC choice", hint=f"one of: {', '.join(choices)}, all"
+        )
+    return eccs
 
 
 def _versions(value: str | None) -> tuple[tuple[str, str], ...]:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from ..trust import escape
 from .model import Row
 
 KIB = 1024
@@ -35,6 +36,7 @@ def _mpl() -> Any:
             "font.family": "sans-serif",
             "axes.spines.top": False,
             "axes.spines.right": False,
+            "text.parse_math": False,  # a "$" in a name is text, not a formula to parse
         }
     )
     from matplotlib.figure import Figure
@@ -51,7 +53,7 @@ def _svg(fig: Any) -> str:
     start, end = text.find("<metadata>"), text.find("</metadata>")
     if 0 <= start < end:  # matplotlib's RDF block: names a generator, says nothing to a reader
         text = text[:start] + text[end + len("</metadata>") :]
-    return text
+    return escape.printable(text)  # names in labels: no control character in the page
 
 
 def _tick(v: float, _pos: object = None) -> str:
