@@ -1,19 +1,20 @@
 #!/usr/bin/env python3
 """Bench: bad inputs per task family, run as a user would (`invoke TASK ...` in a fresh
 process). After each family it prints how many ended in a Python traceback (goal 0), in no
-one-line `error:` (goal 0), ran into the per-run time limit (goal 0), security escapes (a
-file of a victim directory changed, appeared or went; goal 0), data loss (an --output device,
-FIFO or socket replaced, a file the run read overwritten; goal 0) and what was left behind:
-partial files (*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output
-directories, what-if run directories, and processes still running that were started by the
-runs (found by a marker in their environment).
+one-line `error:` (goal 0), ran into the per-run time limit (goal 0), how many broke security
+(goal 0: make code ran, a secret or a foreign file's bytes were printed, an injection survived
+into a report) or gave a wrong result (goal 0), and what was left behind: partial files
+(*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output directories, and
+processes still running that were started by the runs (found by a marker in their
+environment). The hostile-input families (issue 20) are generated in bench/hostile.py and,
+with a victim directory, data-loss and leftover oracles, in bench/hostile_fs.py (crafted
+packages through what-if, special inputs, --output targets, signals).
 
     .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90] [--lab DIR]
 
-The first families (20 inputs each) need no network and no OpenWrt download: the inputs fail
-before any would start. The hostile families (bench/hostile_inputs.py: crafted packages,
-special inputs, --output targets, signals) run what-if on a stand-in ImageBuilder build made
-from ../shared/openwrt (OPENWRT_WOLF_SHARED) in a few minutes, or kept in --lab DIR."""
+Needs no network and no OpenWrt download: the inputs fail before any would start. The
+families of bench/hostile_fs.py run what-if on a stand-in ImageBuilder build made from
+../shared/openwrt ($OPENWRT_WOLF_SHARED) in a few minutes, or kept in --lab DIR."""
 
 from __future__ import annotations
 
@@ -21,13 +22,21 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import hostile_inputs
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
+import hostile
+import hostile_fs
+from hostile import Probe
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = f"OPENWRT_WOLF_BENCH_{uuid.uuid4().hex[:12]}"
@@ -37,11 +46,12 @@ PARTIAL = (".part", ".tmp", ".unpacking", ".copying")
 @dataclass
 class Family:
     name: str
-    runs: list[list[str]] | list[hostile_inputs.Run]
+    runs: list[list[str]] | list[Probe]
     tracebacks: int = 0
     no_error_line: int = 0
     hung: int = 0
     security: int = 0
+    wrong: int = 0
     data_loss: int = 0
     left: int = 0
     examples: list[str] = field(default_factory=list)
@@ -277,6 +287,22 @@ def families(w: Path) -> list[Family]:
     ]
 
 
+def hostile_families(w: Path) -> list[Family]:
+    """Issue 20's families (bench/hostile.py); the store and the secret come from prepare()."""
+    secret = (w / "secret").read_text().strip()
+    redis_url = os.environ.get("OPENWRT_WOLF_BENCH_REDIS")
+    return [
+        Family("records", hostile.records_family(w)),
+        Family("store files", hostile.store_files_family(w)),
+        Family("profiles.json", hostile.profiles_family(w, w / "secret", secret)),
+        Family("baselines", hostile.baselines_family(w, hostile._store_with(w, "base", {}))),
+        Family("make values", hostile.make_values_family(w)),
+        Family("report escaping", hostile.report_injection_family(w)),
+        Family("secrets", hostile.secrets_family(secret, redis_url)),
+        Family("refused", hostile.refused_family()),
+    ]
+
+
 def prepare(w: Path) -> None:
     os.mkfifo(w / "fifo")
     with (w / "big.bin").open("wb") as fh:
@@ -307,6 +333,22 @@ def prepare(w: Path) -> None:
     (bad / "build" / "dir.json").mkdir()
     os.mkfifo(bad / "build" / "fifo.json")
     (bad / "build" / "bytes.json").write_bytes(b"\xff\xfe\x00")
+    (w / "secret").write_text(f"SECRET-{uuid.uuid4().hex}\n")  # a file no output may show
+    (w / "sentinels").mkdir()
+
+
+def finding_of(probe: Probe, p: subprocess.CompletedProcess[str]) -> hostile.Finding | None:
+    """The security and correctness oracles of a probe, after the run."""
+    if probe.sentinel is not None and probe.sentinel.exists():
+        return "security", f"make/shell code from the input ran (created {probe.sentinel})"
+    for s in probe.secrets:
+        if s in p.stdout or s in p.stderr:
+            return "security", "a secret was printed"
+    if probe.hostile:
+        got = hostile.raw_controls(p)
+        if got:
+            return got
+    return probe.check(p) if probe.check else None
 
 
 def marked_processes() -> list[str]:
@@ -331,7 +373,7 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per run")
     ap.add_argument("--lab", help="keep the stand-in ImageBuilder build here (made if missing)")
     args = ap.parse_args()
-    totals = dict.fromkeys(("tracebacks", "security", "hung", "data_loss", "left"), 0)
+    total_tb = total_left = total_hung = total_sec = total_wrong = total_loss = 0
     with tempfile.TemporaryDirectory(prefix="wolf-bad-") as tmp:
         w = Path(tmp)
         prepare(w)
@@ -345,81 +387,86 @@ def main() -> int:
         }
         env.pop("OPENWRT_WOLF_ROUTER_PASSWORD", None)
         wanted = set(args.family.split(",")) if args.family else None
-        fams = [f for f in families(w) if not wanted or f.name in wanted]
-        hostile = [n for n in HOSTILE if not wanted or n in wanted]
-        victim = hostile_inputs.hostile.Victim(w / "v")
-        if hostile:
-            from openwrt_wolf import paths
+        queue = contextlib.ExitStack()
+        if (not wanted or "secrets" in wanted) and shutil.which("redis-server"):
+            from tests.queue import redisd
 
-            cache.mkdir()
-            for shared in ("openwrt-tools", "upstream"):  # OpenWrt's tools, built once
-                (cache / shared).symlink_to(paths.cache_dir() / shared)
-            lab = hostile_inputs.make_lab(Path(args.lab) if args.lab else w / "lab")
-            victim.plant()
-            made = hostile_inputs.families(w, lab, hostile_inputs.prepare_report_store(w), victim)
-            fams += [Family(n, runs) for n, runs in made if n in hostile]
+            (w / "redis").mkdir()
+            r = queue.enter_context(redisd.running(w / "redis"))
+            os.environ["OPENWRT_WOLF_BENCH_REDIS"] = r.url(0)
+        fams = [*families(w), *hostile_families(w)]
+        if not wanted or wanted & set(hostile_fs.FAMILIES):
+            made = hostile_fs.families(w, Path(args.lab) if args.lab else w / "lab")
+            fams += [Family(name, probes) for name, probes in made]
         for fam in fams:
+            if wanted and fam.name not in wanted:
+                continue
             t0 = time.monotonic()
             for run in fam.runs:
-                _one(fam, run, env, args.timeout, victim)
+                probe = run if isinstance(run, Probe) else Probe(list(run), hostile=False)
+                _one(fam, probe, {**env, **probe.env}, args.timeout)
             time.sleep(1)  # let any stray child show itself before counting
             procs = marked_processes()
             files = partial_files(cache, st, w / "dir")
-            fam.left += len(procs) + len(files)
-            for k in totals:
-                totals[k] += getattr(fam, k)
+            total_tb += fam.tracebacks
+            total_hung += fam.hung
+            total_sec += fam.security
+            total_wrong += fam.wrong
+            total_loss += fam.data_loss
+            total_left += len(procs) + len(files) + fam.left
             print(
-                f"{fam.name:17} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
-                f"{fam.no_error_line} without an error line, {fam.hung} hung, {fam.security} "
-                f"security, {fam.data_loss} data loss; leftovers: {fam.left} (partial files, "
-                f"run directories, processes) ({time.monotonic() - t0:.0f} s)",
+                f"{fam.name:16} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
+                f"{fam.no_error_line} without an error line, {fam.hung} hung, "
+                f"{fam.security} security, {fam.wrong} wrong results, {fam.data_loss} data "
+                f"loss; leftovers: {len(files)} partial files, {fam.left} run directories, "
+                f"{len(procs)} processes ({time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
             for ex in fam.examples + files + procs:
                 print(f"    {ex}", flush=True)
+        queue.close()
+        hostile.chmod_back(w)
     print(
-        f"total: {totals['security']} security, {totals['tracebacks']} tracebacks, "
-        f"{totals['hung']} hung, {totals['data_loss']} data loss, {totals['left']} leftovers"
+        f"total: {total_tb} tracebacks, {total_hung} hung, {total_sec} security, "
+        f"{total_wrong} wrong results, {total_loss} data loss, {total_left} leftovers"
     )
-    return 0 if not any(totals.values()) else 1
+    return (
+        0 if total_tb + total_hung + total_sec + total_wrong + total_loss + total_left == 0 else 1
+    )
 
 
-HOSTILE = ("what-if packages", "special inputs", "--output targets", "signals")
-
-
-def _one(
-    fam: Family,
-    run: list[str] | hostile_inputs.Run,
-    env: dict[str, str],
-    timeout: float,
-    victim: hostile_inputs.hostile.Victim,
-) -> None:
-    r = run if isinstance(run, hostile_inputs.Run) else hostile_inputs.Run(run)
-    shown = " ".join(r.argv)
-    err, note, rc = hostile_inputs.run_one(r, env, timeout)
-    if note == "HUNG":
+def _one(fam: Family, probe: Probe, env: dict[str, str], timeout: float) -> None:
+    """One run and its oracles, counted into fam."""
+    if probe.setup is not None:
+        probe.setup()
+    p, sent = hostile_fs.run(probe, [*probe.prefix, sys.executable, "-m", "invoke", *probe.argv],
+                             env, timeout)  # fmt: skip
+    findings: list[hostile.Finding] = []
+    if p is None:
         fam.hung += 1
-        fam.examples.append(f"HUNG: {shown}")
-    elif "Traceback" in err:
+        fam.examples.append(f"HUNG: {probe.text}")
+    elif "Traceback" in p.stderr:
         fam.tracebacks += 1
-        fam.examples.append(f"TRACEBACK: {shown}: {err.strip().splitlines()[-1]}")
-    elif note or (
-        rc != 0
-        and not r.signal_after  # ended by the signal sent (before our handler, or SIGKILL)
-        and not any(ln.startswith("error:") for ln in err.splitlines())
+        fam.examples.append(f"TRACEBACK: {probe.text}: {p.stderr.strip().splitlines()[-1]!r}")
+    elif sent == signal.SIGTERM and p.returncode == 0:
+        findings.append(("wrong", "SIGTERM while it ran, and exit status 0"))
+    elif (
+        p.returncode not in (0, 1)
+        and not sent  # ended by the signal sent (before our handler, or SIGKILL)
+        and not any(ln.startswith("error:") for ln in p.stderr.splitlines())
     ):
         fam.no_error_line += 1
-        fam.examples.append(f"{note or f'NO ERROR LINE (rc {rc})'}: {shown}")
-    problems = r.check()
-    if victim.before and (changed := victim.changes()):
-        problems.append(f"SECURITY: victim files {', '.join(changed)} changed")
-        victim.plant()
-    for what in problems:
-        kind = what.split(":")[0]
-        fam.security += kind == "SECURITY"
-        fam.data_loss += kind == "DATA LOSS"
-        fam.left += kind == "LEFTOVER"
-        fam.examples.append(f"{what}: {shown}")
+        fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {probe.text}")
+    if p is not None and (finding := finding_of(probe, p)):
+        findings.append(finding)
+    if probe.after is not None and (finding := probe.after()):
+        findings.append(finding)
+    for kind, text in findings:
+        fam.security += kind == "security"
+        fam.wrong += kind == "wrong"
+        fam.data_loss += kind == "data loss"
+        fam.left += kind == "leftover"
+        fam.examples.append(f"{kind.upper()}: {probe.text}: {text}")
 
 
 if __name__ == "__main__":

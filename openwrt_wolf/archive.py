@@ -40,7 +40,7 @@ from typing import IO, Any, cast
 import zstandard
 
 from .errors import WolfError
-from .firmware.imageformats import bounded
+from .trust import untrusted
 
 CHUNK = 1 << 16
 RATIO_FLOOR = 64 << 20  # below this many bytes unpacked any ratio is fine (a file of zeros)
@@ -252,24 +252,42 @@ def _data(
 
 
 def members(
-    archive: Path, limits: Limits, *, what: str = "archive", hint: str | None = None
+    archive: Path,
+    limits: Limits,
+    *,
+    what: str = "archive",
+    hint: str | None = None,
+    inner: str | None = None,
 ) -> Iterator[tuple[Member, Iterator[bytes]]]:
     """Each member checked against the rules, with its data in pieces (empty but for
-    regular files; read it before taking the next member)."""
+    regular files; read it before taking the next member). ``inner``: the members of the
+    archive of that name inside this one (an .ipk's data.tar.gz), streamed as well."""
     where = f"{what} {_shown(str(archive))}"
-    with bounded.open_file(archive, what, hint="give the archive file") as fh:
+    with untrusted.open_file(archive, what, hint="give the archive file") as fh:
         counted = _Counted(fh)
         try:
             src = _decompressed(io.BufferedReader(counted, CHUNK))
             with tarfile.open(fileobj=_Bounded(src, counted, limits, where), mode="r|") as tar:
-                yield from _checked(tar, limits, where, hint)
+                if inner is None:
+                    yield from _checked(tar, limits, where, hint)
+                    return
+                for info, m in _infos(tar, limits, where):
+                    if m.name == inner and m.kind == "file":
+                        data = tar.extractfile(info)
+                        assert data is not None
+                        inside = _decompressed(cast(io.BufferedReader, data))
+                        bounded = _Bounded(inside, counted, limits, where)
+                        with tarfile.open(fileobj=bounded, mode="r|") as nested:
+                            yield from _checked(nested, limits, where, hint)
+                        return
+                raise ArchiveError(f"{where}: no {inner} in it", hint=hint)
         except _UNREADABLE as e:
             raise _unreadable(where, e, hint) from None
 
 
-def _checked(
-    tar: tarfile.TarFile, limits: Limits, where: str, hint: str | None
-) -> Iterator[tuple[Member, Iterator[bytes]]]:
+def _infos(
+    tar: tarfile.TarFile, limits: Limits, where: str
+) -> Iterator[tuple[tarfile.TarInfo, Member]]:
     count, files = 0, set[str]()  # the regular files so far: what a hard link may name
     while (info := tar.next()) is not None:
         # a stream keeps every header it read (an untyped attribute): memory stays bounded
@@ -286,6 +304,13 @@ def _checked(
                 "holds before it"
             )
         (files.add if m.kind in ("file", "hardlink") else files.discard)(m.name)
+        yield info, m
+
+
+def _checked(
+    tar: tarfile.TarFile, limits: Limits, where: str, hint: str | None
+) -> Iterator[tuple[Member, Iterator[bytes]]]:
+    for info, m in _infos(tar, limits, where):
         yield m, (_data(tar, info, where, hint) if m.kind == "file" else iter(()))
 
 
@@ -296,15 +321,76 @@ def extract(
     *,
     what: str = "archive",
     hint: str | None = None,
+    inner: str | None = None,
     exclude: Collection[str] = (),
     progress: Callable[[int], None] | None = None,
 ) -> None:
     """Unpack into root (made if missing, may hold a tree already) by the rules above."""
+    entries = members(archive, limits, what=what, hint=hint, inner=inner)
+    _install(entries, root, f"{what} {_shown(str(archive))}", exclude, progress)
+
+
+def place_tree(src: Path, root: Path, limits: Limits, *, what: str) -> None:
+    """Put the tree at src (what another tool unpacked into an empty directory, e.g. apk
+    extract) into root by the same rules: nothing through a link of root's, no devices,
+    no link that climbs out, modes as for an archive, at most ``limits``."""
+    _install(_walk(src, limits, what), root, what, (), None)
+
+
+def copy_in(root: Path, name: str, src: Path, *, what: str) -> None:
+    """One regular file src into the tree at root as ``name`` (resolved inside root; what is
+    in its way removed, never written through)."""
+    st = os.lstat(src)
+    m = Member(name, "file", st.st_size, stat.S_IMODE(st.st_mode) & 0o755 | 0o600, int(st.st_mtime))
+    _install(iter([(m, _file_data(src))]), root, what, (), None)
+
+
+def _file_data(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            yield chunk
+
+
+def _walk(src: Path, limits: Limits, where: str) -> Iterator[tuple[Member, Iterator[bytes]]]:
+    """The entries of a directory tree as members (parents first), checked like an
+    archive's; nothing below src is followed."""
+    count = total = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        dirnames.sort()
+        for n in sorted(dirnames) + sorted(filenames):
+            path = Path(dirpath) / n
+            name = str(path.relative_to(src))
+            st = os.lstat(path)
+            count, total = count + 1, total + st.st_size
+            if count > limits.members or total > limits.total:
+                raise ArchiveError(f"{where}: more than {limits.members:,} entries or "
+                                   f"{limits.total:,} bytes")  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.mode, info.mtime, info.size = stat.S_IMODE(st.st_mode), int(st.st_mtime), 0
+            if stat.S_ISDIR(st.st_mode):
+                info.type = tarfile.DIRTYPE
+            elif stat.S_ISLNK(st.st_mode):
+                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(path)
+            elif stat.S_ISREG(st.st_mode):
+                info.type, info.size = tarfile.REGTYPE, st.st_size
+            else:
+                info.type = tarfile.FIFOTYPE if stat.S_ISFIFO(st.st_mode) else tarfile.CHRTYPE
+            m = _member(info, where)
+            if m is not None:
+                yield m, (_file_data(path) if m.kind == "file" else iter(()))
+
+
+def _install(
+    entries: Iterator[tuple[Member, Iterator[bytes]]],
+    root: Path,
+    where: str,
+    exclude: Collection[str],
+    progress: Callable[[int], None] | None,
+) -> None:
     root.mkdir(parents=True, exist_ok=True)
     written: set[str] = set()  # regular files of this archive: what a hard link may name
     dirs: list[tuple[Path, int]] = []
-    where = f"{what} {_shown(str(archive))}"
-    for m, data in members(archive, limits, what=what, hint=hint):
+    for m, data in entries:
         if m.name in exclude:
             continue
         dest = locate(root, m.name, where)

@@ -19,7 +19,7 @@ import pytest
 
 from openwrt_wolf import archive
 from openwrt_wolf.errors import WolfError
-from tests import hostile
+from tests import hostile_archives as hostile
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = hostile.cases(Path("/victim-placeholder"))  # names only; rebuilt per test
@@ -253,3 +253,72 @@ def test_names_in_error_lines_cannot_drive_the_terminal(tmp_path: Path) -> None:
     line = str(e.value)
     assert "\x1b" not in line and "\x07" not in line and "\n" not in line
     assert "\\x1b]0;pwned\\x07" in line
+
+
+# --- an .ipk's data.tar.gz, and a tree another tool unpacked ---------------------------------
+
+
+def _ipk(path: Path, data: bytes) -> Path:
+    """An .ipk as OpenWrt's ipkg-build makes it: a tar.gz of debian-binary, control.tar.gz,
+    data.tar.gz."""
+    outer = (
+        hostile.Entry("file", "./debian-binary", b"2.0\n"),
+        hostile.Entry("file", "./control.tar.gz", hostile.compress(hostile.tar_bytes(()), "gz")),
+        hostile.Entry("file", "./data.tar.gz", data),
+    )
+    path.write_bytes(hostile.compress(hostile.tar_bytes(outer), "gz"))
+    return path
+
+
+@pytest.mark.parametrize("label", ["dotdot/file-12", "hardlink/absolute-victim", "special/chr"])
+def test_an_ipks_data_is_held_to_the_same_rules(label: str, tmp_path: Path) -> None:
+    v = hostile.Victim(tmp_path)
+    v.plant()
+    case = _case(label, v.dir)
+    ipk = _ipk(tmp_path / "p.ipk", hostile.compress(hostile.tar_bytes(case.entries), "gz"))
+    with pytest.raises(archive.ArchiveError):
+        archive.extract(ipk, tmp_path / "root", archive.PACKAGE, inner="data.tar.gz")
+    assert v.changes() == []
+    assert sorted(hostile.outside(tmp_path, [tmp_path / "root", v.dir])) == ["p.ipk"]
+
+
+def test_an_ipk_bomb_stops_early_and_a_good_one_unpacks(tmp_path: Path) -> None:
+    bomb = hostile.write(
+        hostile.Case("bomb", "gz", (), "refused", codec="gz", bomb=(1 << 30, 1 << 20)),
+        tmp_path / "data.tar.gz",
+    )
+    ipk = _ipk(tmp_path / "bomb.ipk", bomb.read_bytes())
+    with pytest.raises(archive.ArchiveError, match="decompression bomb"):
+        list(archive.members(ipk, archive.PACKAGE, inner="data.tar.gz"))
+    good = _ipk(tmp_path / "good.ipk", hostile.compress(hostile.tar_bytes(GOOD), "gz"))
+    archive.extract(good, tmp_path / "root", archive.PACKAGE, inner="data.tar.gz")
+    assert _tree(tmp_path / "root") == WANT
+    with pytest.raises(archive.ArchiveError, match=r"no other in it"):
+        archive.extract(tmp_path / "bomb.ipk", tmp_path / "r2", archive.PACKAGE, inner="other")
+
+
+def test_a_tree_another_tool_unpacked_goes_in_by_the_same_rules(tmp_path: Path) -> None:
+    """archive.place_tree (what apk extract wrote): a link that climbs out and a FIFO are
+    refused; a good tree lands inside a root whose own link points at the victim."""
+    v = hostile.Victim(tmp_path)
+    v.plant()
+    for bad in ("link", "fifo"):
+        src = tmp_path / f"src-{bad}"
+        (src / "usr").mkdir(parents=True)
+        if bad == "link":
+            (src / "usr" / "lib").symlink_to("../" * 12 + str(v.dir).lstrip("/"))
+        else:
+            os.mkfifo(src / "usr" / "fifo")
+        with pytest.raises(archive.ArchiveError):
+            archive.place_tree(src, tmp_path / "root", archive.PACKAGE, what="apk's tree")
+    good = tmp_path / "src-good"
+    (good / "usr" / "lib").mkdir(parents=True)
+    (good / "usr" / "lib" / "f").write_bytes(b"EVIL\n")
+    root = tmp_path / "root2"
+    root.mkdir()
+    (root / "usr").symlink_to(v.dir)  # the image's /usr is a link to the victim (absolute)
+    archive.place_tree(good, root, archive.PACKAGE, what="apk's tree")
+    assert v.changes() == []
+    # inside the root the link led nowhere (no such directory there): a directory replaced it
+    assert (root / "usr" / "lib" / "f").read_bytes() == b"EVIL\n"
+    assert not (root / "usr").is_symlink()

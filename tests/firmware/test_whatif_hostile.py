@@ -15,15 +15,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from openwrt_wolf import paths
+from openwrt_wolf.firmware import pkgsource
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests import hostile
+from tests import hostile_archives as hostile
 from tests.conftest import unavailable
 from tests.firmware.test_whatif import V1, Built, make_lab
+from tests.standin.kit import Kit
 
 ROOT = Path(__file__).resolve().parents[2]
 # mbedtls -> wolfssl: libustream-mbedtls leaves the image, libustream-wolfssl comes in
@@ -32,10 +35,13 @@ REMOVED, ADDED = "libustream-mbedtls", "libustream-wolfssl"
 
 @pytest.fixture(scope="module")
 def lab(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> dict[tuple[str, str], Built]:
     """test_whatif.py's builds (made once for both)."""
-    return make_lab(tmp_path_factory, openwrt_tree_25125, openwrt_tools)
+    return make_lab(tmp_path_factory, openwrt_tree_25125, openwrt_tools, standin_kit)
 
 
 def _cache(tmp: Path) -> Path:
@@ -86,14 +92,36 @@ def one_error(rc: int, err: str) -> str:
     return lines[0]
 
 
-def packages_with(src: Built, tmp: Path, name: str, case: hostile.Case | None) -> Path:
-    """A copy of the build's packages with ``name``'s archive replaced by the case's."""
+@pytest.fixture(scope="module")
+def tar_packages(
+    lab: dict[tuple[str, str], Built], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The build's packages as an index.json directory of tar.gz files (what-if's third
+    format, the one a crafted archive replaces here; hostile_archives.tar_index)."""
+    return hostile.tar_index(lab[(V1, "mbedtls")].packages, tmp_path_factory.mktemp("tar") / "pk")
+
+
+def packages_with(tar_pk: Path, tmp: Path, name: str, case: hostile.Case | None) -> Path:
+    """A copy of the tar packages with ``name``'s archive replaced by the case's."""
     pk = tmp / "pk"
     if not pk.exists():
-        shutil.copytree(src.packages, pk)
-    index = {p["name"]: p["file"] for p in json.loads((pk / "index.json").read_text())}
+        shutil.copytree(tar_pk, pk)
+    pkg = pkgsource.load(pk).get(name)  # by its plain name: libustream-mbedtls provides it
+    assert pkg is not None
     if case is not None:
-        hostile.write(case, pk / index[name])
+        hostile.write(case, pkg.file)
+    return pk
+
+
+def adb_packages_with(src: Built, name: str, make: Callable[[pkgsource.Package], None]) -> Path:
+    """A copy of the build's ADB packages beside packages/ (so the ImageBuilder's own apk
+    reads it, as what-if finds it) with ``name``'s .apk made anew by ``make``."""
+    pk = src.packages.parent / f"packages-hostile-{os.getpid()}-{time.monotonic_ns()}"
+    shutil.copytree(src.packages, pk)
+    pkg = pkgsource.load(pk).get(name)
+    assert pkg is not None and pkg.format == "adb"
+    pkg.file.unlink()
+    make(pkg)
     return pk
 
 
@@ -107,13 +135,14 @@ PICKS = ["dotdot/file-12", "dotdot/file-3", "symlink-out/rel-5", "symlink-out/vi
 @pytest.mark.parametrize("package", [REMOVED, ADDED])
 @pytest.mark.parametrize("label", PICKS)
 def test_a_hostile_package_reaches_nothing_outside(
-    lab: dict[tuple[str, str], Built], tmp_path: Path, label: str, package: str
-) -> None:
+    lab: dict[tuple[str, str], Built], tar_packages: Path, tmp_path: Path, label: str,
+    package: str,
+) -> None:  # fmt: skip
     v = hostile.Victim(tmp_path / "v")
     v.plant()
     case = next(c for c in hostile.cases(v.dir) if c.label == label)
     src = lab[(V1, "mbedtls")]
-    pk = packages_with(src, tmp_path, package, case)
+    pk = packages_with(tar_packages, tmp_path, package, case)
     out = tmp_path / "out.squashfs"
     rc, _, err = whatif(tmp_path, "--from", str(src.bin_dir), "--flavour", "wolfssl",
                            "--packages", str(pk), "--output", str(out))  # fmt: skip
@@ -127,7 +156,7 @@ def test_a_hostile_package_reaches_nothing_outside(
 
 
 def test_a_bomb_package_is_refused_in_bounded_memory(
-    lab: dict[tuple[str, str], Built], tmp_path: Path
+    lab: dict[tuple[str, str], Built], tar_packages: Path, tmp_path: Path
 ) -> None:
     """1 GiB of zeros in libustream-wolfssl (an 1 MiB file), through --image: refused, and
     the run's peak memory is that of a normal what-if run, not a GiB."""
@@ -136,12 +165,12 @@ def test_a_bomb_package_is_refused_in_bounded_memory(
     assert img is not None
     normal = tmp_path / "normal"
     normal.mkdir()
-    pk = packages_with(src, normal, ADDED, None)
+    pk = packages_with(tar_packages, normal, ADDED, None)
     args = ["--image", str(img), "--flavour", "wolfssl"]
     rc, err, base = whatif_rss(normal, *args, "--packages", str(pk))
     assert rc == 0, err[-2000:]
     bomb = hostile.Case("bomb", "gz", (), "refused", codec="gz", bomb=(1 << 30, 1 << 20))
-    pk = packages_with(src, tmp_path, ADDED, bomb)
+    pk = packages_with(tar_packages, tmp_path, ADDED, bomb)
     rc, err, rss = whatif_rss(tmp_path, *args, "--packages", str(pk))
     print(f"what-if with a 1 GiB bomb: peak RSS {rss >> 10} MiB; a normal run {base >> 10} MiB")
     assert "decompression bomb" in one_error(rc, err)
@@ -152,19 +181,53 @@ def test_a_bomb_package_is_refused_in_bounded_memory(
 def test_a_special_file_as_a_package_is_one_line(
     lab: dict[tuple[str, str], Built], tmp_path: Path, kind: str
 ) -> None:
+    """In the ImageBuilder's own format (APK v3): apk is never handed a FIFO or a device."""
     src = lab[(V1, "mbedtls")]
-    pk = packages_with(src, tmp_path, ADDED, None)
-    index = {p["name"]: p["file"] for p in json.loads((pk / "index.json").read_text())}
-    target = pk / index[ADDED]
-    target.unlink()
-    if kind == "fifo":
-        os.mkfifo(target)
-    else:
-        target.symlink_to("/dev/zero")
-    rc, _, err = whatif(tmp_path, "--from", str(src.bin_dir), "--flavour", "wolfssl",
-                           "--packages", str(pk), timeout=120)  # fmt: skip
+
+    def make(pkg: pkgsource.Package) -> None:
+        if kind == "fifo":
+            os.mkfifo(pkg.file)
+        else:
+            pkg.file.symlink_to("/dev/zero")
+
+    pk = adb_packages_with(src, ADDED, make)
+    try:
+        rc, _, err = whatif(tmp_path, "--from", str(src.bin_dir), "--flavour", "wolfssl",
+                            "--packages", str(pk), timeout=120)  # fmt: skip
+    finally:
+        shutil.rmtree(pk)
     line = one_error(rc, err)
     assert ("FIFO" in line) if kind == "fifo" else ("character device" in line)
+
+
+def test_an_apk_package_with_a_link_out_is_refused(
+    lab: dict[tuple[str, str], Built], standin_kit: Kit, tmp_path: Path
+) -> None:
+    """An APK v3 package (made by apk mkpkg) holding a symlink that climbs out of the root and
+    a file: apk extracts it into an empty directory, archive.place_tree refuses the link;
+    the victim directory stays as it was."""
+    v = hostile.Victim(tmp_path / "v")
+    v.plant()
+    files = tmp_path / "files"
+    (files / "usr" / "lib").mkdir(parents=True)
+    (files / "usr" / "lib" / "libx.so").write_bytes(b"EVIL\n")
+    (files / "usr" / "lib" / "victim").symlink_to("../" * 12 + str(v.dir).lstrip("/"))
+    src = lab[(V1, "mbedtls")]
+
+    def make(pkg: pkgsource.Package) -> None:
+        subprocess.run([str(standin_kit.apk), "mkpkg", "--info", f"name:{pkg.name}",
+                        "--info", f"version:{pkg.version}", "--files", str(files),
+                        "--output", str(pkg.file)],
+                       check=True, capture_output=True, timeout=120)  # fmt: skip
+
+    pk = adb_packages_with(src, ADDED, make)
+    try:
+        rc, _, err = whatif(tmp_path, "--from", str(src.bin_dir), "--flavour", "wolfssl",
+                            "--packages", str(pk))  # fmt: skip
+    finally:
+        shutil.rmtree(pk)
+    assert "leads out of the tree" in one_error(rc, err)
+    assert v.changes() == []
 
 
 def test_a_fifo_as_the_manifest_is_one_line(

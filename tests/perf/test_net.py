@@ -24,7 +24,7 @@ from openwrt_wolf.locks import locked
 from openwrt_wolf.perf.model import HANDSHAKE, MEMORY, SOAK, Handshakes, HeapUse, Soak
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results import store
-from tests.conftest import need_tools
+from tests.conftest import need_tools, userland_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("mips-linux-gnu-gcc", "qemu-mips-static", "cmake", "autoreconf", "libtoolize", "perl",
@@ -55,6 +55,7 @@ def run(tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Run:
     """One lab run for all xdist workers of this test run (pytest's base temp's parent is
     shared by them): the first runs it, the others wait on the lock and read its output."""
     need_tools(*TOOLS)
+    userland_sources()
     shared = tmp_path_factory.getbasetemp().parent / f"perf-net-{testrun_uid}"
     shared.mkdir(exist_ok=True)
     st, saved = shared / "store", shared / "run.json"

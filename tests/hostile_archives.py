@@ -12,8 +12,10 @@ from __future__ import annotations
 import bz2
 import hashlib
 import io
+import json
 import lzma
 import os
+import shutil
 import stat
 import tarfile
 import zlib
@@ -212,3 +214,31 @@ def outside(top: Path, roots: list[Path]) -> Iterator[str]:
         dirnames[:] = [d for d in dirnames if here / d not in roots]
         for n in filenames + dirnames:
             yield str((here / n).relative_to(top))
+
+
+def tar_index(packages: Path, dest: Path) -> Path:
+    """The packages of an ImageBuilder's packages/ (packages.adb, Packages or index.json) as an
+    index.json directory of tar.gz files (what-if's third format), each holding the files the
+    package installs (`apk extract` for an ADB package): the form hostile cases replace."""
+    from openwrt_wolf.firmware import pkgformats, pkgsource
+
+    index = pkgsource.load(packages)
+    dest.mkdir(parents=True)
+    entries = []
+    for pkg in index.packages.values():
+        tree = dest / ".tree" / pkg.name
+        tree.mkdir(parents=True)
+        if pkg.format == "adb":
+            assert pkg.apk is not None
+            pkgformats.adb_extract(pkg.apk, pkg.file, tree)
+        else:
+            pkgsource.extract(pkg, tree)
+        with tarfile.open(dest / pkg.file.name, "w:gz") as tar:
+            for p in sorted(tree.rglob("*")):
+                tar.add(p, str(p.relative_to(tree)), recursive=False)
+        entries.append({"name": pkg.name, "version": pkg.version, "abi": pkg.abi,
+                        "depends": list(pkg.depends), "conflicts": list(pkg.conflicts),
+                        "provides": list(pkg.provides), "file": pkg.file.name})  # fmt: skip
+    shutil.rmtree(dest / ".tree")
+    (dest / "index.json").write_text(json.dumps(entries, indent=1))
+    return dest
