@@ -95,16 +95,6 @@ def _build_lab(top: Path, tree: Path, tools: OpenWrtTools, kit: Kit) -> None:
     (top / ".done").write_text("")
 
 
-@pytest.fixture(scope="module")
-def lab(
-    tmp_path_factory: pytest.TempPathFactory,
-    openwrt_tree_25125: Path,
-    openwrt_tools: OpenWrtTools,
-    standin_kit: Kit,
-) -> dict[tuple[str, str], Built]:
-    return make_lab(tmp_path_factory, openwrt_tree_25125, openwrt_tools, standin_kit)
-
-
 def make_lab(
     tmp_path_factory: pytest.TempPathFactory,
     openwrt_tree_25125: Path,

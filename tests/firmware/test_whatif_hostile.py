@@ -22,26 +22,14 @@ import pytest
 
 from openwrt_wolf import paths
 from openwrt_wolf.firmware import pkgsource
-from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests import hostile_archives as hostile
 from tests.conftest import unavailable
-from tests.firmware.test_whatif import V1, Built, make_lab
+from tests.firmware.test_whatif import V1, Built
 from tests.standin.kit import Kit
 
 ROOT = Path(__file__).resolve().parents[2]
 # mbedtls -> wolfssl: libustream-mbedtls leaves the image, libustream-wolfssl comes in
 REMOVED, ADDED = "libustream-mbedtls", "libustream-wolfssl"
-
-
-@pytest.fixture(scope="module")
-def lab(
-    tmp_path_factory: pytest.TempPathFactory,
-    openwrt_tree_25125: Path,
-    openwrt_tools: OpenWrtTools,
-    standin_kit: Kit,
-) -> dict[tuple[str, str], Built]:
-    """test_whatif.py's builds (made once for both)."""
-    return make_lab(tmp_path_factory, openwrt_tree_25125, openwrt_tools, standin_kit)
 
 
 def _cache(tmp: Path) -> Path:
