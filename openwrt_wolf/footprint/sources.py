@@ -138,7 +138,10 @@ def _debian_alternative(src: Source) -> str:
     """The nearest version Debian's archive does serve, as the option that selects it."""
     from .spec import _toml
 
-    versions = _toml("sources.toml")["library"][src.library]["versions"]
+    known = _toml("sources.toml")["library"]
+    if src.library not in known:  # not a TLS library (hostapd: footprint/wpad.py)
+        return ""
+    versions = known[src.library]["versions"]
     have = [v for v, spec in versions.items() if spec.get("debian") and v != src.version]
     if not have:
         return ""
