@@ -17,11 +17,13 @@ from .model import (
     HANDSHAKE,
     MEMORY,
     SOAK,
+    WIFI,
     CryptoSpeed,
     Handshakes,
     HeapUse,
     NetCommon,
     Soak,
+    WifiConnections,
     record_key,
 )
 
@@ -36,13 +38,14 @@ class Stored:
     handshake: dict[str, Handshakes] = field(default_factory=dict)
     memory: dict[str, HeapUse] = field(default_factory=dict)
     soak: dict[str, Soak] = field(default_factory=dict)
+    wifi: dict[str, WifiConnections] = field(default_factory=dict)
 
     def flavours(self) -> list[str]:
-        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak}
+        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak, **self.wifi}
         return [f for f in TITLES if f in seen] + sorted(set(seen) - set(TITLES))
 
     def __bool__(self) -> bool:
-        return bool(self.crypto or self.handshake or self.memory or self.soak)
+        return bool(self.crypto or self.handshake or self.memory or self.soak or self.wifi)
 
 
 def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
@@ -56,6 +59,8 @@ def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
             out.memory[f] = HeapUse.from_dict(rec.data)
         if rec := st.get(SOAK, record_key(f, target, "soak")):
             out.soak[f] = Soak.from_dict(rec.data)
+        if rec := st.get(WIFI, record_key(f, target, "wifi")):
+            out.wifi[f] = WifiConnections.from_dict(rec.data)
     return out
 
 
@@ -108,6 +113,7 @@ def _commons(s: Stored) -> dict[str, dict[str, NetCommon]]:
         "handshake": {f: r.common for f, r in s.handshake.items()},
         "memory": {f: r.common for f, r in s.memory.items()},
         "soak": {f: r.common for f, r in s.soak.items()},
+        "wifi": {f: r.common for f, r in s.wifi.items()},
     }
 
 
@@ -171,6 +177,8 @@ def caption(s: Stored) -> str:
     for test, records in _commons(s).items():
         for f, c in records.items():
             w = c.where
+            if test == "wifi":
+                continue  # below, with its modes
             lines.append(
                 f"{TITLES.get(f, f)} {test}: uhttpd/uclient-fetch ({c.backend}) with {c.library};"
                 f" {w.target} ({w.machine}), {'EMULATED' if w.emulated else 'hardware'}"
@@ -179,6 +187,21 @@ def caption(s: Stored) -> str:
     for f, h in s.handshake.items():
         for group, why in h.missing.items():
             lines.append(f"{TITLES.get(f, f)}: no {group} handshake: {why}")
+    for f, wr in s.wifi.items():
+        c, w = wr.common, wr.common.where
+        modes = "; ".join(
+            f"{m.name} {m.ok}/{m.connections} ok"
+            + (f", group {m.negotiated.get('group')}" if m.ok else "")
+            + (f", {m.median_ms:.1f} ms [{m.spread_ms['min']:.1f}–{m.spread_ms['max']:.1f}]"
+               if m.median_ms is not None else "")
+            for m in wr.modes.values()
+        )  # fmt: skip
+        lines.append(f"{TITLES.get(f, f)} wifi: {c.backend} with {c.library}; {w.target} "
+                     f"({w.machine}), {'EMULATED' if w.emulated else 'hardware'}, "
+                     f"{w.clock} clock{', quick' if c.quick else ''}: {modes}")  # fmt: skip
+        for m in wr.modes.values():
+            if m.missing:
+                lines.append(f"{TITLES.get(f, f)}: no {m.name} connection: {m.missing}")
     for f, k in s.soak.items():
         lines.append(f"{TITLES.get(f, f)} soak: {k.requests_ok}/{k.requests} requests "
                      f"({k.jobs} at a time), {k.downloads_ok}/{k.downloads} downloads ok"
