@@ -72,7 +72,7 @@ def _num(v: float | None) -> str:
     return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
 
 
-def _ratio(v: float | None, base: float | None) -> str:
+def ratio(v: float | None, base: float | None) -> str:
     if v is None or not base:
         return "–"
     return f"{v / base:.2f}×"
@@ -141,7 +141,7 @@ def _table(title: str, flavours: list[str], rows: Rows) -> Table:
         t.add_column(f"{TITLES.get(f, f)} / Mbed TLS", justify="right")
     for label, unit, vals in rows:
         base = vals[flavours.index(BASE)] if BASE in flavours else None
-        ratios = [_ratio(vals[flavours.index(f)], base) for f in others]
+        ratios = [ratio(vals[flavours.index(f)], base) for f in others]
         t.add_row(label, unit, *[_num(v) for v in vals], *ratios)
     return t
 
@@ -190,7 +190,9 @@ def caption(s: Stored) -> str:
     for f, wr in s.wifi.items():
         c, w = wr.common, wr.common.where
         modes = "; ".join(
-            f"{m.name} {m.ok}/{m.connections} ok"
+            f"{m.name} none"
+            if m.missing
+            else f"{m.name} {m.ok}/{m.connections} ok"
             + (f", group {m.negotiated.get('group')}" if m.ok else "")
             + (f", {m.median_ms:.1f} ms [{m.spread_ms['min']:.1f}–{m.spread_ms['max']:.1f}]"
                if m.median_ms is not None else "")

@@ -400,7 +400,8 @@ def run(
     where = Where(target="vm", emulated=True, machine=machine, clock="guest instructions")
     out = []
     say(f"perf: wifi: booting the x86_64 guest ({guest.kernel.package}, mac80211_hwsim)")
-    with VM(vm_spec, name="qemu-pc-wifi") as vm:
+    boot = {k: float(c["timeouts"][k]) for k in ("booting", "console")}
+    with VM(vm_spec, name="qemu-pc-wifi", timeouts=boot) as vm:
         vm.boot("shell")
         nets = vm.run("ls /sys/class/net", timeout=60).output
         if not {c["ap_interface"], c["sta_interface"]} <= set(nets.split()):

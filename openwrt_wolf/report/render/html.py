@@ -21,6 +21,7 @@ from .cells import (
     notes,
     num,
     package_rows,
+    ratio_text,
     source_text,
     table_rows,
 )
@@ -29,12 +30,12 @@ TEMPLATE = "size-report.html.j2"
 TLS_PLOT_ROWS = 12  # the TLS plot shows the cross-built libraries and the first devices
 
 
-def _cell(fig: Figure | None, sources: Footnotes) -> dict[str, Any]:
+def _cell(fig: Figure | None, sources: Footnotes, ratio: str = "") -> dict[str, Any]:
     if fig is None:
-        return {"text": "–", "value": "", "ref": None, "cls": "none"}
+        return {"text": "–", "value": "", "ref": None, "title": "", "cls": "none"}
     cls = {"TOO_BIG": "bad", "FITS": "good"}.get(fig.verdict or "", "")
     return {
-        "text": figure_text(fig),
+        "text": figure_text(fig) + ratio,
         "value": "" if fig.value is None else fig.value,
         "ref": sources.ref(fig.source),
         "title": source_text(fig.source) if fig.source else "",
@@ -53,7 +54,7 @@ def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
                 "label": r.label,
                 "unit": r.unit,
                 "id": r.id,
-                "cells": [_cell(r.values.get(c), sources) for c in t.columns],
+                "cells": [_cell(r.values.get(c), sources, ratio_text(r, c)) for c in t.columns],
             }
             for r in t.rows
         ],
