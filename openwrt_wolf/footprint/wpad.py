@@ -162,7 +162,7 @@ def build(flavour: str, *, say: Callable[[str], None] = print, rebuild: bool = F
     """Build (or take from the cache) wpad-basic-<flavour> for x86_64."""
     if flavour not in FLAVOURS:
         raise WolfError(f"unknown flavour {flavour!r}", hint=f"flavours: {', '.join(FLAVOURS)}")
-    hosttools.ensure(hosttools.groups()["wifi-build"])
+    hosttools.ensure(hosttools.groups()["wpad"])
     a = spec.get_arch(ARCH)
     tc = toolchain.find(a, None)
     fv = userland.flavour(flavour)

@@ -236,12 +236,3 @@ def test_tables_and_reports_show_the_rows_with_ratios(run: Run) -> None:
         assert text.endswith(f"({h2e[f] / h2e['mbedtls']:.2f}×)"), (f, text)
     assert "hostapd heap at idle, AP up" in html
 
-
-def test_wifi_is_refused_off_the_vm_in_one_line() -> None:
-    for args in (("--target", "qemu"), ("--target", "router", "--host", "192.0.2.1")):
-        r = _wolf("perf", "--flavour", "mbedtls", "--test", "wifi", *args, timeout=120)
-        assert r.returncode != 0 and "Traceback" not in r.stderr
-        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-        assert errors and errors[0].startswith("error: --test wifi runs on --target vm only"), (
-            r.stderr[-1000:]
-        )
