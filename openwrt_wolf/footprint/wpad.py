@@ -22,10 +22,8 @@ import hashlib
 import json
 import os
 import shutil
-import tomllib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +44,8 @@ FLAVOURS = userland.FLAVOURS
 PROGRAMS = ("wpad", "hostapd_cli", "wpa_cli")
 
 
-@cache
 def data() -> dict[str, Any]:
-    try:
-        return tomllib.loads(DATA.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise WolfError(f"cannot read {DATA}: {e}") from None
+    return spec._toml(DATA.name)  # cached there
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,6 @@ options.h (HAVE_COMP_KEY); the printed table's ratios and the comparison/HTML re
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -22,15 +20,15 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.footprint import lab as fp_lab
-from openwrt_wolf.locks import locked
 from openwrt_wolf.perf.model import WIFI, WifiConnections
 from openwrt_wolf.report import comparison
 from openwrt_wolf.report.render.html import render_html
 from openwrt_wolf.report.sizereport import SizeReport
 from openwrt_wolf.results import store
 from tests.conftest import need_tools
+from tests.perf import labrun
+from tests.perf.labrun import Run
 
-ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("qemu-system-x86_64", "apt-get", "dpkg-deb", "gcc", "make", "patch", "zstd", "cmake",
          "autoreconf", "libtoolize", "perl", "pkg-config", "ldd",
          "/usr/include/libnl3/netlink/netlink.h",
@@ -40,35 +38,17 @@ MODES = ("sae-hnp", "sae-h2e", "owe")
 STAMP = re.compile(r"^(\d+\.\d{6}): (.*)$", re.M)
 HEAP = re.compile(r"^heaptrack pid=\d+ event=(\w+) live=(\d+) peak=(\d+) allocs=(\d+) "
                   r"frees=(\d+)$", re.M)  # fmt: skip
-Run = tuple[subprocess.CompletedProcess[str], Path]
 
 # cold: the x86_64 library builds (shared with the apk and userland tests), three wpad builds,
 # Debian's amd64 kernel; the run itself is a few minutes
 pytestmark = [pytest.mark.timeout(5400), pytest.mark.vm]
 
 
-def _wolf(*args: str, timeout: float = 5400) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "240"}
-    return subprocess.run([str(ROOT / "wolf"), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Run:
-    """One lab run for all xdist workers of this test run: the first runs it, the others wait
-    on the lock and read its output."""
     need_tools(*TOOLS)
-    shared = tmp_path_factory.getbasetemp().parent / f"perf-wifi-{testrun_uid}"
-    shared.mkdir(exist_ok=True)
-    st, saved = shared / "store", shared / "run.json"
-    with locked(shared / "lock"):
-        if not saved.exists():
-            r = _wolf("perf", "--flavour", "all", "--target", "vm", "--test", "wifi", "--quick",
-                      "--store", str(st))  # fmt: skip
-            saved.write_text(json.dumps([r.args, r.returncode, r.stdout, r.stderr]))
-    args, rc, out, err = json.loads(saved.read_text())
-    assert rc == 0, err[-3000:]
-    return subprocess.CompletedProcess(args, rc, out, err), st
+    return labrun.once(tmp_path_factory, testrun_uid, "perf-wifi", "--flavour", "all", "--target",
+                       "vm", "--test", "wifi", "--quick", columns=240)  # fmt: skip
 
 
 def _records(st: Path) -> dict[str, WifiConnections]:
@@ -235,4 +215,3 @@ def test_tables_and_reports_show_the_rows_with_ratios(run: Run) -> None:
     for (_, text), f in zip(cells[1:], FLAVOURS[1:], strict=True):
         assert text.endswith(f"({h2e[f] / h2e['mbedtls']:.2f}×)"), (f, text)
     assert "hostapd heap at idle, AP up" in html
-

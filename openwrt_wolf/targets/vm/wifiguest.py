@@ -30,28 +30,13 @@ from ...errors import WolfError
 from ...locks import locked
 from . import debian
 from .image import Kernel, inspect_bzimage
-from .initramfs import Archive
+from .initramfs import Archive, init_script
 
-_INIT = r"""#!/bin/sh
-/bin/busybox --install -s
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/pts /tmp /var/run /root
-hostname wifi
-ip link set lo up
+# /init's own steps (initramfs.init_script adds the common start and the console loop)
+_INIT = r"""ip link set lo up
 while read -r module options; do
     insmod "/lib/modules/$module" $options || echo "wolf-wifi: insmod $module failed"
 done < /etc/wolf/modules
-trap 'sync; reboot -f' TERM
-trap 'sync; poweroff -f' USR2
-trap 'sync; halt -f' USR1
-while :; do
-    echo "Please press Enter to activate this console."
-    read -r _
-    HOME=/root PS1='root@wifi:\w# ' ENV= /bin/sh </dev/console >/dev/console 2>&1 &
-    wait $!
-done
 """
 
 
@@ -228,7 +213,7 @@ def build(flavours: list[Flavour], heaptrack: Path, etc: dict[str, str], gcc: st
     a.chardev("dev/console", 5, 1)  # the kernel opens it for init before devtmpfs is mounted
     a.copy("bin/busybox", busybox, mode=0o755)
     a.symlink("bin/sh", "busybox")
-    a.file("init", _INIT, mode=0o755)
+    a.file("init", init_script("wifi", _INIT), mode=0o755)
     a.file("usr/bin/wolf-wifi", (paths.DATA_DIR / "perf" / "wifi-guest.sh").read_text(),
            mode=0o755)  # fmt: skip
     for m in mods:
