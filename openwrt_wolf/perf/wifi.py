@@ -8,8 +8,9 @@ the footprint lab's library build) runs in one x86_64 guest with two mac80211_hw
 1. hostapd on wlan0 with heaptrack (LD_PRELOAD); once it reports AP-ENABLED and has idled,
    a SIGUSR2 mark gives its heap at idle with the AP up;
 2. wpa_supplicant on wlan1; both daemons to debug level for one **witness** connection, whose
-   lines (and `wpa_cli status` / `hostapd_cli all_sta` after it) say the key management, the
-   group and, for SAE, hash-to-element or not; both back to their default level;
+   lines (and `wpa_cli status` after it) say the key management, the group each side chose,
+   the PMKID each derived and, for SAE, hash-to-element or not; both back to their default
+   level;
 3. N timed connections: disconnect, forget the PMKSA cache (each connection authenticates in
    full), reconnect. The time is the station's own `-t` event lines, from its first "SME:
    Trying to authenticate" to CTRL-EVENT-CONNECTED; each daemon's CPU time over the connection
@@ -373,6 +374,51 @@ def _metrics(modes: dict[str, WifiMode]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _guest(builds: dict[str, wpad.WpadBuild]) -> tuple[wifiguest.WifiGuest, VmSpec, str]:
+    """The guest for these builds, how QEMU boots it, and the label of where it ran."""
+    c = settings()
+    tc = toolchain.find(spec.get_arch(wpad.ARCH), None)
+    bs = spec.resolve("mbedtls", wpad.data()["release"], "openwrt", wpad.ARCH)  # for its flags
+    shim = programs.shim("heaptrack", bs, tc)
+    guest = wifiguest.build(
+        [wifiguest.Flavour(f, b.wpad, b.hostapd_cli, b.wpa_cli, b.libdir)
+         for f, b in builds.items()],
+        shim, configs(), tc.tool("gcc"),
+    )  # fmt: skip
+    vm_spec = VmSpec(kernel=guest.image, memory_mb=int(c["memory_mb"]), initrd=guest.initramfs,
+                     append=guest.cmdline, extra=tuple(c["qemu_extra"]))  # fmt: skip
+    version = proc.run([binary(vm_spec.kernel), "--version"], timeout=30).output.split()
+    qemu = f"{binary(vm_spec.kernel)} {version[3] if len(version) > 3 else '?'}"
+    machine = (f"{qemu} -M pc TCG {' '.join(c['qemu_extra'])}, Debian {guest.kernel.release}, "
+               "mac80211_hwsim")  # fmt: skip
+    return guest, vm_spec, machine
+
+
+def _record(
+    f: str, b: wpad.WpadBuild, modes_: dict[str, WifiMode], quick: bool, seconds: float,
+    guest: wifiguest.WifiGuest, machine: str, loaded: str,
+) -> WifiConnections:  # fmt: skip
+    lib = b.library
+    where = Where(target="vm", emulated=True, machine=machine, clock="guest instructions")
+    common = NetCommon(
+        flavour=f, library=f"{lib.title} {lib.version} {lib.config}"
+        f"{' ' + lib.ecc if lib.ecc else ''}",
+        backend=f"wpad-basic-{f} (CONFIG_TLS={wpad.data()['flavour'][f]['tls']})",
+        userland_key=b.root.name, footprint_key=lib.cache_key,
+        client="wpa_supplicant of the same wpad build", where=where, target="vm",
+        emulated=True, quick=quick, metrics=_metrics(modes_), seconds=round(seconds, 1),
+    )  # fmt: skip
+    return WifiConnections(
+        common=common, modes=modes_,
+        wpad={"root": str(b.root), "source": b.source, "patches": list(b.patches),
+              "make_options": list(b.make_options), "files": [x.__dict__ for x in b.files],
+              "notes": list(b.notes)},
+        guest={"kernel": f"{guest.kernel.package} {guest.kernel.version}",
+               "release": guest.kernel.release, "modules": " ".join(guest.modules),
+               "proc_modules": loaded, "qemu": machine},
+    )  # fmt: skip
+
+
 def run(
     flavours: tuple[str, ...], *, quick: bool, store_dir: str | None,
     say: Callable[[str], None] = print,
@@ -381,23 +427,8 @@ def run(
     st = store.FileStore(paths.store_dir(store_dir))
     c = settings()
     builds = {f: wpad.build(f, say=say) for f in flavours}
-    a = spec.get_arch(wpad.ARCH)
-    tc = toolchain.find(a, None)
-    bs = spec.resolve("mbedtls", wpad.data()["release"], "openwrt", wpad.ARCH)  # for its flags
-    shim = programs.shim("heaptrack", bs, tc)
     hosttools.ensure("wifi")
-    guest = wifiguest.build(
-        [wifiguest.Flavour(f, b.wpad, b.hostapd_cli, b.wpa_cli, b.libdir)
-         for f, b in builds.items()],
-        shim, configs(), tc.tool("gcc"),
-    )  # fmt: skip
-    vm_spec = VmSpec(kernel=guest.image, memory_mb=int(c["memory_mb"]), initrd=guest.initramfs,
-                     append=guest.cmdline, extra=tuple(c["qemu_extra"]))  # fmt: skip
-    qemu_version = proc.run([binary(vm_spec.kernel), "--version"], timeout=30).output.split()
-    machine = (f"{binary(vm_spec.kernel)} {qemu_version[3] if len(qemu_version) > 3 else '?'} "
-               f"-M pc TCG {' '.join(c['qemu_extra'])}, Debian {guest.kernel.release}, "
-               f"mac80211_hwsim")  # fmt: skip
-    where = Where(target="vm", emulated=True, machine=machine, clock="guest instructions")
+    guest, vm_spec, machine = _guest(builds)
     out = []
     say(f"perf: wifi: booting the x86_64 guest ({guest.kernel.package}, mac80211_hwsim)")
     boot = {k: float(c["timeouts"][k]) for k in ("booting", "console")}
@@ -416,29 +447,11 @@ def run(
                 start = time.monotonic()
                 session = Session(place, quick, say)
                 results = {mode: measure_mode(session, f, mode) for mode in modes()}
-                b = builds[f]
-                lib = b.library
-                common = NetCommon(
-                    flavour=f, library=f"{lib.title} {lib.version} {lib.config}"
-                    f"{' ' + lib.ecc if lib.ecc else ''}",
-                    backend=f"wpad-basic-{f} (CONFIG_TLS={wpad.data()['flavour'][f]['tls']})",
-                    userland_key=b.root.name, footprint_key=lib.cache_key,
-                    client="wpa_supplicant of the same wpad build", where=where, target="vm",
-                    emulated=True, quick=quick, metrics=_metrics(results),
-                    seconds=round(time.monotonic() - start, 1),
-                )  # fmt: skip
-                rec = WifiConnections(
-                    common=common, modes=results,
-                    wpad={"root": str(b.root), "source": b.source, "patches": list(b.patches),
-                          "make_options": list(b.make_options),
-                          "files": [f_.__dict__ for f_ in b.files], "notes": list(b.notes)},
-                    guest={"kernel": f"{guest.kernel.package} {guest.kernel.version}",
-                           "release": guest.kernel.release, "modules": " ".join(guest.modules),
-                           "proc_modules": loaded, "qemu": machine},
-                )  # fmt: skip
+                rec = _record(f, builds[f], results, quick, time.monotonic() - start, guest,
+                              machine, loaded)  # fmt: skip
                 st.put(store.Record(kind=WIFI, key=record_key(f, "vm", "wifi"),
-                                    release=lib.release, device=None, flavour=f,
-                                    data=rec.to_dict()))  # fmt: skip
+                                    release=builds[f].library.release,
+                                    device=None, flavour=f, data=rec.to_dict()))  # fmt: skip
                 out.append(rec)
         finally:
             place.close()
