@@ -45,14 +45,38 @@ def hosttools(c, group="test", install=False):
     host_cli.main(group=group, install=install)
 
 
-@task
+_SOURCES_HELP = {
+    "sources": "directories holding the pinned upstream files by name (comma-separated; also "
+    "$OPENWRT_WOLF_SOURCES), looked at before ../shared/openwrt",
+    "sources_url": "base URLs of mirrors holding them by name (comma-separated; also "
+    "$OPENWRT_WOLF_SOURCES_URL), tried before the public archive URLs",
+}
+
+
+@task(help=_SOURCES_HELP)
 @guarded
-def host_tools(c):
+def host_tools(c, sources=None, sources_url=None):
     """Build OpenWrt's own host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils)
-    from ../shared/openwrt at 25.12.5's pins, once and cached; print where they are."""
+    from the pinned upstream sources (`./wolf sources`), once and cached; print where."""
     from openwrt_wolf.host import cli as host_cli
 
-    host_cli.host_tools()
+    host_cli.host_tools(dirs=sources, urls=sources_url)
+
+
+@task(
+    help={
+        "fetch": "fetch and verify these pins (comma-separated names, or all); print the files",
+        "digest": "print an archive's sha256 and tree-sha256 and the pin it matches",
+        **_SOURCES_HELP,
+    }
+)
+@guarded
+def sources(c, fetch=None, digest=None, sources=None, sources_url=None):
+    """The pinned upstream sources (data/upstream.toml): the table; --fetch gets them from a
+    mirror directory, the cache or the public URL and verifies each (docs/sources.md)."""
+    from openwrt_wolf.host import cli as host_cli
+
+    host_cli.sources(fetch=fetch, digest=digest, dirs=sources, urls=sources_url)
 
 
 # --- size report (issue 2) -------------------------------------------------------------

@@ -19,9 +19,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def setup_logging(verbose: bool = False) -> None:
-    """Commands we run are logged as '$ <line that reproduces it>' on stderr."""
+    """Commands we run are logged as '$ <line that reproduces it>' on stderr, every line
+    through term.clean (no secret, no control character)."""
+    from .term import LogFormatter
+
     level = logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogFormatter("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warning quotes names too: cleaned the same way
+
+
+def _error(*lines: str) -> None:
+    """Error lines on stderr, each cleaned like every other line (term.clean): a newline in
+    a name stays inside its line."""
+    from .term import clean
+
+    print("\n".join(clean(line, newlines=False) for line in lines), file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -53,10 +67,10 @@ def guarded(fn: F) -> F:
             with _hangup_and_term_as_interrupt():
                 return fn(*args, **kwargs)
         except CommandError as e:
-            print(f"error: {e.details()}", file=sys.stderr)
+            _error(f"error: {e.message}", *e.details().split("\n")[1:])
             raise SystemExit(e.exit_code) from None
         except WolfError as e:
-            print(f"error: {e}", file=sys.stderr)
+            _error(f"error: {e}", *([e.note] if e.note else []))
             raise SystemExit(e.exit_code) from None
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
@@ -70,18 +84,30 @@ def guarded(fn: F) -> F:
 # None) and convert them here, inside `guarded`, into one error line.
 
 
-def integer(value: object, option: str, *, default: int, minimum: int | None = None) -> int:
-    """An integer option value (``default`` when not given)."""
+def integer(
+    value: object,
+    option: str,
+    *,
+    default: int,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
+    """An integer option value (``default`` when not given), within its bounds."""
     if value is None or value == "":
         return default
+    text = str(value).strip()
     try:
-        n = int(str(value).strip())
+        if len(text) > 30:  # no option counts that high; int() of 5,000 digits raises
+            raise ValueError
+        n = int(text)
     except ValueError:
         raise WolfError(
-            f"{option} {value!r} is not a whole number", hint=f"e.g. {option} {default}"
+            f"{option} {text[:30]!r} is not a whole number", hint=f"e.g. {option} {default}"
         ) from None
     if minimum is not None and n < minimum:
         raise WolfError(f"{option} {n}: must be at least {minimum}")
+    if maximum is not None and n > maximum:
+        raise WolfError(f"{option} {n}: must be at most {maximum}")
     return n
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 from rich.table import Table
 
 from .. import term
-from ..catalogue import flavours, releases
+from ..catalogue import flavours, names, releases
 from ..errors import WolfError
+from ..trust import escape
 from .driver import build
 from .jobs import Options, Outcome
 
@@ -48,6 +49,8 @@ def main_args(
         n = int(jobs)
     except ValueError:
         raise WolfError(f"-j {jobs!r} is not a number") from None
+    if files:  # FILES= reaches make's command line: checked before any work
+        names.make_variable(f"FILES={Path(files).expanduser()}")
     opts = Options(
         flavour=flavour,
         device=device,
@@ -61,7 +64,7 @@ def main_args(
         force=force,
         store=store,
         luci_https=luci_https,
-        packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
+        packages=names.packages(packages),
         files=path(files),
         feed=path(feed),
         patches=path(patches),
@@ -100,16 +103,16 @@ def show(outcomes: list[Outcome]) -> None:
             _num(fr["limit"]),
             _num(fr.get("rootfs_room")),
             "cached" if o.cached else "built",
-            str(o.path),
+            escape.markup(str(o.path)),
         )
     con = term.console()
     con.print(table)
     for o in outcomes:
         for w in o.record.openwrt_warnings:
-            con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}")
+            con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}", markup=False)
         img = o.record.image()
         if img:
-            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}")
+            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}", markup=False)
 
 
 def render(
@@ -140,7 +143,7 @@ def render(
         log = pth.cache_dir() / "make-info.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         defaults = ImageBuilder(Path(imagebuilder).expanduser()).info(log).defaults(dev.profile)
-    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    extra = names.packages(packages)
     c = pk.changes(rules, defaults, luci_https=luci_https, extra=extra)
     if what == "packages":
         value = pk.packages_value(c)

@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -29,19 +29,22 @@ from .. import paths, proc, term
 from ..catalogue import releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
-from ..firmware import fit
+from ..firmware import artifacts, fit
 from ..firmware.imageformats import squashfs_sb
 from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
+from ..trust import untrusted
 from . import buildroot, download, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, plan
 from .record import KIND, Artifact, BuildRecord
-from .trees import kill_our_make_groups, obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
+from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
-TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)")
+# the TLS library packages of a manifest, with or without the ABI suffix (libmbedtls,
+# libmbedtls21, libwolfssl5.9.1.e624513f), not their companions (libopenssl-conf)
+TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)(?:-?\d[\w.]*)?$")
 
 
 @dataclass
@@ -70,8 +73,8 @@ def build(opts: Options) -> list[Outcome]:
             path = st.root / KIND / f"{job.key}.json"
             try:
                 stored = BuildRecord.from_dict(rec.data if rec is not None else kept or {})
-            except (KeyError, TypeError, ValueError) as e:
-                con.print(f"rebuild {job.label}: its record does not read ({e!r})", markup=False)
+            except WolfError as e:
+                con.print(f"rebuild {job.label}: its record does not read ({e})", markup=False)
             else:
                 changed = _changed_artifacts(stored)
                 if not changed:
@@ -141,8 +144,8 @@ def _kept(job: Job) -> Path:
 
 
 def _kept_record(job: Job) -> dict[str, Any] | None:
-    with contextlib.suppress(OSError, ValueError):
-        d = json.loads(_kept(job).read_text())
+    with contextlib.suppress(WolfError):
+        d = untrusted.load_json(_kept(job), "kept build record")
         if isinstance(d, dict) and d.get("key") == job.key:
             return d
     return None
@@ -153,7 +156,7 @@ def _reuse_kept(job: Job, st: store.FileStore, con: Any) -> Outcome | None:
     kept = _kept_record(job)
     if kept is None:
         return None
-    with contextlib.suppress(KeyError, TypeError, ValueError):
+    with contextlib.suppress(WolfError):
         stored = BuildRecord.from_dict(kept)
         if not _changed_artifacts(stored):
             con.print(f"cached  {job.label}: another run just built it", markup=False)
@@ -260,9 +263,8 @@ def _run_group(
 
     if n == 1:
         return [one(j) for j in jobs]
-    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ib")
-    futures: list[Future[Outcome]] = [pool.submit(one, j) for j in jobs]
-    try:
+    with proc.workers(n, "ib") as pool:  # Ctrl-C/TERM stop the running makes (proc.stop_all)
+        futures: list[Future[Outcome]] = [pool.submit(one, j) for j in jobs]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
         failed = [f for f in finished if f.exception() is not None]
         if failed:
@@ -273,13 +275,6 @@ def _run_group(
             assert exc is not None
             raise exc
         return [f.result() for f in futures]
-    except KeyboardInterrupt:
-        for f in futures:
-            f.cancel()
-        kill_our_make_groups()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _sdk_packages(
@@ -423,7 +418,7 @@ def _build_one(
 
     with proc.recording() as cmds:
         t = time.monotonic()
-        manifest = ib.manifest(dev.profile, value, log)
+        manifest = ib.manifest(dev.profile, value, log, group.info.defaults(dev.profile))
         phases["manifest"] = time.monotonic() - t
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()
@@ -537,12 +532,12 @@ def _measure(
         notes.append(f"no root.squashfs in {kdir}")
     images: dict[str, str] = {}
     pj = bin_dir / "profiles.json"
-    if pj.is_file():
-        prof = json.loads(pj.read_text()).get("profiles", {}).get(dev.profile, {})
-        images = {i["name"]: i["type"] for i in prof.get("images", [])}
+    if pj.exists():  # what the ImageBuilder wrote: read as untrusted as any other
+        prof = artifacts.load_profiles_json(pj).profiles.get(dev.profile)
+        images = {i.name: i.type for i in prof.images} if prof else {}
     sums = {}
-    if (bin_dir / "sha256sums").is_file():
-        sums = download.parse_sha256sums((bin_dir / "sha256sums").read_text())
+    if (bin_dir / "sha256sums").exists():
+        sums = download.parse_sha256sums(untrusted.read_text(bin_dir / "sha256sums", "sha256sums"))
     for f in sorted(bin_dir.iterdir()):
         if not f.is_file() or f.name in (kernel.name, "root.squashfs"):
             continue

@@ -1,8 +1,9 @@
-"""A directory of packages a what-if swap takes files from: ``index.json`` (name, version,
-depends, conflicts, provides, file, as the stand-in ImageBuilder's packages/ has it) beside the
-archives, each a gzip'd tar of the files the package installs (the ``.apk`` files of that
-index). OpenWrt 25.12's own APK v3 (ADB) packages are not read: a file that is not a tar
-archive is one error line saying so."""
+"""A directory of packages a what-if swap takes files from, as an ImageBuilder's packages/
+holds them: OpenWrt 25.12's ``packages.adb`` with APK v3 (ADB) packages, 24.10's opkg
+``Packages`` with ``.ipk`` files (both read in firmware/pkgformats.py), or an ``index.json``
+list (name, version, depends, conflicts, provides, file) beside gzip'd tars of the files each
+package installs. A package is found by its name or by what it provides: OpenWrt names a
+package with its ABI version (libmbedtls21) and has it provide the plain name (libmbedtls)."""
 
 from __future__ import annotations
 
@@ -35,13 +36,37 @@ class Package:
     depends: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     provides: tuple[str, ...] = ()
+    abi: str = ""  # ABI_VERSION, the suffix of name (libmbedtls21: "21")
+    format: str = "tar"  # "tar" (index.json), "adb" (packages.adb), "ipk" (Packages)
+    apk: Path | None = None  # apk-tools that reads an "adb" package
     _files: list[PackageFile] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def base(self) -> str:
+        """The name without its ABI suffix, as index.json (format 2) and flavours name it."""
+        plain = self.name.removesuffix(self.abi) if self.abi else self.name
+        return plain[:-1] if self.abi and plain.endswith("-") and plain[-2:-1].isdigit() else plain
 
     def files(self) -> list[PackageFile]:
         """The regular files it installs (read from the archive once)."""
         if not self._files:
-            self._files.extend(_members(self.file))
+            if self.format == "tar":
+                self._files.extend(_members(self.file))
+            else:
+                self._files.extend(PackageFile(*f) for f in _format_files(self))
         return self._files
+
+
+def _format_files(pkg: Package) -> list[tuple[str, int, str]]:
+    from . import pkgformats
+
+    if pkg.format == "adb":
+        assert pkg.apk is not None
+        return pkgformats.adb_files(pkg.apk, pkg.file)
+    try:
+        return pkgformats.ipk_files(pkg.file)
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise WolfError(f"package {pkg.file} is not an .ipk ({e})") from None
 
 
 def _not_a_package(archive: Path, e: Exception) -> WolfError:
@@ -86,6 +111,22 @@ def _extract_within(tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: 
 
 def extract(pkg: Package, root: Path) -> None:
     """Install the package's files under root, as the ImageBuilder's install step does."""
+    if pkg.format == "adb":
+        from . import pkgformats
+
+        assert pkg.apk is not None
+        pkgformats.adb_extract(pkg.apk, pkg.file, root)
+        return
+    if pkg.format == "ipk":
+        from . import pkgformats
+
+        try:
+            with pkgformats.ipk_data(pkg.file) as tar:
+                _extract_within(tar, [m for m in tar.getmembers() if m.name not in (".", "./")],
+                                root)  # fmt: skip
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise WolfError(f"package {pkg.file} is not an .ipk ({e})") from None
+        return
     try:
         with tarfile.open(pkg.file, "r:*") as tar:
             members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
@@ -114,6 +155,16 @@ class Index:
             hit = self.packages[self.providers[name]]
         return hit
 
+    def format(self) -> str:
+        """How its packages are stored: "adb", "ipk" or "tar"."""
+        return next((p.format for p in self.packages.values()), "tar")
+
+    def base(self, name: str) -> str:
+        """A package name as flavours name it: without the ABI suffix (libustream-mbedtls20201210
+        -> libustream-mbedtls); a name the index does not know stays as it is."""
+        pkg = self.packages.get(name)
+        return pkg.base if pkg else name
+
 
 def _strings(v: object, where: str) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -123,39 +174,59 @@ def _strings(v: object, where: str) -> tuple[str, ...]:
 
 def load(directory: Path) -> Index:
     """The index of a packages directory; one error line when it is not one."""
+    from . import pkgformats
+    from .imageformats import bounded
+
     directory = Path(directory)
     idx = directory / "index.json"
     if not directory.is_dir():
         raise WolfError(
             f"packages directory not found: {directory}", hint="give the ImageBuilder's packages/"
         )
-    if not idx.is_file():
+    fmt, apk, where = "tar", None, str(idx)
+    if (directory / "packages.adb").is_file():
+        bounded.read_file(directory / "packages.adb", "package index", MAX_INDEX)
+        fmt, apk, where = "adb", pkgformats.find_apk(directory), str(directory / "packages.adb")
+        raw: object = pkgformats.adb_index(apk, directory)
+    elif (directory / "Packages").is_file():
+        text = bounded.read_file(directory / "Packages", "package index", MAX_INDEX)
+        fmt, where = "ipk", str(directory / "Packages")
+        raw = pkgformats.opkg_index(text.decode(errors="replace"))
+    elif not idx.is_file():
         raise WolfError(
-            f"no index.json in {directory}",
-            hint="give a packages directory with index.json (the stand-in ImageBuilder's)",
+            f"no packages.adb, Packages or index.json in {directory}",
+            hint="give the ImageBuilder's packages/ directory",
         )
-    from .imageformats import bounded
-
-    try:
-        raw = json.loads(bounded.read_file(idx, "package index", MAX_INDEX))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise WolfError(f"cannot read {idx}: {e}") from None
+    else:
+        try:
+            raw = json.loads(bounded.read_file(idx, "package index", MAX_INDEX))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise WolfError(f"cannot read {idx}: {e}") from None
+        if isinstance(raw, dict) and raw.get("version") == 2:
+            raise WolfError(
+                f"{idx} is OpenWrt's index.json format 2 (names and versions only) and there "
+                "is no packages.adb beside it",
+                hint="give the packages/ directory that holds packages.adb and the .apk files",
+            )
     if not isinstance(raw, list):
-        raise WolfError(f"{idx}: expected a list of packages")
+        raise WolfError(f"{where}: expected a list of packages")
     out: dict[str, Package] = {}
     for i, p in enumerate(raw):
-        where = f"{idx} entry {i}"
+        entry = f"{where} entry {i}"
         if not isinstance(p, dict) or not all(isinstance(p.get(k), str) for k in ("name", "file")):
-            raise WolfError(f"{where}: needs name and file")
+            raise WolfError(f"{entry}: needs name and file")
         f = directory / p["file"]
-        if Path(p["file"]).name != p["file"]:
-            raise WolfError(f"{where}: file {p['file']!r} is not a name in {directory}")
+        if Path(p["file"]).name != p["file"] or not p["file"]:
+            raise WolfError(f"{entry}: file {p['file']!r} is not a name in {directory}")
         out[p["name"]] = Package(
             name=p["name"],
             version=str(p.get("version", "")),
             file=f,
-            depends=_strings(p.get("depends", []), where),
-            conflicts=_strings(p.get("conflicts", []), where),
-            provides=_strings(p.get("provides", []), where),
+            depends=_strings(p.get("depends", []), entry),
+            conflicts=_strings(p.get("conflicts", []), entry),
+            provides=_strings(p.get("provides", []), entry),
+            abi=str(p.get("abi", "")),
+            format=fmt,
+            apk=apk,
         )
     return Index(directory, out)

@@ -11,6 +11,7 @@ include/image.mk's options at the image's own block size and timestamp. The fit 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -44,6 +45,8 @@ _TIMEOUT = 600.0
 class Swap:
     removed: tuple[str, ...]  # packages that leave the image
     added: tuple[str, ...]  # packages that come in
+    asked_out: tuple[str, ...] = field(default=(), compare=False)  # of removed: no longer asked for
+    asked_in: tuple[str, ...] = field(default=(), compare=False)  # what it asks for instead
 
 
 @dataclass(frozen=True)
@@ -112,12 +115,14 @@ def plan(installed: set[str], index: pkgsource.Index, release: str, frm: str, to
     roots |= {p for p in installed if p not in gone and index.get(p) is None}
     after = _closure(roots, index)
     _check_conflicts(after, index, to)
-    return Swap(tuple(sorted(installed - after)), tuple(sorted(after - installed)))
+    return Swap(tuple(sorted(installed - after)), tuple(sorted(after - installed)),
+                tuple(sorted(gone & installed)), tuple(sorted(new)))  # fmt: skip
 
 
 def _name(index: pkgsource.Index, want: str) -> str:
+    """The package that satisfies want, by its ABI-less name (the names flavours use)."""
     pkg = index.get(want)
-    return pkg.name if pkg else want
+    return pkg.base if pkg else want
 
 
 def _closure(roots: set[str], index: pkgsource.Index) -> set[str]:
@@ -134,9 +139,9 @@ def _closure(roots: set[str], index: pkgsource.Index) -> set[str]:
                 )
             out.add(want)
             continue
-        if pkg.name in out:
+        if pkg.base in out:
             continue
-        out.add(pkg.name)
+        out.add(pkg.base)
         todo += pkg.depends
     return out
 
@@ -146,11 +151,11 @@ def _check_conflicts(names: set[str], index: pkgsource.Index, to: str) -> None:
         pkg = index.get(n)
         for c in pkg.conflicts if pkg else ():
             other = index.get(c)
-            if other is not None and other.name in names and other.name != n:
+            if other is not None and other.base in names and other.base != n:
                 users = sorted(u for u in names if (q := index.get(u)) and c in q.depends)
                 by = f" (needed by {', '.join(users)})" if users else ""
                 raise WolfError(
-                    f"the {to} image would hold {n} and {other.name}{by}, which conflict",
+                    f"the {to} image would hold {n} and {other.base}{by}, which conflict",
                     hint="an installed package needs the old flavour's one; build it instead",
                 )
 
@@ -234,6 +239,42 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
     return notes
 
 
+# what a build's apk leaves in the rootfs besides the packages' own files
+APK_DATABASE = ("lib/apk/db/installed", "lib/apk/db/scripts.tar.gz", "lib/apk/db/triggers",
+                "etc/apk/world")  # fmt: skip
+
+
+def _apk_database(
+    root: Path, swap: Swap, index: pkgsource.Index, planned: set[str], work: Path, epoch: int
+) -> None:
+    """Replace the rootfs's apk database with the one a build of the new flavour writes:
+    /etc/apk/world loses what the build no longer asks for and gains what it asks for instead
+    (with the ABI suffix, as the ImageBuilder's FormatPackages names them), and apk itself
+    writes the database for that world (pkgformats.apk_database)."""
+    from . import pkgformats
+
+    world_file = root / "etc" / "apk" / "world"
+    world = world_file.read_text().split() if world_file.is_file() else []
+    entry = {index.base(re.split(r"[<>=~]", w, maxsplit=1)[0]): w for w in world}
+    new = [w for n, w in entry.items() if n not in swap.asked_out]
+    new += [pkg.name for n in swap.asked_in if n not in entry and (pkg := index.get(n))]
+    arch_file = root / "etc" / "apk" / "arch"
+    arch = arch_file.read_text().split()[0] if arch_file.is_file() else ""
+    apk = next(p.apk for p in index.packages.values() if p.apk)
+    scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch)
+    got = {index.base(n) for n in pkgformats.apk_installed(scratch)}
+    if got != planned:  # apk resolved the new world to other packages than the swap
+        raise WolfError(
+            f"apk installs other packages for the {index.source} world than the swap planned: "
+            f"+{sorted(got - planned)} -{sorted(planned - got)}",
+            hint="give --packages the packages the image was built from",
+        )
+    for rel in APK_DATABASE:
+        if (scratch / rel).is_file():
+            shutil.copyfile(scratch / rel, root / rel)
+    shutil.rmtree(scratch)
+
+
 def repack(tools: openwrt_tools.OpenWrtTools, root: Path, out: Path, block: int, when: int) -> int:
     """OpenWrt's mksquashfs4 over root; SOURCE_DATE_EPOCH = the image's own mkfs time, as
     rules.mk exports it for the build (every inode and the superblock take it)."""
@@ -305,12 +346,27 @@ def _release(inp: _Input, root: Path, release: str | None) -> str:
 
 
 def _installed(inp: _Input, root: Path, index: pkgsource.Index) -> tuple[set[str], str]:
+    """The installed packages by their ABI-less names (a .manifest and the rootfs's package
+    lists name them with the ABI suffix: libmbedtls21)."""
     if inp.art.manifest:
-        return {p.name for p in inp.art.manifest}, "the image's .manifest"
-    rootfs = inp.art.rootfs
-    if rootfs and rootfs.package_source:
-        return {p.name for p in rootfs.packages}, f"the rootfs's {rootfs.package_source}"
-    return _installed_by_content(root, index), f"files matched against {index.source}"
+        names, where = {p.name for p in inp.art.manifest}, "the image's .manifest"
+    elif (rootfs := inp.art.rootfs) and rootfs.package_source:
+        names, where = {p.name for p in rootfs.packages}, f"the rootfs's {rootfs.package_source}"
+    else:
+        names, where = _installed_by_content(root, index), f"files matched against {index.source}"
+    return {index.base(n) for n in names}, where
+
+
+def image_tools(packages: Path, step: Callable[[str], None]) -> openwrt_tools.OpenWrtTools:
+    """mksquashfs4 and unsquashfs4 of the ImageBuilder whose packages/ is given (its
+    staging_dir/host/bin, the tools its own images were made with); OpenWrt's tools built from
+    ../shared only when it has none."""
+    from . import pkgformats
+
+    mk, un = (pkgformats.ib_tool(packages, n) for n in ("mksquashfs4", "unsquashfs4"))
+    if mk and un and mk.parent == un.parent:
+        return openwrt_tools.OpenWrtTools(mk.parent, ("the ImageBuilder's staging_dir/host/bin",))
+    return openwrt_tools.ensure(progress=step)
 
 
 def predict(
@@ -345,7 +401,7 @@ def predict(
         where=f"rootfs in {inp.image}",
         offset=offset,
     )
-    tools = openwrt_tools.ensure(progress=step)
+    tools = image_tools(Path(packages), step)
     work_top = paths.cache_dir() / "what-if"
     work_top.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work_top, prefix="run-") as tmp:
@@ -364,7 +420,10 @@ def predict(
         swap = plan(installed, index, rel, frm, to)
         step(f"swapping {frm} for {to}: -{len(swap.removed)} +{len(swap.added)} packages")
         notes = apply(root, swap, index, installed - set(swap.removed))
-        if (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
+        if index.format() == "adb" and (root / "lib/apk/db/installed").is_file():
+            planned = installed - set(swap.removed) | set(swap.added)
+            _apk_database(root, swap, index, planned, work, sb.mkfs_time)
+        elif (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
             notes.append(
                 "the package database inside the rootfs is left as it was (a few hundred bytes)"
             )

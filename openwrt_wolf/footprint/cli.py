@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..catalogue import releases
 from ..errors import WolfError
+from ..host import upstream
 from ..term import console
 from . import components, lab, report, spec
 from .model import Footprint
@@ -36,6 +37,7 @@ def main(
     stack: bool = False,
     component: str | None = None,
 ) -> list[Footprint]:
+    upstream.use_mirrors(_list(sources, (), ()))  # the stack's upstream sources, too
     if stack:
         stack_main(arch=arch, toolchain=toolchain, markdown=markdown, store=store)
         return []
@@ -45,7 +47,7 @@ def main(
         release=rel.name,
         libraries=_list(library, spec.LIBRARIES, spec.LIBRARIES),
         configs=_list(config, ("openwrt",), ("openwrt", "minimal", "small")),
-        ecc=_list(ecc, (), ("sp-p256", "generic")),
+        ecc=_eccs(ecc),
         toolchain=toolchain,
         smoke=smoke,
         sources=_list(sources, (), ()),
@@ -79,6 +81,20 @@ def main(
     if outcome.errors:
         raise outcome.errors[0]  # the other builds are done, stored and cached
     return fps
+
+
+def _eccs(value: str | None) -> tuple[str, ...]:
+    """--ecc checked against the ECC choices data/footprint/ offers, before any work: an
+    unknown one would otherwise be ignored for configs without a choice and build them all."""
+    choices = spec.ecc_names()
+    eccs = _list(value, (), tuple(choices))
+    bad = [e for e in eccs if e not in choices]
+    if bad or (value is not None and value.strip() and not eccs):
+        shown = ", ".join(repr(b) for b in bad) or repr(value)
+        raise WolfError(
+            f"--ecc {shown}: not an ECC choice", hint=f"one of: {', '.join(choices)}, all"
+        )
+    return eccs
 
 
 def _versions(value: str | None) -> tuple[tuple[str, str], ...]:

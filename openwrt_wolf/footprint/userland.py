@@ -40,6 +40,7 @@ from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
 from ..locks import locked
 from ..results import store
+from ..trust import untrusted
 from . import lab, measure, spec, toolchain
 from .model import Footprint, LibraryFile
 
@@ -547,7 +548,7 @@ def _to_dict(ub: UserlandBuild) -> dict[str, Any]:
 
 def _load(entry: Path) -> UserlandBuild | None:
     try:
-        d = json.loads((entry / RESULT).read_text())
+        d = untrusted.load_json(entry / RESULT, "userland cache entry")
         opt = {k: Path(d[k]) if d[k] else None for k in ("px5g", "uencrypt")}
         return UserlandBuild(
             root=Path(d["root"]),
@@ -567,7 +568,7 @@ def _load(entry: Path) -> UserlandBuild | None:
             library=Footprint.from_dict(d["library"]),
             notes=tuple(d["notes"]),
         )
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+    except (WolfError, KeyError, TypeError):
         return None  # an older or damaged entry: rebuilt
 
 

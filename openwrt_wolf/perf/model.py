@@ -3,17 +3,19 @@ store.Record(kind=<KIND>, flavour=<flavour>, key=<flavour>-<target>-<test>, data
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
+
+from ..trust import untrusted
 
 CRYPTO = "perf-crypto"
 
 T = TypeVar("T")
 
 
-def _from_dict(cls: type[T], d: dict[str, Any]) -> T:
-    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in d.items() if k in known})
+def _from_dict(cls: type[T], d: Any, where: str | None) -> T:
+    """A record of the lab read back: every field checked, nested ones too (untrusted.typed)."""
+    return untrusted.typed(cls, d, where or f"{cls.__name__} record")
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,8 @@ class CryptoSpeed:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CryptoSpeed:
-        return _from_dict(cls, {**d, "where": Where(**d["where"])})
+    def from_dict(cls, d: Any, where: str | None = None) -> CryptoSpeed:
+        return _from_dict(cls, d, where)
 
 
 def record_key(flavour: str, target: str, test: str) -> str:
@@ -113,8 +115,8 @@ class Handshakes:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Handshakes:
-        return _from_dict(cls, {**d, "common": _common(d)})
+    def from_dict(cls, d: Any, where: str | None = None) -> Handshakes:
+        return _from_dict(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,8 @@ class HeapUse:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HeapUse:
-        return _from_dict(cls, {**d, "common": _common(d),
-                                "download": HeapPhase(**d["download"]),
-                                "server": [HeapPhase(**p) for p in d["server"]]})  # fmt: skip
+    def from_dict(cls, d: Any, where: str | None = None) -> HeapUse:
+        return _from_dict(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,8 @@ class Soak:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Soak:
-        return _from_dict(cls, {**d, "common": _common(d)})
+    def from_dict(cls, d: Any, where: str | None = None) -> Soak:
+        return _from_dict(cls, d, where)
 
 
 WIFI = "perf-wifi"
@@ -222,13 +222,8 @@ class WifiConnections:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WifiConnections:
-        modes = {}
-        for name, m in d["modes"].items():
-            heaps = {k: HeapPhase(**m[k]) if m.get(k) else None
-                     for k in ("heap_idle", "heap_connections")}  # fmt: skip
-            modes[name] = _from_dict(WifiMode, {**m, **heaps})
-        return _from_dict(cls, {**d, "common": _common(d), "modes": modes})
+    def from_dict(cls, d: Any, where: str | None = None) -> WifiConnections:
+        return _from_dict(cls, d, where)
 
 
 def _flat(obj: Any) -> dict[str, Any]:
@@ -236,11 +231,6 @@ def _flat(obj: Any) -> dict[str, Any]:
     emulated there)."""
     d = asdict(obj)
     return {**d["common"], **d}
-
-
-def _common(d: dict[str, Any]) -> NetCommon:
-    c = d["common"]
-    return _from_dict(NetCommon, {**c, "where": Where(**c["where"])})
 
 
 def metric(value: float, unit: str) -> dict[str, Any]:

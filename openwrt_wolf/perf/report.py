@@ -6,9 +6,11 @@ Row labels of the network tests are the comparison report's (data/comparison.tom
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.table import Table
 
+from ..errors import WolfError
 from ..report.comparison import metrics as comparison_metrics
 from ..results import store
 from .crypto import settings
@@ -49,18 +51,25 @@ class Stored:
 
 
 def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
+    """The lab's records of each flavour; one of the wrong shape is skipped with the store's
+    warning naming its file and field."""
     out = Stored()
+    kinds: tuple[tuple[str, str, Any, dict[str, Any]], ...] = (
+        (CRYPTO, "crypto", CryptoSpeed, out.crypto),
+        (HANDSHAKE, "handshake", Handshakes, out.handshake),
+        (MEMORY, "memory", HeapUse, out.memory),
+        (SOAK, "soak", Soak, out.soak),
+        (WIFI, "wifi", WifiConnections, out.wifi),
+    )
     for f in flavours:
-        if rec := st.get(CRYPTO, record_key(f, target, "crypto")):
-            out.crypto[f] = CryptoSpeed.from_dict(rec.data)
-        if rec := st.get(HANDSHAKE, record_key(f, target, "handshake")):
-            out.handshake[f] = Handshakes.from_dict(rec.data)
-        if rec := st.get(MEMORY, record_key(f, target, "memory")):
-            out.memory[f] = HeapUse.from_dict(rec.data)
-        if rec := st.get(SOAK, record_key(f, target, "soak")):
-            out.soak[f] = Soak.from_dict(rec.data)
-        if rec := st.get(WIFI, record_key(f, target, "wifi")):
-            out.wifi[f] = WifiConnections.from_dict(rec.data)
+        for kind, test, model, into in kinds:
+            rec = st.get(kind, record_key(f, target, test))
+            if rec is None:
+                continue
+            try:
+                into[f] = model.from_dict(rec.data, f"{kind} record {rec.path}")
+            except WolfError as e:
+                store.skipped(e)
     return out
 
 

@@ -6,6 +6,7 @@ half-written or lost. Layout: <root>/<kind>/<key>.json; a replaced record is kep
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import logging
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import WolfError
+from ..trust import untrusted
 
 SCHEMA_VERSION = 1
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -55,9 +57,12 @@ class Record:
     data: dict[str, Any]
     created: str = field(default_factory=now_utc)
     schema_version: int = SCHEMA_VERSION
+    path: str | None = field(default=None, compare=False)  # the file it was read from
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": f"openwrt-wolf/record/{self.schema_version}", **asdict(self)}
+        d = asdict(self)
+        del d["path"]
+        return {"schema": f"openwrt-wolf/record/{self.schema_version}", **d}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "record") -> Record:
@@ -77,12 +82,54 @@ class Record:
             # bool is an int to Python, never a schema version
             if not isinstance(d[name], types) or isinstance(d[name], bool):
                 want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-                raise WolfError(
-                    f"{where}: field {name!r} is {json.dumps(d[name])[:40]}, not {want}"
-                )
+                what = untrusted.describe(d[name])
+                raise WolfError(f"{where}: field {name} is {what}, not {want}")
         if not _KEY.match(d["kind"]) or not _KEY.match(d["key"]):
             raise WolfError(f"{where}: kind/key {d['kind']!r}/{d['key']!r} are not record names")
         return cls(**{k: d[k] for k in _TYPES})
+
+
+MAX_RECORD = untrusted.MAX_JSON
+
+
+def skipped(e: WolfError) -> None:
+    """The one warning for a record that is not read (its file named in ``e``)."""
+    log.warning("warning: skipped result record %s (delete it or re-run the job that "
+                "wrote it)", e)  # fmt: skip
+
+
+def _listable(d: Path, what: str) -> bool:
+    """Whether ``d`` is a directory to list: False when it is absent, WolfError when it is
+    there but cannot be listed (unreadable, a symlink loop) or is no directory."""
+    try:
+        st = d.stat()
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise WolfError(f"{what} {d}: {untrusted.os_reason(e)}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise WolfError(f"{what} {d} is {untrusted.kind_of(st.st_mode)}, not a directory")
+    return True
+
+
+def _records_in(d: Path) -> list[Path]:
+    return [p for p in untrusted.listdir(d, "store directory") if p.name.endswith(".json")]
+
+
+def _subdirs(d: Path) -> list[Path]:
+    """The directories in ``d`` (kinds, or a record's kept versions); no hidden ones."""
+    if not _listable(d, "store directory"):
+        return []
+    out = []
+    for p in untrusted.listdir(d, "store directory"):
+        if p.name.startswith("."):
+            continue
+        try:
+            if stat.S_ISDIR(p.stat().st_mode):
+                out.append(p)
+        except OSError:
+            continue  # a dangling link or a loop among the kinds: no kind of ours
+    return out
 
 
 class Store(Protocol):
@@ -170,10 +217,13 @@ class FileStore:
     def _keep(self, path: Path) -> None:
         """Records are only ever added: the one a put replaces (a forced rebuild of the same
         request) stays as <kind>/.history/<key>/<its created>.json. A hard link, made before
-        the new file is renamed over the old, so no reader sees the record missing."""
+        the new file is renamed over the old, so no reader sees the record missing. What is
+        no file (a FIFO, a directory) is not kept; a file that does not read is, by its mtime."""
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return
         try:
-            created = str(json.loads(path.read_text()).get("created", ""))
-        except (OSError, ValueError):
+            created = self._load(path).created
+        except WolfError:
             created = ""
         stamp = re.sub(r"[^0-9A-Za-z]", "", created) or f"mtime{path.stat().st_mtime_ns}"
         dest = path.parent / HISTORY / path.stem / f"{stamp}.json"
@@ -197,7 +247,8 @@ class FileStore:
         out = {(r.key, r.created): r for r in self.query(kind, release=release, device=device,
                                                          flavour=flavour)}
         old = self.root / kind / HISTORY
-        for path in sorted(old.glob("*/*.json")) if old.is_dir() else []:
+        kept = [p for d in _subdirs(old) for p in _records_in(d)]
+        for path in sorted(kept):
             r = self._load_or_warn(path)
             if r is None:
                 continue
@@ -217,30 +268,28 @@ class FileStore:
         return self._load_or_warn(path)
 
     def _load(self, path: Path) -> Record:
-        try:
-            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would hang the read
-                raise WolfError(f"{path}: not a regular file")
-            return Record.from_dict(json.loads(path.read_bytes()), str(path))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise WolfError(f"{path}: not JSON ({e})") from None
-        except OSError as e:
-            raise WolfError(f"{path}: cannot read it ({e.strerror or e})") from None
+        """The record in a file, read through untrusted.py: a regular file of at most
+        MAX_RECORD bytes, JSON with finite 64-bit numbers, the envelope checked."""
+        doc = untrusted.load_json(path, "", MAX_RECORD)
+        return dataclasses.replace(Record.from_dict(doc, str(path)), path=str(path))
 
     def _load_or_warn(self, path: Path) -> Record | None:
         try:
             return self._load(path)
         except WolfError as e:
-            log.warning("warning: skipped result record %s (delete it or re-run the job that "
-                        "wrote it)", e)  # fmt: skip
+            skipped(e)
             return None
 
     def _paths(self, kind: str | None) -> Iterator[Path]:
-        if not self.root.is_dir():
+        """The record files of a kind (every kind: None). A kind directory that cannot be
+        listed is an error, not an empty kind: a report or a --fail-on gate must not pass on
+        records it never saw."""
+        if not _listable(self.root, "store"):
             return
-        kinds = [self.root / kind] if kind else sorted(p for p in self.root.iterdir() if p.is_dir())
+        kinds = [self.root / kind] if kind else sorted(_subdirs(self.root))
         for d in kinds:
-            if d.is_dir():
-                yield from sorted(d.glob("*.json"))
+            if _listable(d, "store directory"):
+                yield from sorted(_records_in(d))
 
     def query(
         self,

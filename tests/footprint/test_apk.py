@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.errors import WolfError
 from openwrt_wolf.footprint import apk
-from tests.conftest import need_tools, unavailable
+from tests.conftest import need_tools, upstream_source
 from tests.footprint.adbfile import ADB, SIG, AdbFile, signature_block
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds
@@ -49,15 +48,8 @@ def _run(*argv: str | Path, check: bool = True) -> subprocess.CompletedProcess[s
 @pytest.fixture(scope="module")
 def apks() -> dict[str, Path]:
     need_tools(*TOOLS)
-    out = {}
-    for lib in LIBS:
-        try:
-            out[lib] = apk.native_build(lib, version=VERSIONS.get(lib)).binary
-        except WolfError as e:
-            if "apk-tools" in e.message and "not found" in e.message.lower():
-                unavailable(e.message)
-            raise
-    return out
+    upstream_source(str(apk.data()["apk"]["upstream"]))  # apk-tools, through the fetcher
+    return {lib: apk.native_build(lib, version=VERSIONS.get(lib)).binary for lib in LIBS}
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from openwrt_wolf.footprint import lab as fp_lab
 from openwrt_wolf.perf.model import HANDSHAKE, MEMORY, SOAK, Handshakes, HeapUse, Soak
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results import store
-from tests.conftest import need_tools
+from tests.conftest import need_tools, userland_sources
 from tests.perf import labrun
 from tests.perf.labrun import Run
 
@@ -43,6 +43,7 @@ pytestmark = pytest.mark.timeout(5400)
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Run:
     need_tools(*TOOLS)
+    userland_sources()
     return labrun.once(tmp_path_factory, testrun_uid, "perf-net", "--flavour", "all", "--target",
                        "qemu", "--quick", "--test", "handshake,memory,soak")  # fmt: skip
 

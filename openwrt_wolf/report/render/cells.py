@@ -56,21 +56,28 @@ def delta_text(dev: DeviceReport, flavour: str, row: str) -> str:
     return "" if d is None else f" ({signed(d)} vs {BASELINE})"
 
 
-def table_rows(dev: DeviceReport) -> list[tuple[str, list[str]]]:
-    """(label, one text per flavour column) for every row, memory rows when measured."""
+def table_cells(dev: DeviceReport) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(label, one (value, difference to mbedtls or '') per flavour column) for every row,
+    memory rows when measured. HTML sets the difference on a line of its own."""
     out = []
     for row, label in ROWS:
         out.append(
-            (
-                label,
-                [cell_text(dev, dev.cells[f], row) + delta_text(dev, f, row) for f in dev.flavours],
-            )
-        )
+            (label, [(cell_text(dev, dev.cells[f], row), delta_text(dev, f, row).strip())
+                     for f in dev.flavours])
+        )  # fmt: skip
     for key in MEMORY_FIELDS:
         if any(key in dev.cells[f].mem_kb for f in dev.flavours):
             vals = [dev.cells[f].mem_kb.get(key) for f in dev.flavours]
-            out.append((f"{key} (median, kB)", [num(v) for v in vals]))
+            out.append((f"{key} (median, kB)", [(num(v), "") for v in vals]))
     return out
+
+
+def table_rows(dev: DeviceReport) -> list[tuple[str, list[str]]]:
+    """(label, one text per flavour column): table_cells with the difference appended."""
+    return [
+        (label, [f"{text} {delta}" if delta else text for text, delta in cells])
+        for label, cells in table_cells(dev)
+    ]
 
 
 def notes(dev: DeviceReport) -> list[str]:
