@@ -100,7 +100,16 @@ def fetch_source() -> Path:
     ($OPENWRT_WOLF_SHARED or ../shared: openwrt/offline/dl), --sources/$OPENWRT_WOLF_SOURCES,
     then OpenWrt's source mirrors."""
     shared = [upstream.shared_dir() / d for d in data()["source"]["shared_dirs"]]
-    return sources.fetch(hostapd_source(), local=[d for d in shared if d.is_dir()])
+    src = hostapd_source()
+    try:
+        return sources.fetch(src, local=[d for d in shared if d.is_dir()])
+    except upstream.Unavailable as e:
+        raise upstream.Unavailable(
+            e.message.split(", and Debian")[0],
+            hint=f"put {src.file} (sha256 {src.sha256[:12]}…, OpenWrt's PKG_MIRROR_HASH) in a "
+            f"folder named by ${sources.SOURCES_ENV}, or in "
+            f"{shared[0] if shared else upstream.shared_dir()}",
+        ) from None
 
 
 def package_dir(tree: Path) -> Path:
@@ -159,12 +168,12 @@ def build(flavour: str, *, say: Callable[[str], None] = print, rebuild: bool = F
     hosttools.ensure(hosttools.groups()["wpad"])
     a = spec.get_arch(ARCH)
     tc = toolchain.find(a, None)
+    tarball = fetch_source()  # the sources first: a missing one before any build
+    pkg = package_dir(upstream.openwrt_tree(data()["release"]))
     fv = userland.flavour(flavour)
     bs = spec.resolve(fv.library, data()["release"], fv.config, ARCH, version=fv.version)
     fp = lab.build_one(bs, tc, lab.Request(arch=ARCH, libraries=(fv.library,),
                                            configs=(fv.config,)))  # fmt: skip
-    tarball = fetch_source()
-    pkg = package_dir(upstream.openwrt_tree(data()["release"]))
     key = _key(flavour, tc, fp, tarball, pkg)
     entry = root_dir() / key
     with locked(root_dir() / f"{key}.lock"):
