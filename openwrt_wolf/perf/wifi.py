@@ -236,7 +236,9 @@ def measure_mode(s: Session, flavour: str, mode: str) -> WifiMode:
         if not connected or wrong:
             why = wrong or "no connection"
             lines = f"{witness['hostapd']}\n{witness['wpa_supplicant']}".splitlines()
-            errs = [ln for ln in lines if ERROR_LINE.search(ln)]
+            # each distinct complaint once, without its time stamp (a station retries)
+            said = (ln.split(": ", 1)[-1] for ln in lines if ERROR_LINE.search(ln))
+            errs = list(dict.fromkeys(said))
             s.say(f"perf: {flavour}: wifi {mode}: none ({why}; {errs[0] if errs else ''})")
             return WifiMode(mode, title, n, 0, 0, [], [], None, {}, [], [], got, witness,
                             _phase("idle", idle, None), None,
