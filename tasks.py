@@ -672,8 +672,9 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
     help={
         "flavour": "mbedtls,wolfssl,openssl or all (default all)",
         "target": "where to measure: qemu (MIPS user-mode emulation here), router (--host, over "
-        "SSH) or vm (--image, the malta VM); required",
-        "test": "crypto,handshake,memory,soak (comma-separated); default all",
+        "SSH) or vm (the malta VM with --image; the Wi-Fi guest for --test wifi); required",
+        "test": "crypto,handshake,memory,soak,wifi (comma-separated); default all the target "
+        "runs (wifi: --target vm)",
         "quick": "shorter runs of each tool, fewer handshakes/requests (CI)",
         "release": "OpenWrt release whose library settings to build (default 25.12.5)",
         "wolfssl_config": "minimal (the USE_WOLFSSL minimal mode, default) or openwrt",
@@ -699,7 +700,7 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
          report_only=False, host=None, port=None, user=None, key=None, password=False,
          accept_new=False, known_hosts=None, image=None, initrd=None, append=None):  # fmt: skip
-    """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak on the target."""
+    """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak, Wi-Fi (SAE, OWE)."""
     from openwrt_wolf.perf import cli
 
     ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,

@@ -14,6 +14,7 @@ import requests
 from .. import downloads, paths
 from ..errors import WolfError
 from ..hashing import file_sha256
+from ..host.upstream import Unavailable
 from ..locks import locked
 from .spec import Source
 
@@ -100,7 +101,7 @@ def _fetch(
     tried = "; ".join(dict.fromkeys(failures)) or "no URL allowed"
     no_deb = "" if debian else ", and Debian has no upload of this version"
     other = "" if debian else _debian_alternative(src)
-    raise WolfError(
+    raise Unavailable(
         f"no source reachable for {src.library} {src.version} ({src.file}): {tried}{no_deb}",
         hint=f"{other}put {src.file} (sha256 {src.sha256[:12]}…) in a directory and pass "
         f"--sources DIR or set {SOURCES_ENV}, or give --mirror URL of an OpenWrt source mirror",
@@ -111,7 +112,10 @@ def _debian_alternative(src: Source) -> str:
     """The nearest version Debian's archive does serve, as the option that selects it."""
     from .spec import _toml
 
-    versions = _toml("sources.toml")["library"][src.library]["versions"]
+    known = _toml("sources.toml")["library"]
+    if src.library not in known:  # not a TLS library (hostapd: footprint/wpad.py)
+        return ""
+    versions = known[src.library]["versions"]
     have = [v for v, spec in versions.items() if spec.get("debian") and v != src.version]
     if not have:
         return ""

@@ -227,14 +227,20 @@ class _Ctx:
         )
 
 
-def _flags(arch: spec.Arch, soft_float: bool) -> tuple[str, str]:
-    """TARGET_CFLAGS/LDFLAGS of a package without PKG_BUILD_FLAGS (these build none)."""
+def target_flags(arch: spec.Arch, soft_float: bool) -> tuple[list[str], list[str]]:
+    """TARGET_CFLAGS/LDFLAGS of a package without PKG_BUILD_FLAGS (footprint/wpad.py adds
+    its own)."""
     c = spec.common_flags()
     cflags = [*arch.cflags, *arch.extra_optimization]
     if soft_float:
         cflags += arch.soft_float
     cflags += [*c["page_cflags"], *c["hardening_cflags"], *_data()["cflags"]["extra"]]
-    return " ".join(cflags), " ".join([*c["page_ldflags"], *c["hardening_ldflags"]])
+    return cflags, [*c["page_ldflags"], *c["hardening_ldflags"]]
+
+
+def _flags(arch: spec.Arch, soft_float: bool) -> tuple[str, str]:
+    cflags, ldflags = target_flags(arch, soft_float)
+    return " ".join(cflags), " ".join(ldflags)
 
 
 def _stage_library(fp: Footprint, usr: Path) -> list[Path]:

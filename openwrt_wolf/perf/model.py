@@ -173,6 +173,59 @@ class Soak:
         return _from_dict(cls, d, where)
 
 
+WIFI = "perf-wifi"
+
+
+@dataclass(frozen=True)
+class WifiMode:
+    """One security mode (sae-hnp, sae-h2e, owe) of one flavour: a witness connection with
+    both daemons at debug level, then `connections` timed ones at their default level.
+
+    Times are the station's own event lines (wpa_supplicant -t): from its first "SME: Trying
+    to authenticate" of a connection to its CTRL-EVENT-CONNECTED (auth_ms: to "Trying to
+    associate"; SAE's commit/confirm happen there, OWE's Diffie-Hellman in the association).
+    CPU: each daemon's time on a CPU over the connection (/proc/PID/schedstat), in ms."""
+
+    name: str
+    title: str
+    connections: int  # timed connections asked for
+    ok: int
+    failed: int
+    ms: list[float]  # every ok connection
+    auth_ms: list[float]
+    median_ms: float | None
+    spread_ms: dict[str, float]  # min, p25, p75, max of ms
+    ap_cpu_ms: list[float]  # hostapd, per ok connection
+    sta_cpu_ms: list[float]  # wpa_supplicant
+    negotiated: dict[str, str]  # key_mgmt, group (, h2e) as the daemons reported them
+    witness: dict[str, str]  # "hostapd"/"wpa_supplicant": their lines of the witness connection;
+    # "wpa_cli status": the station's answer after it
+    heap_idle: HeapPhase | None  # hostapd with the AP up, before any station
+    heap_connections: HeapPhase | None  # hostapd over the timed connections
+    missing: str = ""  # why there is no figure (the daemons' own lines)
+    errors: list[str] = field(default_factory=list)  # first failures, as reported
+    # "wpa_supplicant"/"hostapd": their -t lines of the timed connections (the times' source)
+    log: dict[str, str] = field(default_factory=dict)
+    heap_report: str = ""  # heaptrack's raw lines from hostapd
+
+
+@dataclass(frozen=True)
+class WifiConnections:
+    """perf --test wifi: wpad-basic-<flavour> (hostapd + wpa_supplicant) in the Wi-Fi guest."""
+
+    common: NetCommon
+    modes: dict[str, WifiMode]
+    wpad: dict[str, Any]  # the build: source, patches, make options, wpad's size (x86_64)
+    guest: dict[str, str]  # kernel package and release, QEMU options
+
+    def to_dict(self) -> dict[str, Any]:
+        return _flat(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str | None = None) -> WifiConnections:
+        return _from_dict(cls, d, where)
+
+
 def _flat(obj: Any) -> dict[str, Any]:
     """asdict, with `common` also spread at the top (the comparison reads metrics/target/
     emulated there)."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..model import Baseline, CellDelta, Figure, MatrixCell, MatrixRow, Source, Table
+from ...perf.report import BASE, ratio
+from ..model import Baseline, CellDelta, Figure, MatrixCell, MatrixRow, Row, Source, Table
 from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, Cell, DeviceReport, SizeReport
 
 DASH = "–"
@@ -129,6 +130,17 @@ def source_text(s: Source) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def ratio_text(r: Row, column: str) -> str:
+    """ " (0.85×)": a performance-lab figure against Mbed TLS's in the same row. Those figures
+    are often emulated, where only the ratios between flavours carry over to a router."""
+    base, fig = r.values.get(BASE), r.values.get(column)
+    if column == BASE or not r.id.startswith("perf:") or base is None or fig is None:
+        return ""
+    if not isinstance(fig.value, int | float) or not isinstance(base.value, int | float):
+        return ""
+    return f" ({ratio(fig.value, base.value)})" if base.value else ""
+
+
 def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str]]]:
     """(label, unit, texts with a [n] source mark) for the terminal and Markdown."""
     out = []
@@ -137,7 +149,7 @@ def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str
         for c in t.columns:
             fig = r.values.get(c)
             n = notes.ref(fig.source) if fig else None
-            vals.append(figure_text(fig) + (f" [{n}]" if n else ""))
+            vals.append(figure_text(fig) + ratio_text(r, c) + (f" [{n}]" if n else ""))
         out.append((r.label, r.unit, vals))
     return out
 

@@ -25,6 +25,7 @@ from .cells import (
     notes,
     num,
     package_rows,
+    ratio_text,
     source_text,
     table_cells,
 )
@@ -48,11 +49,11 @@ class HtmlCell:
 EMPTY = HtmlCell(DASH)
 
 
-def _cell(fig: Figure | None, sources: Footnotes) -> HtmlCell:
+def _cell(fig: Figure | None, sources: Footnotes, ratio: str = "") -> HtmlCell:
     if fig is None:
         return EMPTY
     return HtmlCell(
-        text=figure_text(fig),
+        text=figure_text(fig) + ratio,
         value="" if fig.value is None else fig.value,
         cls={"TOO_BIG": "bad", "FITS": "good"}.get(fig.verdict or "", ""),
         ref=sources.ref(fig.source),
@@ -71,7 +72,7 @@ def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
                 "label": r.label,
                 "unit": r.unit,
                 "id": r.id,
-                "cells": [_cell(r.values.get(c), sources) for c in t.columns],
+                "cells": [_cell(r.values.get(c), sources, ratio_text(r, c)) for c in t.columns],
             }
             for r in t.rows
         ],
