@@ -6,11 +6,15 @@ one-line `error:` (goal 0), ran into the per-run time limit (goal 0), how many b
 into a report) or gave a wrong result (goal 0), and what was left behind: partial files
 (*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output directories, and
 processes still running that were started by the runs (found by a marker in their
-environment). The hostile-input families (issue 20) are generated in bench/hostile.py.
+environment). The hostile-input families (issue 20) are generated in bench/hostile.py and,
+with a victim directory, data-loss and leftover oracles, in bench/hostile_fs.py (crafted
+packages through what-if, special inputs, --output targets, signals).
 
-    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90]
+    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90] [--lab DIR]
 
-Needs no network and no OpenWrt download: the inputs fail before any would start."""
+Needs no network and no OpenWrt download: the inputs fail before any would start. The
+families of bench/hostile_fs.py run what-if on a stand-in ImageBuilder build made from
+../shared/openwrt ($OPENWRT_WOLF_SHARED) in a few minutes, or kept in --lab DIR."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
+import hostile_fs
 from hostile import Probe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +52,8 @@ class Family:
     hung: int = 0
     security: int = 0
     wrong: int = 0
+    data_loss: int = 0
+    left: int = 0
     examples: list[str] = field(default_factory=list)
 
 
@@ -363,8 +371,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", help="comma-separated family names (default all)")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per run")
+    ap.add_argument("--lab", help="keep the stand-in ImageBuilder build here (made if missing)")
     args = ap.parse_args()
-    total_tb = total_left = total_hung = total_sec = total_wrong = 0
+    total_tb = total_left = total_hung = total_sec = total_wrong = total_loss = 0
     with tempfile.TemporaryDirectory(prefix="wolf-bad-") as tmp:
         w = Path(tmp)
         prepare(w)
@@ -385,46 +394,17 @@ def main() -> int:
             (w / "redis").mkdir()
             r = queue.enter_context(redisd.running(w / "redis"))
             os.environ["OPENWRT_WOLF_BENCH_REDIS"] = r.url(0)
-        for fam in [*families(w), *hostile_families(w)]:
+        fams = [*families(w), *hostile_families(w)]
+        if not wanted or wanted & set(hostile_fs.FAMILIES):
+            made = hostile_fs.families(w, Path(args.lab) if args.lab else w / "lab")
+            fams += [Family(name, probes) for name, probes in made]
+        for fam in fams:
             if wanted and fam.name not in wanted:
                 continue
             t0 = time.monotonic()
             for run in fam.runs:
                 probe = run if isinstance(run, Probe) else Probe(list(run), hostile=False)
-                argv = probe.argv
-                try:
-                    p = subprocess.run(
-                        [*probe.prefix, sys.executable, "-m", "invoke", *argv],
-                        cwd=ROOT,
-                        env={**env, **probe.env},
-                        capture_output=True,
-                        text=True,
-                        errors="replace",
-                        stdin=subprocess.DEVNULL,
-                        timeout=args.timeout,
-                    )
-                except subprocess.TimeoutExpired:
-                    fam.hung += 1
-                    fam.examples.append(f"HUNG: {probe.text}")
-                    continue
-                if "Traceback" in p.stderr:
-                    fam.tracebacks += 1
-                    fam.examples.append(
-                        f"TRACEBACK: {probe.text}: {p.stderr.strip().splitlines()[-1]!r}"
-                    )
-                elif p.returncode not in (0, 1) and not any(
-                    ln.startswith("error:") for ln in p.stderr.splitlines()
-                ):
-                    fam.no_error_line += 1
-                    fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {probe.text}")
-                finding = finding_of(probe, p)
-                if finding:
-                    kind, text = finding
-                    if kind == "security":
-                        fam.security += 1
-                    else:
-                        fam.wrong += 1
-                    fam.examples.append(f"{kind.upper()}: {probe.text}: {text}")
+                _one(fam, probe, {**env, **probe.env}, args.timeout)
             time.sleep(1)  # let any stray child show itself before counting
             procs = marked_processes()
             files = partial_files(cache, st, w / "dir")
@@ -432,13 +412,14 @@ def main() -> int:
             total_hung += fam.hung
             total_sec += fam.security
             total_wrong += fam.wrong
-            total_left += len(procs) + len(files)
+            total_loss += fam.data_loss
+            total_left += len(procs) + len(files) + fam.left
             print(
-                f"{fam.name:15} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
+                f"{fam.name:16} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
                 f"{fam.no_error_line} without an error line, {fam.hung} hung, "
-                f"{fam.security} security, {fam.wrong} wrong results; leftovers: "
-                f"{len(files)} partial files, {len(procs)} processes "
-                f"({time.monotonic() - t0:.0f} s)",
+                f"{fam.security} security, {fam.wrong} wrong results, {fam.data_loss} data "
+                f"loss; leftovers: {len(files)} partial files, {fam.left} run directories, "
+                f"{len(procs)} processes ({time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
             for ex in fam.examples + files + procs:
@@ -447,9 +428,45 @@ def main() -> int:
         hostile.chmod_back(w)
     print(
         f"total: {total_tb} tracebacks, {total_hung} hung, {total_sec} security, "
-        f"{total_wrong} wrong results, {total_left} leftovers"
+        f"{total_wrong} wrong results, {total_loss} data loss, {total_left} leftovers"
     )
-    return 0 if total_tb + total_hung + total_sec + total_wrong + total_left == 0 else 1
+    return (
+        0 if total_tb + total_hung + total_sec + total_wrong + total_loss + total_left == 0 else 1
+    )
+
+
+def _one(fam: Family, probe: Probe, env: dict[str, str], timeout: float) -> None:
+    """One run and its oracles, counted into fam."""
+    if probe.setup is not None:
+        probe.setup()
+    p, sent = hostile_fs.run(probe, [*probe.prefix, sys.executable, "-m", "invoke", *probe.argv],
+                             env, timeout)  # fmt: skip
+    findings: list[hostile.Finding] = []
+    if p is None:
+        fam.hung += 1
+        fam.examples.append(f"HUNG: {probe.text}")
+    elif "Traceback" in p.stderr:
+        fam.tracebacks += 1
+        fam.examples.append(f"TRACEBACK: {probe.text}: {p.stderr.strip().splitlines()[-1]!r}")
+    elif sent == signal.SIGTERM and p.returncode == 0:
+        findings.append(("wrong", "SIGTERM while it ran, and exit status 0"))
+    elif (
+        p.returncode not in (0, 1)
+        and not sent  # ended by the signal sent (before our handler, or SIGKILL)
+        and not any(ln.startswith("error:") for ln in p.stderr.splitlines())
+    ):
+        fam.no_error_line += 1
+        fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {probe.text}")
+    if p is not None and (finding := finding_of(probe, p)):
+        findings.append(finding)
+    if probe.after is not None and (finding := probe.after()):
+        findings.append(finding)
+    for kind, text in findings:
+        fam.security += kind == "security"
+        fam.wrong += kind == "wrong"
+        fam.data_loss += kind == "data loss"
+        fam.left += kind == "leftover"
+        fam.examples.append(f"{kind.upper()}: {probe.text}: {text}")
 
 
 if __name__ == "__main__":

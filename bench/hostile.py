@@ -40,6 +40,13 @@ class Probe:
     prefix: list[str] = field(default_factory=list)  # e.g. NO_DAC
     env: dict[str, str] = field(default_factory=dict)
     hostile: bool = True  # the raw-control-character oracle applies
+    # bench/hostile_fs.py: made before the run; the file system's oracle after it (a
+    # "data loss" or "leftover" finding besides "security" and "wrong"); SIGTERM or SIGKILL
+    # (to its group) after so many seconds or once a condition holds; a FIFO read meanwhile
+    setup: Callable[[], None] | None = None
+    after: Callable[[], Finding | None] | None = None
+    signal: tuple[float | Callable[[], bool], int] | None = None
+    reader: Path | None = None
 
     @property
     def text(self) -> str:

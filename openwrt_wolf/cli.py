@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from . import signals
 from .errors import CommandError, WolfError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,34 +36,19 @@ def _error(*lines: str) -> None:
     print("\n".join(clean(line, newlines=False) for line in lines), file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _hangup_and_term_as_interrupt() -> Iterator[None]:
-    """SIGTERM (kill, a CI timeout) and SIGHUP (a closed terminal) clean up like Ctrl-C: the
-    running command's process group is killed by proc.run, temporary files are removed."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def guarded(fn: F) -> F:
-    """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C -> exit 130."""
+    """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C, SIGTERM or
+    SIGHUP -> cleaned up as KeyboardInterrupt, exit 128 + the signal (130, 143, 129)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         setup_logging()
+        signals.reset()
         try:
-            with _hangup_and_term_as_interrupt():
-                return fn(*args, **kwargs)
+            with signals.as_interrupt():
+                result = fn(*args, **kwargs)
+            signals.check()  # a signal whose KeyboardInterrupt Python dropped in a finalizer
+            return result
         except CommandError as e:
             _error(f"error: {e.message}", *e.details().split("\n")[1:])
             raise SystemExit(e.exit_code) from None
@@ -73,8 +56,9 @@ def guarded(fn: F) -> F:
             _error(f"error: {e}", *([e.note] if e.note else []))
             raise SystemExit(e.exit_code) from None
         except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
+            sig = signals.received() or signal.SIGINT
+            _error(f"error: interrupted{signals.describe(sig)}")
+            raise SystemExit(128 + sig) from None
 
     return wrapper  # type: ignore[return-value]
 

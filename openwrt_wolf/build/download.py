@@ -1,6 +1,7 @@
 """Getting OpenWrt's ImageBuilder and SDK archives: names from data (data/imagebuilders.toml
 and the release's sha256sums), streamed download with progress and resume (HTTP Range),
-sha256 check against sha256sums, a cache by release/target, and extraction of .tar.zst.
+sha256 check against sha256sums, a cache by release/target, and extraction of .tar.zst by
+openwrt_wolf.archive's rules (a mirror is not trusted: nothing is written outside the tree).
 
 Sources: OpenWrt's download server (data/releases.toml [server]), or --mirror URL|DIR laid out
 like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
@@ -14,7 +15,6 @@ import logging
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 import tomllib
 from collections.abc import Iterator
@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import requests
-import zstandard
 
+from .. import archive as archives
 from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
@@ -258,13 +258,6 @@ def _fetch_http(a: Archive, part: Path) -> None:
             ) from None
 
 
-def _open_tar(path: Path) -> tarfile.TarFile:
-    if path.name.endswith(".zst"):
-        stream = zstandard.ZstdDecompressor().stream_reader(path.open("rb"))
-        return tarfile.open(fileobj=stream, mode="r|")
-    return tarfile.open(path, mode="r|*")
-
-
 def _file_list(top: Path) -> list[str]:
     return sorted(str(p.relative_to(top)) for p in top.rglob("*") if p.is_file() or p.is_symlink())
 
@@ -325,25 +318,19 @@ def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
                                     dir=into.parent))  # fmt: skip
         label = f"unpacking {archive.name}"
         try:
-            with _open_tar(archive) as tar, term.progress(label, unit="B") as bar:
-                for member in tar:
-                    try:
-                        tar.extract(member, tmp, filter="tar")
-                    except TypeError:  # a Python without extraction filters
-                        tar.extract(member, tmp)
-                    bar.advance(member.size)
+            with term.progress(label, unit="B") as bar:
+                archives.extract(archive, tmp, archives.TREE, what="archive",
+                               hint="delete it and re-run", progress=bar.advance)  # fmt: skip
             (tmp / FILES_MARK).write_text("\n".join(_file_list(tmp)) + "\n")
             (tmp / EXTRACTED_MARK).write_text(digest + "\n")
             shutil.rmtree(into, ignore_errors=True)
             os.replace(tmp, into)
-        except OSError as e:
+        except (OSError, archives.WriteFailed) as e:
             shutil.rmtree(tmp, ignore_errors=True)
-            if e.errno == errno.ENOSPC:
-                raise disk_full(into, e) from None
+            cause = e.cause if isinstance(e, archives.WriteFailed) else e
+            if cause.errno == errno.ENOSPC:
+                raise disk_full(into, cause) from None
             raise
-        except (tarfile.TarError, zstandard.ZstdError) as e:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise WolfError(f"cannot unpack {archive}: {e}", hint="delete it and re-run") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

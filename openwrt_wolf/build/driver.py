@@ -15,17 +15,14 @@ import os
 import queue
 import re
 import shutil
-import signal
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from .. import paths, proc, term
+from .. import paths, proc, signals, term
 from ..catalogue import releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
@@ -103,7 +100,7 @@ def build(opts: Options) -> list[Outcome]:
             hosttools.ensure("sdk")
         if "buildroot" in backends:
             hosttools.ensure("buildroot")
-            with _terminate_as_interrupt():
+            with signals.as_interrupt():
                 for job in [j for j in todo if j.request.backend == "buildroot"]:
                     out = _build_tree_one(job, opts, st, con)
                     outcomes[job.key] = out
@@ -117,7 +114,7 @@ def build(opts: Options) -> list[Outcome]:
                 f"--imagebuilder/--sdk serve one target, the devices need {', '.join(targets)}",
                 hint="build one target at a time with --imagebuilder or --sdk",
             )
-        with _terminate_as_interrupt():
+        with signals.as_interrupt():
             for (target, backend), group in groups.items():
                 for out in _run_group(target, backend, group, opts, st, con):
                     outcomes[out.job.key] = out
@@ -175,23 +172,6 @@ def _put_record(st: store.FileStore, job: Job, record: BuildRecord) -> Path:
             hint=f"the outputs are kept in {_kept(job).parent}; free space and re-run: the "
             "record is then written from them without building again",
         ) from None
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI timeout, `kill`) cleans up like Ctrl-C: make is stopped, nothing stored."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _run_group(

@@ -6,21 +6,20 @@
   a package is installed with ``apk extract``. The apk is the ImageBuilder's own
   (staging_dir/host/bin/apk), else the one the footprint lab builds from ../shared.
 - 24.10 (opkg): the ``Packages`` index (control paragraphs: Package, Version, Depends,
-  Provides, ABIVersion, Filename) beside ``.ipk`` files (a gzip'd tar holding data.tar.gz).
+  Provides, ABIVersion, Filename) beside ``.ipk`` files (a gzip'd tar holding data.tar.gz,
+  read and unpacked by openwrt_wolf.archive, ``inner="data.tar.gz"``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import re
-import tarfile
 from pathlib import Path
 from typing import Any
 
 from .. import proc
 from ..errors import CommandError, WolfError
+from ..trust import untrusted
 
 APK_TIMEOUT = 300.0
 MAX_DUMP = 256 << 20  # characters of adbdump JSON we parse
@@ -51,7 +50,13 @@ def find_apk(packages_dir: Path) -> Path:
         ) from None
 
 
+def _regular(path: Path) -> None:
+    """apk is handed regular files only: a FIFO would block it, /dev/zero never end."""
+    untrusted.open_file(path, "package", hint="give the ImageBuilder's packages/").close()
+
+
 def _dump(apk: Path, path: Path) -> dict[str, Any]:
+    _regular(path)
     try:
         out = proc.run([apk, "adbdump", "--format", "json", path], timeout=APK_TIMEOUT).output
     except CommandError as e:
@@ -119,7 +124,9 @@ def adb_files(apk: Path, package: Path) -> list[tuple[str, int, str]]:
 
 
 def adb_extract(apk: Path, package: Path, root: Path) -> None:
-    """apk's own extraction of one package into root (as `apk add --root` lays files out)."""
+    """apk's own extraction of one package into root (as `apk add --root` lays files out);
+    root is an empty directory (pkgsource.extract), what apk wrote is checked from there."""
+    _regular(package)
     try:
         proc.run([apk, "extract", "--allow-untrusted", "--destination", root, package],
                  timeout=APK_TIMEOUT)  # fmt: skip
@@ -162,31 +169,6 @@ def opkg_index(text: str) -> list[dict[str, Any]]:
         }
         for p in _paragraphs(text)
     ]  # fmt: skip
-
-
-def ipk_data(package: Path) -> tarfile.TarFile:
-    """The data.tar.gz inside an .ipk, opened (the caller closes it)."""
-    with tarfile.open(package, "r:*") as outer:
-        member = next((m for m in outer if m.name.lstrip("./") == "data.tar.gz"), None)
-        if member is None or not member.isfile():
-            raise tarfile.TarError("no data.tar.gz in it")
-        fh = outer.extractfile(member)
-        assert fh is not None
-        raw = fh.read()
-    return tarfile.open(fileobj=io.BytesIO(raw), mode="r:*")
-
-
-def ipk_files(package: Path) -> list[tuple[str, int, str]]:
-    out = []
-    with ipk_data(package) as tar:
-        for m in tar:
-            if m.isfile():
-                fh = tar.extractfile(m)
-                assert fh is not None
-                out.append(
-                    ("/" + m.name.lstrip("./"), m.size, hashlib.sha256(fh.read()).hexdigest())
-                )
-    return out
 
 
 # --- the swap by apk itself (25.12+) ------------------------------------------------------

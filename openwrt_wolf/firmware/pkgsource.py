@@ -3,19 +3,22 @@ holds them: OpenWrt 25.12's ``packages.adb`` with APK v3 (ADB) packages, 24.10's
 ``Packages`` with ``.ipk`` files (both read in firmware/pkgformats.py), or an ``index.json``
 list (name, version, depends, conflicts, provides, file) beside gzip'd tars of the files each
 package installs. A package is found by its name or by what it provides: OpenWrt names a
-package with its ABI version (libmbedtls21) and has it provide the plain name (libmbedtls)."""
+package with its ABI version (libmbedtls21) and has it provide the plain name (libmbedtls).
+Tar and .ipk packages are read and unpacked only by openwrt_wolf.archive; what apk extracts
+from an ADB package goes into the image through it too (archive.place_tree): nothing outside
+the root, no devices, bounded size and ratio."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
-import tarfile
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .. import archive
 from ..errors import WolfError
 
 MAX_INDEX = 64 << 20  # bytes of index.json we read
@@ -57,82 +60,59 @@ class Package:
         return self._files
 
 
+# what the error line says when a package cannot be read
+NOT_TAR = "an index.json package is a tar.gz of the files it installs"
+NOT_IPK = "an .ipk is a tar.gz holding data.tar.gz"
+
+
 def _format_files(pkg: Package) -> list[tuple[str, int, str]]:
     from . import pkgformats
 
     if pkg.format == "adb":
         assert pkg.apk is not None
         return pkgformats.adb_files(pkg.apk, pkg.file)
-    try:
-        return pkgformats.ipk_files(pkg.file)
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise WolfError(f"package {pkg.file} is not an .ipk ({e})") from None
+    return [(f.path, f.size, f.sha256) for f in _members(pkg.file, inner="data.tar.gz")]
 
 
-def _not_a_package(archive: Path, e: Exception) -> WolfError:
-    return WolfError(
-        f"package {archive} is not a tar archive ({e})",
-        hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
-        "packages are not read",
-    )
-
-
-def _members(archive: Path) -> list[PackageFile]:
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            out = []
-            for m in tar:
-                if m.isfile() and m.name != ".PKGINFO":
-                    fh = tar.extractfile(m)
-                    assert fh is not None
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-                    out.append(PackageFile("/" + m.name.lstrip("./"), m.size, digest))
-            return out
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise _not_a_package(archive, e) from None
-
-
-def _extract_within(tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: Path) -> None:
-    """Extract with the "tar" filter: no absolute paths, nothing outside root (also through a
-    link extracted before). Debian 12's Python 3.11.2 predates extraction filters (3.11.4):
-    there each member's destination is checked the same way before it is written."""
-    if hasattr(tarfile, "tar_filter"):
-        tar.extractall(root, members, filter="tar")
-        return
-    top = os.path.realpath(root)
-    for m in members:
-        m.name = m.name.lstrip("/")
-        dest = os.path.realpath(os.path.join(top, m.name))
-        if dest != top and not dest.startswith(top + os.sep):
-            raise tarfile.TarError(f"{m.name!r} would be written outside {root}")
-        m.mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWGRP | stat.S_IWOTH)
-        tar.extract(m, root)
+def _members(path: Path, inner: str | None = None) -> list[PackageFile]:
+    """Regular files (and hard links to them) with their size and sha256, streamed."""
+    out: dict[str, PackageFile] = {}
+    hint = NOT_IPK if inner else NOT_TAR
+    for m, data in archive.members(path, archive.PACKAGE, what="package", hint=hint, inner=inner):
+        if m.kind == "file" and m.name != ".PKGINFO":
+            h = hashlib.sha256()
+            for chunk in data:
+                h.update(chunk)
+            out[m.name] = PackageFile("/" + m.name, m.size, h.hexdigest())
+        elif m.kind == "hardlink" and m.link in out:
+            out[m.name] = PackageFile("/" + m.name, out[m.link].size, out[m.link].sha256)
+        else:
+            out.pop(m.name, None)  # a later member of that name replaces the file
+    return list(out.values())
 
 
 def extract(pkg: Package, root: Path) -> None:
-    """Install the package's files under root, as the ImageBuilder's install step does."""
+    """Install the package's files under root, as the ImageBuilder's install step does, by
+    archive's rules (nothing outside root, no devices, bounded). An ADB package is unpacked
+    by apk into an empty directory first (apk extract), and put into root from there."""
     if pkg.format == "adb":
         from . import pkgformats
 
         assert pkg.apk is not None
-        pkgformats.adb_extract(pkg.apk, pkg.file, root)
-        return
-    if pkg.format == "ipk":
-        from . import pkgformats
-
+        size = sum(f.size for f in pkg.files())
+        if size > archive.PACKAGE.total:  # apk checks each file against these sizes
+            raise WolfError(f"package {pkg.file} installs {size:,} bytes, more than "
+                            f"{archive.PACKAGE.total:,}")  # fmt: skip
+        scratch = Path(tempfile.mkdtemp(prefix=".apk-extract-", dir=root.parent))
         try:
-            with pkgformats.ipk_data(pkg.file) as tar:
-                _extract_within(tar, [m for m in tar.getmembers() if m.name not in (".", "./")],
-                                root)  # fmt: skip
-        except (tarfile.TarError, OSError, EOFError) as e:
-            raise WolfError(f"package {pkg.file} is not an .ipk ({e})") from None
+            pkgformats.adb_extract(pkg.apk, pkg.file, scratch)
+            archive.place_tree(scratch, root, archive.PACKAGE, what=f"package {pkg.file}")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return
-    try:
-        with tarfile.open(pkg.file, "r:*") as tar:
-            members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
-            _extract_within(tar, members, root)
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise _not_a_package(pkg.file, e) from None
+    inner, hint = ("data.tar.gz", NOT_IPK) if pkg.format == "ipk" else (None, NOT_TAR)
+    archive.extract(pkg.file, root, archive.PACKAGE, what="package", hint=hint, inner=inner,
+                    exclude={".PKGINFO"})  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -13,20 +13,22 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc
+from .. import archive, locks, outputs, paths, proc
 from ..build import packages as flavour_rules
 from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..hashing import file_sha256
 from ..host import openwrt_tools
+from ..trust import untrusted
 from . import artifacts, fit, pkgsource
-from .imageformats import squashfs_sb
+from .imageformats import bounded, squashfs_sb
 
 KIND = "what-if"
 # include/image.mk (25.12.5): Image/mkfs/squashfs-common and SQUASHFSOPT with CONFIG_SQUASHFS_XZ,
@@ -39,6 +41,7 @@ MKSQUASHFS_OPTIONS = (
 MKSQUASHFS_PSEUDO = ("-p", "/dev d 755 0 0", "-p", "/dev/console c 600 0 0 5 1")
 MKSQUASHFS_TAIL = ("-no-xattrs", "-block-readers", "4", "-small-readers", "4")
 _TIMEOUT = 600.0
+MAX_RELEASE_FILE = 1 << 20  # /etc/openwrt_release is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -163,25 +166,26 @@ def _check_conflicts(names: set[str], index: pkgsource.Index, to: str) -> None:
 # --- installed packages ----------------------------------------------------------------
 
 
+def _regular(root: Path, name: str) -> os.stat_result | None:
+    """The stat of the regular file ``name`` of the tree at root (links followed inside it)."""
+    try:
+        st = os.lstat(archive.locate(root, name))
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def _installed_by_content(root: Path, index: pkgsource.Index) -> set[str]:
     """Packages all of whose files are in the tree with the same bytes (sha256)."""
-    import hashlib
-
     out = set()
     for p in index.packages.values():
         files = p.files()
-        if not files:
-            continue
-        ok = True
-        for f in files:
-            path = root / f.path.lstrip("/")
-            if not path.is_file() or path.is_symlink() or path.stat().st_size != f.size:
-                ok = False
-                break
-            if hashlib.sha256(path.read_bytes()).hexdigest() != f.sha256:
-                ok = False
-                break
-        if ok:
+        if files and all(
+            (st := _regular(root, f.path)) is not None
+            and st.st_size == f.size
+            and file_sha256(archive.locate(root, f.path)) == f.sha256
+            for f in files
+        ):
             out.add(p.name)
     return out
 
@@ -203,12 +207,14 @@ def unpack(tools: openwrt_tools.OpenWrtTools, image: Path, offset: int, dest: Pa
         timeout=_TIMEOUT,
     )  # fmt: skip
     dev = dest / "dev"
-    if dev.is_dir() and not any(dev.iterdir()):
+    if dev.is_dir() and not dev.is_symlink() and not any(dev.iterdir()):
         dev.rmdir()
 
 
 def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> list[str]:
-    """Remove the removed packages' files and install the added ones'; returns notes."""
+    """Remove the removed packages' files and install the added ones'; returns notes. Every
+    path is resolved inside root (archive.locate): the image's links and the packages' names
+    reach nothing outside it."""
     notes: list[str] = []
     keep = {f.path for k in kept if (p := index.get(k)) for f in p.files()}
     dirs: set[Path] = set()
@@ -222,14 +228,14 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
         for f in pkg.files():
             if f.path in keep:
                 continue
-            path = root / f.path.lstrip("/")
+            path = archive.locate(root, f.path)
             if path.is_file() or path.is_symlink():
-                path.unlink()
+                path.unlink()  # the entry itself: a link is removed, not followed
                 dirs.add(path.parent)
             else:
                 notes.append(f"{name}: {f.path} was not in the image")
     for d in sorted(dirs, key=lambda p: -len(p.parts)):  # parents emptied by the removal
-        while d != root and d.is_dir() and not any(d.iterdir()):
+        while d != root and d.is_relative_to(root) and _empty_dir(d):
             d.rmdir()
             d = d.parent
     for name in swap.added:
@@ -239,9 +245,22 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
     return notes
 
 
+def _empty_dir(d: Path) -> bool:
+    return d.is_dir() and not d.is_symlink() and not any(d.iterdir())
+
+
 # what a build's apk leaves in the rootfs besides the packages' own files
 APK_DATABASE = ("lib/apk/db/installed", "lib/apk/db/scripts.tar.gz", "lib/apk/db/triggers",
                 "etc/apk/world")  # fmt: skip
+MAX_APK_FILE = 1 << 20  # /etc/apk/world and /etc/apk/arch: a few hundred bytes
+
+
+def _image_text(root: Path, name: str) -> str:
+    """A small text file of the unpacked image, found inside root (archive.locate) and read
+    only when it is a regular file there (a FIFO or a link out reads as absent)."""
+    if _regular(root, name) is None:
+        return ""
+    return untrusted.read_text(archive.locate(root, name), name, MAX_APK_FILE)
 
 
 def _apk_database(
@@ -250,16 +269,15 @@ def _apk_database(
     """Replace the rootfs's apk database with the one a build of the new flavour writes:
     /etc/apk/world loses what the build no longer asks for and gains what it asks for instead
     (with the ABI suffix, as the ImageBuilder's FormatPackages names them), and apk itself
-    writes the database for that world (pkgformats.apk_database)."""
+    writes the database for that world (pkgformats.apk_database). Read and written inside
+    root, as every path of the swap."""
     from . import pkgformats
 
-    world_file = root / "etc" / "apk" / "world"
-    world = world_file.read_text().split() if world_file.is_file() else []
+    world = _image_text(root, "etc/apk/world").split()
     entry = {index.base(re.split(r"[<>=~]", w, maxsplit=1)[0]): w for w in world}
     new = [w for n, w in entry.items() if n not in swap.asked_out]
     new += [pkg.name for n in swap.asked_in if n not in entry and (pkg := index.get(n))]
-    arch_file = root / "etc" / "apk" / "arch"
-    arch = arch_file.read_text().split()[0] if arch_file.is_file() else ""
+    arch = (_image_text(root, "etc/apk/arch").split() or [""])[0]
     apk = next(p.apk for p in index.packages.values() if p.apk)
     scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch)
     got = {index.base(n) for n in pkgformats.apk_installed(scratch)}
@@ -271,7 +289,7 @@ def _apk_database(
         )
     for rel in APK_DATABASE:
         if (scratch / rel).is_file():
-            shutil.copyfile(scratch / rel, root / rel)
+            archive.copy_in(root, rel, scratch / rel, what="the apk database")
     shutil.rmtree(scratch)
 
 
@@ -298,8 +316,6 @@ def _input(image: str | None, from_dir: str | None, device: str | None) -> _Inpu
         raise WolfError("what-if needs --image IMG or --from DIR (one of them)")
     if image:
         path = Path(image)
-        from .imageformats import bounded
-
         bounded.read_file(path, "image")  # one line for a FIFO, /dev/zero, a directory
         arts = [artifacts.measure_image(path, device)]
     else:
@@ -333,11 +349,10 @@ def _release(inp: _Input, root: Path, release: str | None) -> str:
         return releases.get(release).name
     if inp.art.release:
         return releases.get(inp.art.release).name
-    rel = root / "etc/openwrt_release"
-    if rel.is_file() and not rel.is_symlink():
-        value = releases.parse_openwrt_release(rel.read_text(errors="replace")).get(
-            "DISTRIB_RELEASE"
-        )
+    rel = archive.locate(root, "etc/openwrt_release")
+    if _regular(root, "etc/openwrt_release") is not None:
+        text = untrusted.read_text(rel, "openwrt_release", MAX_RELEASE_FILE)
+        value = releases.parse_openwrt_release(text).get("DISTRIB_RELEASE")
         if value:
             return releases.get(value).name
     raise WolfError(
@@ -382,7 +397,10 @@ def predict(
 ) -> WhatIf:
     """``output``: keep the predicted root.squashfs there."""
     to = flavours.get(flavour).name
-    out_file = _output(output)
+    # what the run reads is not what --output may overwrite (a file of --from DIR included)
+    inputs = [p for p in (image, from_dir, packages) if p]
+    if output:
+        outputs.check(output, inputs=inputs)
     if device:
         device = devices.resolve(device, release).profile
     if not packages:
@@ -402,10 +420,7 @@ def predict(
         offset=offset,
     )
     tools = image_tools(Path(packages), step)
-    work_top = paths.cache_dir() / "what-if"
-    work_top.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work_top, prefix="run-") as tmp:
-        work = Path(tmp)
+    with locks.work_dir(paths.cache_dir() / "what-if", "run-") as work:
         root = work / "root"
         step("unpacking the rootfs with unsquashfs4")
         unpack(tools, inp.image, offset, root)
@@ -429,10 +444,8 @@ def predict(
             )
         step("packing with mksquashfs4 (OpenWrt's options)")
         size = repack(tools, root, work / "root.squashfs", sb.block_size, sb.mkfs_time)
-        if out_file is not None:
-            tmp_out = out_file.with_name(f".{out_file.name}.tmp")
-            shutil.copyfile(work / "root.squashfs", tmp_out)
-            os.replace(tmp_out, out_file)
+        if output:
+            outputs.copy_file(work / "root.squashfs", output, inputs=inputs)
     kernel = inp.art.kernel_size
     meta = inp.art.metadata_size
     before = fit.evaluate(inp.device, kernel_size=kernel, rootfs_size=sb.bytes_used,
@@ -457,19 +470,6 @@ def predict(
         fit_to=after.to_dict(),
         notes=notes,
     )
-
-
-def _output(output: str | None) -> Path | None:
-    if not output:
-        return None
-    out = Path(output)
-    if out.is_dir() or not out.parent.is_dir():
-        raise WolfError(
-            f"--output {out}: "
-            + ("is a directory" if out.is_dir() else f"directory {out.parent} does not exist"),
-            hint="name a file in an existing directory",
-        )
-    return out
 
 
 def _head(image: Path, offset: int) -> bytes:

@@ -5,25 +5,25 @@ half-written or lost. Layout: <root>/<kind>/<key>.json; a replaced record is kep
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
 import json
 import logging
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import outputs
 from ..errors import WolfError
+from ..outputs import WriteError as WriteError  # callers catch store.WriteError
 from ..trust import untrusted
 
 SCHEMA_VERSION = 1
+write_atomic = outputs.write_text  # the one writer (outputs.py), by the name callers use
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 HISTORY = ".history"  # <kind>/.history/<key>/<created>.json: replaced records
 log = logging.getLogger("openwrt_wolf.store")
@@ -146,55 +146,6 @@ class Store(Protocol):
     ) -> list[Record]: ...
 
 
-class WriteError(WolfError):
-    """A result file could not be written (disk full, read-only, no permission)."""
-
-
-def _umask() -> int:
-    # /proc says it without changing it (os.umask can only be read by setting it)
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        status = Path("/proc/self/status").read_text().splitlines()
-        return int(next(ln for ln in status if ln.startswith("Umask:")).split()[1], 8)
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text so readers see the old file or the new one, never a partial one.
-
-    A symlink is written through (the file it points to is replaced, the link stays); the
-    file keeps the mode of the one it replaces, and a new one gets 0666 less the umask, as
-    any tool's output. WriteError (one line) when it cannot be written."""
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o666 & ~_umask()
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        if isinstance(e, IsADirectoryError):
-            raise WriteError(f"cannot write {path}: it is a directory") from None
-        if isinstance(e, OSError):
-            what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
-            raise WriteError(f"cannot write {path}: {what}") from None
-        raise
-
-
 class FileStore:
     """The default Store: a directory of JSON files."""
 
@@ -244,8 +195,10 @@ class FileStore:
         flavour: str | None = None,
     ) -> list[Record]:
         """Every record of a kind the store ever held (current and replaced), oldest first."""
-        out = {(r.key, r.created): r for r in self.query(kind, release=release, device=device,
-                                                         flavour=flavour)}
+        out = {
+            (r.key, r.created): r
+            for r in self.query(kind, release=release, device=device, flavour=flavour)
+        }
         old = self.root / kind / HISTORY
         kept = [p for d in _subdirs(old) for p in _records_in(d)]
         for path in sorted(kept):

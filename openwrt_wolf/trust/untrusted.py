@@ -4,7 +4,8 @@ profiles.json, manifests, sha256sums, package indexes. Nothing in them is truste
 
 - ``read_bytes``: a regular file only (a FIFO would hang the read, /dev/zero never ends, a
   directory or a symlink loop is no file), its size checked before reading and while
-  reading, every failure one line naming the file.
+  reading, every failure one line naming the file. ``open_file``: the same checks for a
+  reader that streams and bounds what it reads (openwrt_wolf/archive.py).
 - ``load_json``/``loads_json``: JSON whose numbers are finite and fit in 64 bits: NaN,
   Infinity, 1e400 and a 5,000-digit integer (Python's int-str limit raises on it) are
   refused with the field's path, never passed on.
@@ -26,7 +27,7 @@ import stat
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, BinaryIO, Literal, TypeVar, get_args, get_origin
 
 from ..errors import WolfError
 
@@ -64,6 +65,31 @@ def os_reason(e: OSError) -> str:
     return e.strerror or type(e).__name__
 
 
+def open_file(path: Path, what: str, *, hint: str | None = None) -> BinaryIO:
+    """A regular file opened for reading, for a reader that bounds what it reads itself (an
+    archive, streamed): stat first, so a FIFO, a device, a directory or a symlink loop is
+    one line without being opened; then opened O_NONBLOCK and checked again with fstat."""
+    it = f"{what} {path}" if what else str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise WolfError(f"{it} does not exist", hint=hint) from None
+    except OSError as e:
+        raise WolfError(f"{it}: {os_reason(e)}", hint=hint) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise WolfError(f"{it} is {kind_of(st.st_mode)}, not a file", hint=hint)
+    try:
+        # O_NONBLOCK: should the path become a FIFO after the stat, open must not hang on it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise WolfError(f"{it}: {os_reason(e)}", hint=hint) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise WolfError(f"{it} changed into {kind_of(mode)}", hint=hint)
+    return os.fdopen(fd, "rb")
+
+
 def read_bytes(
     path: Path,
     what: str,
@@ -76,28 +102,12 @@ def read_bytes(
     """The bytes of a regular file of at most ``limit`` bytes; WolfError (one line) else.
     ``what`` names the file's role in messages ("baseline", "profiles.json"; "" for none)."""
     it = f"{what} {path}" if what else str(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise WolfError(f"{it} does not exist", hint=hint) from None
-    except OSError as e:
-        raise WolfError(f"{it}: {os_reason(e)}", hint=hint) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise WolfError(f"{it} is {kind_of(st.st_mode)}, not a file", hint=hint)
-    if st.st_size > limit:
-        raise WolfError(
-            f"{it} has {st.st_size:,} bytes, more than {holds} ({limit:,} B)",
-            hint=big_hint or hint,
-        )
-    try:
-        # O_NONBLOCK: should the path become a FIFO after the stat, open must not hang on it
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise WolfError(f"{it}: {os_reason(e)}", hint=hint) from None
-    with os.fdopen(fd, "rb") as fh:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise WolfError(f"{it} changed into {kind_of(mode)}", hint=hint)
+    with open_file(path, what, hint=hint) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise WolfError(
+                f"{it} has {size:,} bytes, more than {holds} ({limit:,} B)", hint=big_hint or hint
+            )
         parts, total = [], 0
         try:
             while chunk := fh.read(CHUNK):

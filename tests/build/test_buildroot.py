@@ -251,7 +251,7 @@ def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) 
             break
     p.send_signal(signal.SIGTERM)
     rest = p.communicate(timeout=60)[1]
-    assert p.returncode == 130, "".join(seen) + rest
+    assert p.returncode == 143, "".join(seen) + rest
     assert "error: interrupted" in rest
     assert not list((tmp_path / "store").rglob("*.json"))
     # make and its children are gone: nothing runs in the tree any more

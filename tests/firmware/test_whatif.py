@@ -95,8 +95,7 @@ def _build_lab(top: Path, tree: Path, tools: OpenWrtTools, kit: Kit) -> None:
     (top / ".done").write_text("")
 
 
-@pytest.fixture(scope="module")
-def lab(
+def make_lab(
     tmp_path_factory: pytest.TempPathFactory,
     openwrt_tree_25125: Path,
     openwrt_tools: OpenWrtTools,
@@ -307,7 +306,7 @@ def test_bad_inputs(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
         "packages not a dir": (["--from", good_dir, "--flavour", "wolfssl", "--packages",
                                 str(junk)], "packages directory not found"),
         "broken APK v3 package": (["--from", good_dir, "--flavour", "openssl", "--packages",
-                                   str(broken)], "apk could not extract"),
+                                   str(broken)], "apk cannot read"),
         "index.json v2 alone": (["--from", good_dir, "--flavour", "openssl", "--packages",
                                  str(v2_only)], "format 2"),
         "output dir missing": (["--from", good_dir, "--flavour", "wolfssl", "--packages", pk,
