@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -67,10 +66,9 @@ def _dump(apk: Path, path: Path) -> dict[str, Any]:
         ) from None
     if len(out) > MAX_DUMP:
         raise WolfError(f"{path}: apk adbdump printed {len(out):,} characters, more than an index")
-    try:
-        data = json.loads(out[out.index("{") :] if "{" in out else out)
-    except ValueError as e:
-        raise WolfError(f"{path}: apk adbdump's output does not read as JSON ({e})") from None
+    data = untrusted.loads_json(
+        out[out.index("{") :] if "{" in out else out, f"{path}: apk adbdump's output"
+    )
     if not isinstance(data, dict):
         raise WolfError(f"{path}: apk adbdump gave no object")
     return data

@@ -11,7 +11,6 @@ the root, no devices, bounded size and ratio."""
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from .. import archive
 from ..errors import WolfError
+from ..trust import untrusted
 
 MAX_INDEX = 64 << 20  # bytes of index.json we read
 
@@ -178,10 +178,7 @@ def load(directory: Path) -> Index:
             hint="give the ImageBuilder's packages/ directory",
         )
     else:
-        try:
-            raw = json.loads(bounded.read_file(idx, "package index", MAX_INDEX))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise WolfError(f"cannot read {idx}: {e}") from None
+        raw = untrusted.loads_json(bounded.read_file(idx, "package index", MAX_INDEX), str(idx))
         if isinstance(raw, dict) and raw.get("version") == 2:
             raise WolfError(
                 f"{idx} is OpenWrt's index.json format 2 (names and versions only) and there "

@@ -307,3 +307,24 @@ def test_a_killed_runs_directory_is_removed_by_the_next_run(
     rc, _, err = whatif(tmp_path, *base)
     assert rc == 0, err[-2000:]
     assert list(runs.glob("run-*")) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ('[{"name": "a", "depends": [], "file": "a.apk", "size": NaN}]', "[0].size"),
+        ('[{"name": "a", "depends": [], "file": "a.apk", "size": 1e999}]', "[0].size"),
+        ('[{"name": "a", "depends": [], "file": "a.apk", "size": ' + "9" * 5000 + "}]", "[0].size"),
+    ],
+    ids=["nan", "infinity", "5000-digit"],
+)
+def test_an_index_json_number_we_must_not_carry_is_one_line(
+    tmp_path: Path, text: str, field: str
+) -> None:
+    """index.json is read as any untrusted JSON: NaN, Infinity and integers Python refuses to
+    print are refused with the file and the field named (before: a bare ValueError)."""
+    (tmp_path / "index.json").write_text(text)
+    with pytest.raises(pkgsource.WolfError) as e:
+        pkgsource.load(tmp_path)
+    assert str(tmp_path / "index.json") in str(e.value)
+    assert field in str(e.value)
