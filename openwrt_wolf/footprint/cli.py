@@ -115,11 +115,11 @@ def stack_main(*, arch: str, toolchain: str | None, markdown: bool, store: str |
     """`invoke footprint --stack`: the whole TLS stack per flavour in one table."""
     from . import stack, userland
 
-    out = console()
+    out, progress = console(), console(stderr=True)  # progress apart: --markdown stays a table
     stacks = []
     for name in userland.FLAVOURS:
-        out.print(f"building the {name} stack for {arch} (cached after the first run) ...",
-                  markup=False)  # fmt: skip
+        progress.print(f"building the {name} stack for {arch} (cached after the first run) ...",
+                       markup=False)  # fmt: skip
         stacks.append(stack.collect(name, arch, toolchain=toolchain, store_dir=store))
     title = f"the whole TLS stack per flavour, {arch}, OpenWrt 25.12.5 settings"
     if markdown:
