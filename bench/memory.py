@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,8 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from openwrt_wolf import proc
 from openwrt_wolf.measure import memory
-from openwrt_wolf.targets.vm import qemu, reaper, standin
+from openwrt_wolf.targets.vm import qemu, standin
 from openwrt_wolf.targets.vm.image import inspect_kernel
 
 CONSOLE = b"Please press Enter to activate this console."
@@ -45,13 +45,7 @@ def bare_boot_to_prompt(s: qemu.VmSpec) -> dict[str, float]:
         sock_path = Path(d) / "console.sock"
         argv = qemu.command(qemu.VmSpec(**{**s.__dict__, "ssh_port": qemu.free_port()}), sock_path)
         start = time.monotonic()
-        p = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        p = proc.spawn(argv)
         try:
             while not sock_path.exists():
                 time.sleep(0.01)
@@ -78,7 +72,7 @@ def bare_boot_to_prompt(s: qemu.VmSpec) -> dict[str, float]:
                     t["shell"] = time.monotonic() - start
                     return t
         finally:
-            reaper.kill(p)
+            p.stop()
 
 
 def measured(s: qemu.VmSpec) -> tuple[dict[str, float], float]:

@@ -1,17 +1,23 @@
 """Running external commands: every command is logged as a line that reproduces it, always
-has a timeout, is killed with its whole process group when it hangs, and can stream its
-output to a log file. ``recording()`` collects the command lines for build records.
+has a timeout (``run``) or a stop with one (``spawn``), is killed with its whole process group
+when it hangs, and can stream its output to a log file. ``recording()`` collects the command
+lines for build records.
 
 No command outlives its task. Each runs in its own process group, which is killed (TERM, then
 KILL) on a timeout, on Ctrl-C/SIGTERM in the thread that waits for it, and — for commands
 waited for in worker threads — by ``stop_all`` when the task is interrupted (``workers``).
 Should the task itself be SIGKILLed, a small reaper process (one per task, in its own
-session) sees its pipe close and kills every group still registered with it."""
+session) sees its pipe close and kills every group still registered with it; a spawned
+process also gets SIGKILL from the kernel (PR_SET_PDEATHSIG). Outside a task (scripts, tests)
+spawned processes are stopped at interpreter exit and SIGTERM/SIGHUP end the interpreter
+through its ``finally`` blocks."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
+import ctypes
 import logging
 import os
 import shlex
@@ -25,6 +31,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 from .errors import CommandError, WolfError
@@ -72,25 +79,13 @@ def recording() -> Iterator[list[str]]:
         _recorder.reset(token)
 
 
-def _kill_group(p: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(p.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        p.wait(timeout=5)
-    # KILL what is left of the group even when its leader went at TERM: a shell's or make's
-    # children (the compilers) may ignore TERM or not have been told
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(p.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        p.wait(timeout=5)
-
-
 # --- every running command of this process, and the reaper for a SIGKILLed task -----------
 
 _live: dict[int, subprocess.Popen[bytes]] = {}
 _live_lock = threading.Lock()
 _stopping = threading.Event()
 _reaper: IO[bytes] | None = None
+_exit_hooks = False
 
 # The reaper: reads "+PGID"/"-PGID" lines; when the pipe closes (the task ended, however),
 # TERMs and then KILLs every group still listed. Python, since the task's Python is at hand.
@@ -109,6 +104,44 @@ for sig in (signal.SIGTERM, signal.SIGKILL):
     if groups and sig == signal.SIGTERM:
         time.sleep(2)
 """
+
+_PR_SET_PDEATHSIG = 1
+# Looked up in the parent: between fork and exec the child only calls it (no dlopen there,
+# whose lock another thread of the parent might have held at fork time).
+_prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+
+def _die_with_parent() -> None:
+    """preexec_fn of a spawned process: SIGKILL from the kernel when the thread that started
+    it ends (the whole task, for the main thread), even by SIGKILL."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child has exited, without reaping it: while it is an unreaped zombie its pid
+    (and so its process group's id) cannot be given to another process."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # reaped meanwhile (another thread's poll)
+
+
+def kill_group(p: subprocess.Popen[bytes], *, grace: float) -> None:
+    """TERM the process group, KILL what is left of it after ``grace`` seconds, reap the
+    leader. A leader reaped earlier is left alone: its pid may be another process's now."""
+    if p.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while not _exited(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # KILL what is left of the group even when its leader went at TERM: a shell's or make's
+    # children (the compilers) may ignore TERM or not have been told
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(timeout=5)
 
 
 def _tell_reaper(line: str) -> None:
@@ -131,18 +164,18 @@ def _tell_reaper(line: str) -> None:
             pass  # no reaper: the groups are still killed on timeouts and interrupts
 
 
-@contextlib.contextmanager
-def _tracked(p: subprocess.Popen[bytes]) -> Iterator[None]:
-    """The command's group is known to stop_all and to the reaper while it runs."""
+def _track(p: subprocess.Popen[bytes]) -> None:
+    """The command's group is known to stop_all, to the reaper and to the exit hooks."""
     with _live_lock:
         _live[p.pid] = p
     _tell_reaper(f"+{p.pid}")
-    try:
-        yield
-    finally:
-        with _live_lock:
-            _live.pop(p.pid, None)
-        _tell_reaper(f"-{p.pid}")
+
+
+def _untrack(p: subprocess.Popen[bytes]) -> None:
+    with _live_lock:
+        if _live.pop(p.pid, None) is None:
+            return
+    _tell_reaper(f"-{p.pid}")
 
 
 def stop_all() -> None:
@@ -152,7 +185,7 @@ def stop_all() -> None:
     with _live_lock:
         procs = list(_live.values())
     for p in procs:
-        _kill_group(p)
+        kill_group(p, grace=5.0)
 
 
 @contextlib.contextmanager
@@ -169,6 +202,156 @@ def workers(n: int, name: str) -> Iterator[ThreadPoolExecutor]:
         _stopping.clear()
         raise
     pool.shutdown(wait=True)
+
+
+def _stop_at_exit() -> None:
+    with _live_lock:
+        procs = list(_live.values())
+    for p in procs:
+        kill_group(p, grace=2.0)
+        _untrack(p)
+
+
+def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _install_exit_hooks() -> None:
+    """Outside a task (a script, a test; cli.guarded takes the signals in a task) spawned
+    processes still stop: at interpreter exit, and on SIGTERM/SIGHUP, which become SystemExit
+    so that ``finally`` blocks run."""
+    global _exit_hooks
+    if _exit_hooks:
+        return
+    _exit_hooks = True
+    atexit.register(_stop_at_exit)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                signal.signal(sig, _exit_on_signal)
+
+
+# --- starting a command ------------------------------------------------------------------
+
+
+def _announce(
+    argv: Sequence[str | os.PathLike[str]],
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+    background: bool = False,
+) -> str:
+    """Log (and record) the line that reproduces the command; the line, scrubbed."""
+    if _stopping.is_set():  # the task is being interrupted: start nothing new
+        raise KeyboardInterrupt
+    line = secrets.scrub(command_line(argv, cwd, env))  # the log and records keep no password
+    log.info("$ %s%s", line, " &" if background else "")
+    rec = _recorder.get()
+    if rec is not None:
+        rec.append(line)
+    return line
+
+
+def _start(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: str | os.PathLike[str] | None,
+    env: Mapping[str, str] | None,
+    stdin: int,
+    stdout: int | IO[bytes],
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env=None if env is None else {**os.environ, **env},
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group, so a kill reaches its children too
+            preexec_fn=preexec_fn,
+        )
+    except FileNotFoundError as e:
+        raise WolfError(f"command not found: {argv[0]} (install it, see `./wolf hosttools`)") from e
+
+
+# --- run: a command waited for --------------------------------------------------------------
+
+
+class _Output:
+    """A command's combined output, read on a thread line by line: kept, its last lines
+    tailed, appended to the log file, passed to ``on_line``."""
+
+    def __init__(
+        self,
+        line: str,
+        logfile: Path | None,
+        on_line: Callable[[str], None] | None,
+        tail_lines: int,
+    ) -> None:
+        self.chunks: list[str] = []
+        self.tail: deque[str] = deque(maxlen=tail_lines)
+        self.logfile = logfile
+        self.on_line = on_line
+        self.fh = logfile.open("a", encoding="utf-8") if logfile else None
+        if self.fh:
+            self.fh.write(f"$ {line}\n")
+            self.fh.flush()
+        self.reader: threading.Thread | None = None
+
+    def read(self, p: subprocess.Popen[bytes]) -> None:
+        self.reader = threading.Thread(target=self._pump, args=(p,), daemon=True)
+        self.reader.start()
+
+    def _pump(self, p: subprocess.Popen[bytes]) -> None:
+        assert p.stdout is not None
+        for raw in p.stdout:
+            text = raw.decode("utf-8", "replace")
+            self.chunks.append(text)
+            self.tail.append(text.rstrip("\n"))
+            if self.fh and not self.fh.closed:
+                self.fh.write(text)
+                self.fh.flush()
+            if self.on_line:
+                self.on_line(text.rstrip("\n"))
+
+    def close(self, wait: float) -> None:
+        if wait and self.reader:
+            self.reader.join(timeout=wait)
+        if self.fh:
+            self.fh.close()
+
+    def error(self, message: str) -> CommandError:
+        return CommandError(
+            message, tail=list(self.tail), log=str(self.logfile) if self.logfile else None
+        )
+
+
+def _feed(p: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write stdin on a thread, so a command that answers before reading it all can't block."""
+
+    def feed() -> None:
+        assert p.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            p.stdin.write(data)
+            p.stdin.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+
+
+def _wait(p: subprocess.Popen[bytes], timeout: float, line: str, out: _Output) -> None:
+    """Wait for the command; on its timeout or an interruption its group is killed first."""
+    try:
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(p, grace=5.0)
+        out.close(wait=5)
+        raise out.error(f"timed out after {timeout:g} s and was killed: {line}") from None
+    except BaseException:
+        kill_group(p, grace=5.0)  # Ctrl-C or another error: leave nothing running
+        out.close(wait=0)
+        raise
+    out.close(wait=30)
 
 
 def run(
@@ -189,88 +372,85 @@ def run(
     the process group is killed and CommandError names the timeout; on a non-zero exit with
     ``check`` CommandError carries the last ``tail_lines`` lines and the log path.
     """
-    if _stopping.is_set():  # the task is being interrupted: start nothing new
-        raise KeyboardInterrupt
-    line = secrets.scrub(command_line(argv, cwd, env))  # the log and records keep no password
-    log.info("$ %s", line)
-    rec = _recorder.get()
-    if rec is not None:
-        rec.append(line)
-    full_env = None if env is None else {**os.environ, **env}
+    line = _announce(argv, cwd, env)
     start = time.monotonic()
+    out = _Output(line, logfile, on_line, tail_lines)
+    stdin = subprocess.PIPE if input is not None else subprocess.DEVNULL
     try:
-        p = subprocess.Popen(
-            [str(a) for a in argv],
-            cwd=cwd,
-            env=full_env,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # own process group, so a timeout kills children too
-        )
-    except FileNotFoundError as e:
-        raise WolfError(f"command not found: {argv[0]} (install it, see `./wolf hosttools`)") from e
-    with _tracked(p):
+        p = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE)
+    except BaseException:
+        out.close(wait=0)
+        raise
+    _track(p)
+    try:
         if input is not None:
-            assert p.stdin is not None
+            _feed(p, input)
+        out.read(p)
+        _wait(p, timeout, line, out)
+    finally:
+        _untrack(p)
+    if _stopping.is_set():  # killed by stop_all: an interruption, not a failed command
+        raise KeyboardInterrupt
+    seconds = time.monotonic() - start
+    if check and p.returncode != 0:
+        raise out.error(f"command failed (exit {p.returncode}): {line}")
+    return Completed(tuple(str(a) for a in argv), p.returncode, "".join(out.chunks), seconds)
 
-            def feed() -> None:
-                assert p.stdin is not None
-                with contextlib.suppress(BrokenPipeError):
-                    p.stdin.write(input)
-                    p.stdin.close()
 
-            threading.Thread(target=feed, daemon=True).start()
+# --- spawn: a command that runs beside the task (a server, a VM) ----------------------------
 
-        chunks: list[str] = []
-        tail: deque[str] = deque(maxlen=tail_lines)
-        fh = logfile.open("a", encoding="utf-8") if logfile else None
-        if fh:
-            fh.write(f"$ {line}\n")
-            fh.flush()
 
-        def pump() -> None:
-            assert p.stdout is not None
-            for raw in p.stdout:
-                text = raw.decode("utf-8", "replace")
-                chunks.append(text)
-                tail.append(text.rstrip("\n"))
-                if fh:
-                    fh.write(text)
-                    fh.flush()
-                if on_line:
-                    on_line(text.rstrip("\n"))
+@dataclass
+class Spawned:
+    """A process started by ``spawn``; it runs until ``stop()`` or the end of its ``with``."""
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        try:
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(p)
-            reader.join(timeout=5)
-            if fh:
-                fh.close()
-            raise CommandError(
-                f"timed out after {timeout:g} s and was killed: {line}",
-                tail=list(tail),
-                log=str(logfile) if logfile else None,
-            ) from None
-        except BaseException:
-            _kill_group(p)  # Ctrl-C or another error: leave nothing running
-            if fh:
-                fh.close()
-            raise
-        reader.join(timeout=30)
-        if fh:
-            fh.close()
-        if _stopping.is_set():  # killed by stop_all: an interruption, not a failed command
-            raise KeyboardInterrupt
-        out = "".join(chunks)
-        seconds = time.monotonic() - start
-        if check and p.returncode != 0:
-            raise CommandError(
-                f"command failed (exit {p.returncode}): {line}",
-                tail=list(tail),
-                log=str(logfile) if logfile else None,
-            )
-        return Completed(tuple(str(a) for a in argv), p.returncode, out, seconds)
+    popen: subprocess.Popen[bytes]
+    line: str  # the line that reproduces it (logged with a trailing " &")
+    grace: float  # seconds between TERM and KILL when it is stopped
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def stop(self) -> None:
+        """TERM its process group, KILL what is left ``grace`` seconds later. Idempotent."""
+        kill_group(self.popen, grace=self.grace)
+        _untrack(self.popen)
+        if self.popen.stdin:
+            self.popen.stdin.close()
+
+    def __enter__(self) -> Spawned:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def spawn(
+    argv: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    output: Path | None = None,
+    stdin_open: bool = False,
+    grace: float = 3.0,
+) -> Spawned:
+    """Start argv (never through a shell) in the background, in its own session, and return
+    it running; the caller stops it (``with spawn(...) as s:`` or ``s.stop()``).
+
+    stdout and stderr are appended to ``output`` (else discarded); with ``stdin_open`` its
+    stdin is a pipe that stays open until it is stopped (some servers end at EOF). The kernel
+    KILLs it when the thread that started it ends: start it from the main thread or from the
+    worker that also stops it.
+    """
+    line = _announce(argv, cwd, env, background=True)
+    _install_exit_hooks()
+    stdin = subprocess.PIPE if stdin_open else subprocess.DEVNULL
+    with contextlib.ExitStack() as files:
+        out = files.enter_context(output.open("ab")) if output else subprocess.DEVNULL
+        p = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=out, preexec_fn=_die_with_parent)
+    _track(p)
+    return Spawned(p, line, grace)

@@ -1,14 +1,16 @@
 """No command outlives its task (proc.workers, proc.stop_all, the reaper): commands running in
 worker threads — as footprint --rebuild's and build -j's compilers do — stop on SIGTERM/
-Ctrl-C of the task, and on its SIGKILL, including children that ignore SIGTERM.
+Ctrl-C of the task, and on its SIGKILL, including children that ignore SIGTERM; so do the
+long-running processes started with proc.spawn (servers, QEMU), in a task and in a script.
 
-The task is a real process running proc.run in a proc.workers pool under cli.guarded (as
-every task does); the oracle is /proc: every process carrying the test's marker in its
-environment (the commands and their children) is gone."""
+The task is a real process running proc.run in a proc.workers pool, or proc.spawn, under
+cli.guarded (as every task does); the oracle is /proc: every process carrying the test's
+marker in its environment (the commands and their children) is gone."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -36,6 +38,20 @@ def task():
 task()
 """
 
+# Two servers (each a shell ignoring TERM, with two sleeps), started beside the task's work.
+SPAWN = """
+import sys, time
+from openwrt_wolf import cli, proc
+
+def task():
+    cmd = ["sh", "-c", "trap '' TERM; sleep 300 & sleep 300; wait"]  # TERM is ignored
+    with proc.spawn(cmd, grace=1), proc.spawn(cmd, grace=1):
+        print("running", flush=True)
+        time.sleep(600)
+
+cli.guarded(task)() if sys.argv[1] == "task" else task()
+"""
+
 
 def marked(mark: str) -> list[int]:
     out = []
@@ -56,8 +72,8 @@ def as_from_a_shell() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def start(mark: str) -> subprocess.Popen[str]:
-    p = subprocess.Popen([sys.executable, "-c", TASK], cwd=ROOT, text=True,
+def start(mark: str, *args: str, code: str = TASK) -> subprocess.Popen[str]:
+    p = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          env={**os.environ, mark: "1"}, preexec_fn=as_from_a_shell)  # fmt: skip
     assert p.stdout is not None
@@ -98,6 +114,51 @@ def test_kill_of_the_task_leaves_no_command_running() -> None:
         p.kill()  # no handler runs: the reaper sees its pipe close
         p.wait(timeout=30)
         assert gone(mark) == []
+    finally:
+        for pid in marked(mark):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("how", ["task", "script"])
+def test_no_spawned_process_outlives_its_task(how: str, sig: signal.Signals) -> None:
+    """A task under cli.guarded, or a plain script (a bench, a test): TERM and Ctrl-C run the
+    stops of the with blocks; a KILL leaves it to the kernel and the reaper."""
+    mark = f"WOLF_TEST_{uuid.uuid4().hex}"
+    p = start(mark, how, code=SPAWN)
+    try:
+        p.send_signal(sig)
+        _out, err = p.communicate(timeout=60)
+        if sig != signal.SIGKILL:
+            # a script's uncaught KeyboardInterrupt ends it by SIGINT again (-2)
+            assert p.returncode in (128 + sig, -sig), err
+        assert gone(mark) == []
+    finally:
+        for pid in marked(mark):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_spawn_logs_its_line_and_stop_ends_the_whole_group(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from openwrt_wolf import proc
+
+    mark = f"WOLF_TEST_{uuid.uuid4().hex}"
+    out = tmp_path / "server.log"
+    cmd = ["sh", "-c", "trap '' TERM; sleep 300 & echo up; wait"]  # TERM is ignored
+    with caplog.at_level("INFO", logger="openwrt_wolf.cmd"), proc.recording() as lines:
+        s = proc.spawn(cmd, env={mark: "1"}, output=out, grace=1)
+    try:
+        deadline = time.monotonic() + 30
+        while "up" not in out.read_text() or len(marked(mark)) < 2:
+            assert time.monotonic() < deadline, f"no server: {out.read_text()!r}"
+            time.sleep(0.1)
+        line = f"{mark}=1 {shlex.join(cmd)}"  # what a shell runs again
+        assert lines == [line]
+        assert f"$ {line} &" in caplog.messages
+        s.stop()
+        assert s.poll() is not None and marked(mark) == []
+        s.stop()  # a second stop signals nothing: the leader's pid may be another's now
     finally:
         for pid in marked(mark):
             os.kill(pid, signal.SIGKILL)

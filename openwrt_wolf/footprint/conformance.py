@@ -24,7 +24,6 @@ import ipaddress
 import logging
 import os
 import re
-import subprocess
 import threading
 import time
 import tomllib
@@ -39,7 +38,6 @@ from .. import proc
 from ..errors import WolfError
 from ..perf.net import relay, s_server_session
 from ..perf.runner import free_port, wait_listening
-from ..targets.vm import reaper
 from . import pki, spec, userland
 
 log = logging.getLogger(__name__)
@@ -267,25 +265,6 @@ class Served:
 
 
 @contextlib.contextmanager
-def _popen(
-    argv: list[str], cwd: Path, env: Mapping[str, str], logfile: Path
-) -> Iterator[subprocess.Popen[bytes]]:
-    log.info("$ %s &", proc.command_line(argv, cwd, env))
-    with logfile.open("ab") as out:
-        p = subprocess.Popen(argv, cwd=cwd, env={**os.environ, **env},
-                             stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT,
-                             start_new_session=True,
-                             preexec_fn=reaper.die_with_parent)  # fmt: skip
-    reaper.register(p)
-    try:
-        yield p
-    finally:
-        reaper.kill(p)
-        if p.stdin:
-            p.stdin.close()
-
-
-@contextlib.contextmanager
 def serve(lab: Lab, fetch: Fetch, tag: str) -> Iterator[Served]:
     port = _port()
     leaf = lab.certs[fetch.chain[0]]
@@ -309,8 +288,8 @@ def serve(lab: Lab, fetch: Fetch, tag: str) -> Iterator[Served]:
         else:  # prints only what it receives (stdin stays an open pipe: EOF would end it)
             argv += ["-quiet"]
         env = {}
-    with _popen(argv, lab.www, env, logfile) as p:
-        wait_listening("127.0.0.1", port, 30.0, p)
+    with proc.spawn(argv, cwd=lab.www, env=env, output=logfile, stdin_open=True) as p:
+        wait_listening("127.0.0.1", port, 30.0, p.popen)
         served = Served(0, trace, lambda: logfile.read_text(errors="replace"))
         with relay(port, RELAY_DELAY, served.connections) as front:
             served.port = front

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,6 @@ from ..errors import WolfError
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain
 from ..locks import locked
-from ..targets.vm import reaper
 from . import programs
 from .crypto import settings
 from .runner import free_port, wait_listening
@@ -291,14 +289,7 @@ def download_server(pki: Pki) -> Iterator[int]:
     argv = ["openssl", "s_server", "-accept", str(port), "-HTTP", "-cert", str(pki.cert),
             "-key", str(pki.key), "-quiet"]  # fmt: skip
     logfile = pki.dir / f"s_server-{port}.log"
-    with logfile.open("ab") as out:
-        p = subprocess.Popen(argv, cwd=pki.www, stdin=subprocess.DEVNULL, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True,
-                             preexec_fn=reaper.die_with_parent)  # fmt: skip
-    reaper.register(p)
-    try:
-        wait_listening("127.0.0.1", port, TIMEOUT, p)
+    with proc.spawn(argv, cwd=pki.www, output=logfile) as p:
+        wait_listening("127.0.0.1", port, TIMEOUT, p.popen)
         with relay(port) as front:
             yield front
-    finally:
-        reaper.kill(p)

@@ -15,8 +15,6 @@ import contextlib
 import logging
 import os
 import shlex
-import signal
-import subprocess
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,7 +44,7 @@ class Server:
 
     name: str
     command: str
-    popen: subprocess.Popen[bytes] | None = None  # qemu: the host process
+    process: proc.Spawned | None = None  # qemu: the host process
     pidfile: str = ""  # a Target: the file holding its pid there
     logfile: str = ""  # a Target: where its output goes
     stopped: bool = False
@@ -127,26 +125,15 @@ class QemuPlace:
 
     def spawn(self, program: str, args: list[str], env: dict[str, str]) -> Server:
         argv = self.qemu.argv(program, args, env)
-        line = proc.command_line(argv)
-        proc.log.info("$ %s &", line)
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-        s = Server(Path(program).name, line, popen=p)
+        p = proc.spawn(argv, grace=STOP_WAIT)
+        s = Server(Path(program).name, p.line, process=p)
         self.servers.append(s)
         return s
 
     def stop(self, server: Server) -> None:
-        p = server.popen
-        if p is None or server.stopped:
+        if server.process is None or server.stopped:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout=STOP_WAIT)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait(timeout=STOP_WAIT)
+        server.process.stop()
         server.stopped = True
 
     def close(self) -> None:

@@ -10,7 +10,6 @@ sent to the qemu process reaches the emulated program."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import socket
@@ -23,11 +22,8 @@ from typing import Protocol
 
 from .. import proc
 from ..errors import WolfError
-from ..targets.vm import reaper
 from .model import Where
 from .qemu import QemuUser
-
-log = logging.getLogger(__name__)
 
 
 class Served(Protocol):
@@ -136,17 +132,10 @@ class QemuRunner:
     ) -> Iterator[Served]:
         argv = self.qemu.argv(exe, args, env)
         logfile = self.scratch("servers") / f"server-{port}.log"
-        log.info("$ %s &", proc.command_line(argv))
-        with logfile.open("ab") as out:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                 preexec_fn=reaper.die_with_parent)  # fmt: skip
-        reaper.register(p)
-        try:
-            wait_listening(self.address, port, timeout, p)
-            yield _QemuServed(p, logfile)
-        finally:
-            reaper.kill(p, grace=10.0)  # SIGTERM: uhttpd ends its loop and exits (heap "exit")
+        with proc.spawn(argv, output=logfile, grace=10.0) as p:
+            # the stop's SIGTERM: uhttpd ends its loop and exits (heap "exit")
+            wait_listening(self.address, port, timeout, p.popen)
+            yield _QemuServed(p.popen, logfile)
 
     def run(
         self, exe: Path, args: list[str], env: dict[str, str], timeout: float

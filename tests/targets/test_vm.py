@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.measure import memory
-from openwrt_wolf.targets.vm import qemu, reaper, standin
+from openwrt_wolf.targets.vm import qemu, standin
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM, BootError, StateUnavailable
+from openwrt_wolf.targets.vm.rundir import rundir
 from tests.conftest import need_tools, preparing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,7 +229,7 @@ def test_no_qemu_outlives_a_killed_task(guest: standin.StandIn, sig: signal.Sign
         left = list(Path(tempfile.gettempdir()).glob(f"wolf-vm-{child.pid}-*"))
         if sig == signal.SIGKILL:  # nothing ran in the child: the next VM's start sweeps it
             assert len(left) == 1
-            shutil.rmtree(reaper.rundir())
+            shutil.rmtree(rundir())
             left = list(Path(tempfile.gettempdir()).glob(f"wolf-vm-{child.pid}-*"))
         assert left == []
     finally:

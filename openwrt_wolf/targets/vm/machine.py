@@ -16,7 +16,6 @@ import re
 import shlex
 import shutil
 import socket
-import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -28,9 +27,9 @@ from ... import paths, proc
 from ...errors import CommandError, WolfError
 from ...host import hosttools
 from ..target import CommandResult, Target
-from . import reaper
 from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
 from .qemu import VmSpec, binary, command, config, free_port, nics
+from .rundir import rundir
 
 log = logging.getLogger("openwrt_wolf.targets.vm")
 
@@ -104,7 +103,7 @@ class VM:
         self.started_at = 0.0
         self.ssh_port: int | None = spec.ssh_port
         self._echo = echo
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: proc.Spawned | None = None
         self._console: Console | None = None
         self._rundir: Path | None = None
         self._logfh: TextIO | None = None
@@ -183,7 +182,7 @@ class VM:
 
     def _reach_booting(self, deadline: float, retry: bool = False) -> None:
         hosttools.ensure([binary(self.spec.kernel)])
-        self._rundir = reaper.rundir()
+        self._rundir = rundir()
         sock = self._rundir / "console.sock"
         if any(n.ssh for n in nics(self.spec.kernel)) and self.ssh_port is None:
             self.ssh_port = free_port()
@@ -195,28 +194,10 @@ class VM:
         stamp = time.strftime("%Y%m%dT%H%M%S")
         self.log_path = logdir / f"{self.name}-{stamp}-{os.getpid()}-{uuid.uuid4().hex[:6]}.log"
         self._logfh = self.log_path.open("w", encoding="utf-8")
-        line = proc.command_line(argv)
-        proc.log.info("$ %s", line)
-        self._logfh.write(f"$ {line}\n")
-        self._logfh.flush()
-        stderr = (self._rundir / "qemu.stderr").open("wb")
         self.started_at = time.monotonic()
-        try:
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,  # its own process group: killed as one
-                preexec_fn=reaper.die_with_parent,
-            )
-        except FileNotFoundError:
-            raise WolfError(
-                f"{argv[0]} is not installed", hint="apt-get install qemu-system-mips"
-            ) from None
-        finally:
-            stderr.close()
-        reaper.register(self._proc)
+        self._proc = proc.spawn(argv, output=self._rundir / "qemu.out")  # QEMU's messages
+        self._logfh.write(f"$ {self._proc.line}\n")
+        self._logfh.flush()
         self.last_pid = self._proc.pid
         self.transitions = []
         try:
@@ -230,7 +211,7 @@ class VM:
             )
             self._console.wait_first_byte(deadline)
         except ConsoleClosed:
-            err = self._qemu_stderr()
+            err = self._qemu_message()
             self._stop()
             if "forwarding rule" in err and not retry:
                 # Another program took the free port between our check and QEMU's bind.
@@ -239,11 +220,11 @@ class VM:
                 return
             raise WolfError(f"QEMU failed to start: {err or 'no message'}") from None
 
-    def _qemu_stderr(self) -> str:
+    def _qemu_message(self) -> str:
         if self._rundir is None:
             return ""
         with contextlib.suppress(OSError):
-            text = (self._rundir / "qemu.stderr").read_text(errors="replace").strip()
+            text = (self._rundir / "qemu.out").read_text(errors="replace").strip()
             return text.splitlines()[-1] if text else ""
         return ""
 
@@ -397,7 +378,7 @@ class VM:
 
     def _stop(self) -> None:
         if self._proc is not None:
-            reaper.kill(self._proc)
+            self._proc.stop()
             self._proc = None
         if self._console is not None:
             self._console.close()
