@@ -8,7 +8,10 @@ the guest's console, /proc here for QEMU processes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -25,17 +28,23 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vm
 
 
-def _qemu_with(path: Path) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if cmd and b"qemu-system" in cmd[0] and str(path).encode() in cmd:
-                out.append(int(d.name))
-    return out
+def _left(mark: str, seconds: float = 30) -> list[int]:
+    """The processes still carrying ``mark`` in their environment after up to ``seconds``: the
+    task's and its children's (not the VMs other tests boot from the same guest meanwhile; the
+    task's reaper process takes a moment to end)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        out = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    if mark.encode() in (d / "environ").read_bytes():
+                        out.append(int(d.name))
+                except OSError:
+                    continue
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.2)
 
 
 def test_vm_place_reads_the_guest(guest: standin.StandIn) -> None:
@@ -59,10 +68,11 @@ def test_vm_place_reads_the_guest(guest: standin.StandIn) -> None:
 
 
 def test_perf_on_the_little_endian_guest_is_one_line(guest: standin.StandIn) -> None:
+    mark = f"WOLF_TEST_{uuid.uuid4().hex}"
     r = subprocess.run(
         [str(ROOT / "wolf"), "perf", "--flavour", "mbedtls", "--target", "vm", "--image",
          str(guest.kernel.vmlinuz), "--initrd", str(guest.initramfs), "--append", guest.cmdline],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, mark: "1"},
     )  # fmt: skip
     assert r.returncode == 2, r.stderr[-2000:]
     assert "Traceback" not in r.stderr
@@ -70,4 +80,4 @@ def test_perf_on_the_little_endian_guest_is_one_line(guest: standin.StandIn) -> 
     assert len(errors) == 1 and r.stderr.splitlines()[-1] == errors[0]
     assert errors[0].startswith("error: the vm runs mips little-endian (unknown): the lab builds")
     assert "perf: vm OpenWrt: mips little-endian" in r.stderr
-    assert _qemu_with(guest.initramfs) == []
+    assert _left(mark) == []  # no QEMU (nor anything else) outlived the task

@@ -1,11 +1,13 @@
 """The QEMU malta VM as a ``target.Target``: boot through named states (labgrid-style
 ``transition``), run commands on the serial console, copy files in, reboot, power off.
 
-States, in order: off → booting (first console byte) → console (procd's "Please press Enter")
-→ shell (prompt) → network (``ubus wait_for network.interface.lan``) → ssh (a banner on the
-forwarded port, when the image has an SSH server); ``close()`` returns to off. Every transition
-is logged with its time; a state that does not come within its timeout kills QEMU and raises
-BootError naming it, with the last 30 console lines."""
+An explicit state machine as targets/router/flash.py's: named states, a handler per state,
+each with its own timeout (data/vm.toml). States, in order: off → booting (first console byte)
+→ console (procd's "Please press Enter") → shell (prompt) → network (``ubus wait_for
+network.interface.lan``) → ssh (a banner on the forwarded port, when the image has an SSH
+server); ``close()`` returns to off. Every transition is logged with its time; a state that
+does not come within its timeout kills QEMU and raises BootError naming it, with the last 30
+console lines."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
@@ -36,13 +39,31 @@ log = logging.getLogger("openwrt_wolf.targets.vm")
 # A kernel message printed into the middle of a command's output (printk timestamps on).
 _KMSG = re.compile(r"\[ *\d+\.\d{6}\] [^\n]*\n")
 
-STATES = ("off", "booting", "console", "shell", "network", "ssh")
+
+class State(StrEnum):
+    OFF = "off"
+    BOOTING = "booting"
+    CONSOLE = "console"
+    SHELL = "shell"
+    NETWORK = "network"
+    SSH = "ssh"
+
+
+ORDER = list(State)
 TAIL_LINES = 30
+
+
+def state(name: str) -> State:
+    """The state of that name; one line naming them all when there is none."""
+    try:
+        return State(name)
+    except ValueError:
+        raise WolfError(f"unknown VM state {name!r}", hint=f"one of {', '.join(ORDER)}") from None
 
 
 @dataclass(frozen=True)
 class Transition:
-    state: str
+    state: State
     at: float  # seconds since QEMU was started
     took: float  # seconds since the previous state
 
@@ -80,8 +101,9 @@ def _prune(logdir: Path, keep_days: float = 14) -> None:
                 f.unlink()
 
 
-def state_timeouts() -> dict[str, float]:
-    return {name: float(s["timeout"]) for name, s in config()["states"].items()}
+def state_timeouts() -> dict[State, float]:
+    """Seconds each state may take to come, from entering the one before (data/vm.toml)."""
+    return {state(name): float(s["timeout"]) for name, s in config()["states"].items()}
 
 
 class VM:
@@ -97,8 +119,17 @@ class VM:
     ) -> None:
         self.spec = spec
         self.name = name or f"qemu-{spec.kernel.machine}-{spec.kernel.arch}"
-        self.timeouts = {**state_timeouts(), **(timeouts or {})}
-        self.state = "off"
+        given = {state(name): limit for name, limit in (timeouts or {}).items()}
+        self.timeouts = {**state_timeouts(), **given}
+        self.state = State.OFF
+        # the handler of a state reaches it from the state before, by the deadline it is given
+        self.handlers: dict[State, Callable[[float], None]] = {
+            State.BOOTING: self._reach_booting,
+            State.CONSOLE: self._reach_console,
+            State.SHELL: self._reach_shell,
+            State.NETWORK: self._reach_network,
+            State.SSH: self._reach_ssh,
+        }
         self.transitions: list[Transition] = []
         self.started_at = 0.0
         self.ssh_port: int | None = spec.ssh_port
@@ -132,33 +163,34 @@ class VM:
             raise WolfError(f"{self.name}: the VM is off", hint="boot it first")
         return self._console
 
-    def _enter(self, state: str) -> None:
+    def _reached(self, s: State) -> bool:
+        return ORDER.index(self.state) >= ORDER.index(s)
+
+    def _enter(self, s: State) -> None:
         now = time.monotonic() - self.started_at
         prev = self.transitions[-1].at if self.transitions else 0.0
-        self.transitions.append(Transition(state, round(now, 3), round(now - prev, 3)))
-        self.state = state
-        log.info("vm %s: %s → %s at %.2f s", self.name, STATES[STATES.index(state) - 1]
-                 if state != "off" else "…", state, now)  # fmt: skip
+        self.transitions.append(Transition(s, round(now, 3), round(now - prev, 3)))
+        log.info("vm %s: %s → %s at %.2f s", self.name, self.state, s, now)
+        self.state = s
 
-    def _fail(self, state: str, reason: str) -> BootError:
+    def _fail(self, s: State, reason: str) -> BootError:
         tail = self.console_log()[-TAIL_LINES:]
         self._stop()
-        self.state = "off"
-        return BootError(state, reason, tail, self.log_path)
+        self.state = State.OFF
+        return BootError(s, reason, tail, self.log_path)
 
     def transition(self, goal: str) -> None:
         """Go forward through the states until ``goal`` (labgrid's transition())."""
-        if goal not in STATES:
-            raise WolfError(f"unknown VM state {goal!r}", hint=f"one of {', '.join(STATES)}")
-        if goal == "off":
+        want = state(goal)
+        if want is State.OFF:
             self.close()
             return
-        while STATES.index(self.state) < STATES.index(goal):
-            nxt = STATES[STATES.index(self.state) + 1]
+        while not self._reached(want):
+            nxt = ORDER[ORDER.index(self.state) + 1]
             limit = self.timeouts[nxt]
             deadline = time.monotonic() + limit
             try:
-                getattr(self, f"_reach_{nxt}")(deadline)
+                self.handlers[nxt](deadline)
             except ConsoleTimeout:
                 raise self._fail(nxt, f"no '{nxt}' within {limit:g} s") from None
             except GuestFatal as e:
@@ -170,11 +202,11 @@ class VM:
                 raise
             except BaseException:
                 self._stop()  # Ctrl-C or a bug: QEMU goes with us
-                self.state = "off"
+                self.state = State.OFF
                 raise
             self._enter(nxt)
 
-    def boot(self, goal: str = "shell") -> VM:
+    def boot(self, goal: str = State.SHELL) -> VM:
         self.transition(goal)
         return self
 
@@ -295,8 +327,8 @@ class VM:
         return CommandResult(command, int(end.group(1)), output)
 
     def run(self, command: str, *, timeout: float = 30.0) -> CommandResult:
-        if STATES.index(self.state) < STATES.index("shell"):
-            self.transition("shell")
+        if not self._reached(State.SHELL):
+            self.transition(State.SHELL)
         if len(command) > 360 or "\n" in command:
             # Busybox's line editor truncates long lines: go through a script file instead.
             script = f"/tmp/.wolf-{uuid.uuid4().hex[:8]}.sh"
@@ -327,8 +359,8 @@ class VM:
         """Copy a file in over the console (works on every image; slow for big files)."""
         if not local.is_file():
             raise WolfError(f"{local} is not a file", hint="pass an existing file to copy")
-        if STATES.index(self.state) < STATES.index("shell"):
-            self.transition("shell")
+        if not self._reached(State.SHELL):
+            self.transition(State.SHELL)
         data = local.read_bytes()
         try:
             self._write_remote(data, remote, timeout)
@@ -342,15 +374,15 @@ class VM:
 
     def reboot(self, *, timeout: float = 180.0) -> None:
         """Reboot the guest (QEMU exits on it: -no-reboot) and boot again to the same state."""
-        goal = self.state if self.state != "off" else "shell"
-        if self._console is not None and STATES.index(self.state) >= STATES.index("shell"):
+        goal = self.state if self.state is not State.OFF else State.SHELL
+        if self._console is not None and self._reached(State.SHELL):
             with contextlib.suppress(ConsoleClosed):
                 self.console.send("reboot\n")
             self.console.wait_closed(min(timeout, 60))
         self._stop()
         self._history += [ln for ln in self._console.lines() if ln] if self._console else []
         self._console = None
-        self.state = "off"
+        self.state = State.OFF
         self.transition(goal)
 
     def console_log(self) -> list[str]:
@@ -361,7 +393,7 @@ class VM:
         """Power off: `poweroff -f` from the shell, else (or if it hangs) kill QEMU."""
         if self._proc is None:
             return
-        if self._console is not None and self.state in ("shell", "network", "ssh"):
+        if self._console is not None and self._reached(State.SHELL):
             with contextlib.suppress(ConsoleClosed, OSError):
                 self.console.send("sync; poweroff -f\n")
                 self.console.wait_closed(10)
@@ -369,12 +401,8 @@ class VM:
         self._enter_off()
 
     def _enter_off(self) -> None:
-        if self.state != "off":
-            now = time.monotonic() - self.started_at
-            prev = self.transitions[-1].at if self.transitions else 0.0
-            self.transitions.append(Transition("off", round(now, 3), round(now - prev, 3)))
-            log.info("vm %s: %s → off at %.2f s", self.name, self.state, now)
-            self.state = "off"
+        if self.state is not State.OFF:
+            self._enter(State.OFF)
 
     def _stop(self) -> None:
         if self._proc is not None:
