@@ -24,15 +24,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf import proc
 from openwrt_wolf.measure import memory
-from openwrt_wolf.targets.vm import qemu, standin
+from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
+from tests.standin import malta_guest
 
 CONSOLE = b"Please press Enter to activate this console."
 PROMPT = b"root@OpenWrt:/# "
 
 
 def spec() -> qemu.VmSpec:
-    g = standin.build()
+    g = malta_guest.build()
     return qemu.VmSpec(
         kernel=inspect_kernel(g.kernel.vmlinuz), initrd=g.initramfs, append=g.cmdline
     )

@@ -18,9 +18,10 @@ import pytest
 
 from openwrt_wolf.perf import places
 from openwrt_wolf.perf.place import TargetPlace
-from openwrt_wolf.targets.vm import qemu, standin
+from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM
+from tests.standin import malta_guest
 from tests.targets.test_vm import guest
 
 __all__ = ["guest"]
@@ -47,7 +48,7 @@ def _left(mark: str, seconds: float = 30) -> list[int]:
         time.sleep(0.2)
 
 
-def test_vm_place_reads_the_guest(guest: standin.StandIn) -> None:
+def test_vm_place_reads_the_guest(guest: malta_guest.StandIn) -> None:
     kernel = guest.kernel.vmlinuz
     ei_data = kernel.read_bytes()[5]  # 1: little-endian, 2: big-endian (the ELF header)
     spec = qemu.VmSpec(kernel=inspect_kernel(kernel), initrd=guest.initramfs,
@@ -67,7 +68,7 @@ def test_vm_place_reads_the_guest(guest: standin.StandIn) -> None:
         place.close()
 
 
-def test_perf_on_the_little_endian_guest_is_one_line(guest: standin.StandIn) -> None:
+def test_perf_on_the_little_endian_guest_is_one_line(guest: malta_guest.StandIn) -> None:
     mark = f"WOLF_TEST_{uuid.uuid4().hex}"
     r = subprocess.run(
         [str(ROOT / "wolf"), "perf", "--flavour", "mbedtls", "--target", "vm", "--image",

@@ -1,5 +1,5 @@
 """The VM target against a real kernel: Debian 12's mipsel 4Kc Malta kernel with the stand-in
-busybox initramfs (openwrt_wolf/vm/standin.py), booted in QEMU. Oracles are the guest itself
+busybox initramfs (tests/standin/malta_guest.py), booted in QEMU. Oracles are the guest itself
 (uname -r, /sys/class/net, md5sum, /proc/meminfo read straight off the console), the host's
 /proc (listening sockets, process state) and the facts of -m."""
 
@@ -20,24 +20,25 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.measure import memory
-from openwrt_wolf.targets.vm import qemu, standin
+from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM, BootError, StateUnavailable
 from openwrt_wolf.targets.vm.rundir import rundir
 from tests.conftest import need_tools, preparing
+from tests.standin import malta_guest
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.vm
 
 
 @pytest.fixture(scope="session")
-def guest() -> standin.StandIn:
+def guest() -> malta_guest.StandIn:
     need_tools("qemu-system-mipsel", "apt-get", "dpkg-deb")
     with preparing("the test guest: Debian's mipsel malta kernel and a busybox initramfs"):
-        return standin.build()
+        return malta_guest.build()
 
 
-def _spec(g: standin.StandIn, extra: str = "", memory_mb: int = 0) -> qemu.VmSpec:
+def _spec(g: malta_guest.StandIn, extra: str = "", memory_mb: int = 0) -> qemu.VmSpec:
     return qemu.VmSpec(
         kernel=inspect_kernel(g.kernel.vmlinuz),
         initrd=g.initramfs,
@@ -85,7 +86,7 @@ def _raw_meminfo(vm: VM) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(?m)^(MemTotal|MemFree):\s+(\d+) kB$", text)}
 
 
-def test_boot_run_put_memory_reboot(guest: standin.StandIn, tmp_path: Path) -> None:
+def test_boot_run_put_memory_reboot(guest: malta_guest.StandIn, tmp_path: Path) -> None:
     with VM(_spec(guest)) as vm:
         vm.transition("network")
         assert [t.state for t in vm.transitions] == ["booting", "console", "shell", "network"]
@@ -145,7 +146,7 @@ def test_boot_run_put_memory_reboot(guest: standin.StandIn, tmp_path: Path) -> N
     assert vm.state == "off" and vm.transitions[-1].state == "off"
 
 
-def test_measure_memory_cli_records_each_boot(guest: standin.StandIn, tmp_path: Path) -> None:
+def test_measure_memory_cli_records_each_boot(guest: malta_guest.StandIn, tmp_path: Path) -> None:
     store = tmp_path / "results"
     r = subprocess.run(
         [str(ROOT / "wolf"), "measure-memory", "--image", str(guest.kernel.vmlinuz),
@@ -175,7 +176,7 @@ def test_measure_memory_cli_records_each_boot(guest: standin.StandIn, tmp_path: 
     assert "boot 2/2: MemFree" in r.stdout
 
 
-def test_guest_panic_names_the_state(guest: standin.StandIn) -> None:
+def test_guest_panic_names_the_state(guest: malta_guest.StandIn) -> None:
     vm = VM(_spec(guest, "wolf.test=panic"))
     with pytest.raises(BootError) as e:
         vm.transition("shell")
@@ -185,7 +186,7 @@ def test_guest_panic_names_the_state(guest: standin.StandIn) -> None:
     assert vm.last_pid is not None and _gone(vm.last_pid)
 
 
-def test_stalled_console_times_out_in_its_state(guest: standin.StandIn) -> None:
+def test_stalled_console_times_out_in_its_state(guest: malta_guest.StandIn) -> None:
     # The stall comes after the console line, so the short timeout is only ever spent in
     # 'shell', however slow the host is at booting the kernel.
     vm = VM(_spec(guest, "wolf.test=stall"), timeouts={"shell": 5})
@@ -201,11 +202,11 @@ def test_stalled_console_times_out_in_its_state(guest: standin.StandIn) -> None:
 
 _CHILD = """
 import sys, time
-from openwrt_wolf.targets.vm import standin
+from tests.standin import malta_guest
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM
 from openwrt_wolf.targets.vm.qemu import VmSpec
-g = standin.build()
+g = malta_guest.build()
 vm = VM(VmSpec(kernel=inspect_kernel(g.kernel.vmlinuz), initrd=g.initramfs, append=g.cmdline))
 vm.transition("booting")
 print(vm.pid, flush=True)
@@ -214,7 +215,7 @@ time.sleep(600)  # no finally here: the reaper must clean up on its own
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_no_qemu_outlives_a_killed_task(guest: standin.StandIn, sig: signal.Signals) -> None:
+def test_no_qemu_outlives_a_killed_task(guest: malta_guest.StandIn, sig: signal.Signals) -> None:
     child = subprocess.Popen(
         [sys.executable, "-c", _CHILD], cwd=ROOT, stdout=subprocess.PIPE, text=True
     )
@@ -266,7 +267,7 @@ def test_invoke_vm_ssh_and_console(tmp_path: Path) -> None:
     """`invoke vm --ssh` on the stand-in with Debian's dropbear: the ssh state, a real SSH login
     through the forwarded port, the console for a person, Ctrl-] and no QEMU left."""
     need_tools("qemu-system-mipsel", "apt-get", "dpkg-deb", "ssh")
-    g = standin.build(ssh=True)
+    g = malta_guest.build(ssh=True)
     p = subprocess.Popen(
         [str(ROOT / "wolf"), "vm", "--image", str(g.kernel.vmlinuz), "--initrd",
          str(g.initramfs), "--append", g.cmdline, "--ssh"],
@@ -301,7 +302,7 @@ def test_invoke_vm_ssh_and_console(tmp_path: Path) -> None:
             p.wait()
 
 
-def test_taken_ssh_port_is_replaced(guest: standin.StandIn) -> None:
+def test_taken_ssh_port_is_replaced(guest: malta_guest.StandIn) -> None:
     """QEMU cannot forward from a port someone else holds; the VM picks another one."""
     import socket
 

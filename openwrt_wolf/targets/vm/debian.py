@@ -1,9 +1,10 @@
-"""Real MIPS binaries from Debian's archive (data/debian.toml): a private apt configuration for a
+"""Real binaries from Debian's archive (data/debian.toml): a private apt configuration for a
 foreign architecture under the cache directory, so the host's apt state is never touched.
 
-``malta_kernel()`` gives Debian 12's mipsel 4Kc Malta kernel (the package name is resolved with
-``apt-cache depends``, never hard-coded), ``busybox_static()`` a static busybox. Packages are
-downloaded with ``apt-get download`` and unpacked with ``dpkg-deb -x``, cached by version."""
+``AptRoot`` resolves package names with ``apt-cache`` (never hard-coded), downloads with
+``apt-get download`` and unpacks with ``dpkg-deb -x``, cached by version: the Wi-Fi guest's
+kernel and busybox (targets/vm/wifiguest.py), and the tests' malta stand-in guest
+(tests/standin/malta_guest.py)."""
 
 from __future__ import annotations
 
@@ -51,15 +52,6 @@ class Unpacked:
     version: str
     arch: str
     root: Path
-
-
-@dataclass(frozen=True)
-class MaltaKernel:
-    package: str  # linux-image-6.1.0-NN-4kc-malta
-    version: str  # the Debian package version
-    release: str  # the kernel release (uname -r), e.g. 6.1.0-NN-4kc-malta
-    vmlinuz: Path  # a self-decompressing ELF that QEMU's -kernel boots
-    modules: Path  # lib/modules/<release>
 
 
 class AptRoot:
@@ -293,34 +285,3 @@ class _Limited:
         data: bytes = self.fh.read(n)
         self.left -= len(data)
         return data
-
-
-def malta_kernel() -> MaltaKernel:
-    """Debian 12's mipsel 4Kc Malta kernel, downloaded and unpacked under the cache."""
-    spec = data()["malta_kernel"]
-    apt = AptRoot(spec["arch"])
-    with locked(apt.base / ".lock"):
-        apt.update()
-        package = apt.depends(spec["meta_package"], spec["package_pattern"])
-    pkg = apt.fetch(package)
-    found = sorted((pkg.root / "boot").glob("vmlinuz-*"))
-    if len(found) != 1:
-        raise WolfError(f"{package} {pkg.version}: expected one boot/vmlinuz-*, found {found}")
-    release = found[0].name.removeprefix("vmlinuz-")
-    return MaltaKernel(
-        package=package,
-        version=pkg.version,
-        release=release,
-        vmlinuz=found[0],
-        modules=pkg.root / "lib" / "modules" / release,
-    )
-
-
-def busybox_static() -> Path:
-    """A static busybox binary for the Malta kernel's architecture."""
-    spec = data()["busybox"]
-    pkg = AptRoot(spec["arch"]).fetch(spec["package"])
-    path = pkg.root / "bin" / "busybox"
-    if not path.is_file():
-        raise WolfError(f"{spec['package']} {pkg.version} has no bin/busybox")
-    return path

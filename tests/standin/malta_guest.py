@@ -1,23 +1,37 @@
-"""A stand-in OpenWrt guest for tests and benchmarks: Debian 12's real mipsel Malta kernel plus a
-busybox initramfs whose /init behaves like OpenWrt's console where the boot state machine looks:
-it prints "Please press Enter to activate this console.", waits for Enter, shows an OpenWrt-style
-prompt, brings up lan (eth0, 192.168.1.1/24, OpenWrt's default) in the background like netifd,
-and answers ``ubus wait_for network.interface.lan`` once lan is up.
+"""A stand-in OpenWrt guest for tests and benchmarks (never imported by openwrt_wolf): Debian
+12's real mipsel Malta kernel plus a busybox initramfs whose /init behaves like OpenWrt's
+console where the boot state machine looks: it prints "Please press Enter to activate this
+console.", waits for Enter, shows an OpenWrt-style prompt, brings up lan (eth0,
+192.168.1.1/24, OpenWrt's default) in the background like netifd, and answers ``ubus wait_for
+network.interface.lan`` once lan is up.
 
 Misbehaviour for tests is chosen on the kernel command line, so one initramfs serves all:
 ``wolf.test=panic`` (init exits: the kernel panics), ``wolf.test=stall`` (after Enter the
-console goes quiet: no prompt ever comes)."""
+console goes quiet: no prompt ever comes).
+
+The packages come from Debian's archive through the product's private apt root
+(targets/vm/debian.py); which ones is malta_guest.toml here."""
 
 from __future__ import annotations
 
 import hashlib
+import tomllib
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
-from ... import paths
-from ...errors import WolfError
-from . import debian
-from .initramfs import Archive, init_script
+from openwrt_wolf import paths
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.locks import locked
+from openwrt_wolf.targets.vm.debian import AptRoot
+from openwrt_wolf.targets.vm.initramfs import Archive, init_script
+
+
+@cache
+def data() -> dict[str, Any]:
+    return tomllib.loads((Path(__file__).with_name("malta_guest.toml")).read_text())
+
 
 # /init's own steps (initramfs.init_script adds the common start and the console loop)
 _INIT = r"""case " $(cat /proc/cmdline) " in
@@ -59,8 +73,49 @@ exit 0
 
 
 @dataclass(frozen=True)
+class MaltaKernel:
+    package: str  # linux-image-6.1.0-NN-4kc-malta
+    version: str  # the Debian package version
+    release: str  # the kernel release (uname -r), e.g. 6.1.0-NN-4kc-malta
+    vmlinuz: Path  # a self-decompressing ELF that QEMU's -kernel boots
+    modules: Path  # lib/modules/<release>
+
+
+def malta_kernel() -> MaltaKernel:
+    """Debian 12's mipsel 4Kc Malta kernel, downloaded and unpacked under the cache (the package
+    name is resolved with ``apt-cache depends``, never hard-coded)."""
+    spec = data()["malta_kernel"]
+    apt = AptRoot(spec["arch"])
+    with locked(apt.base / ".lock"):
+        apt.update()
+        package = apt.depends(spec["meta_package"], spec["package_pattern"])
+    pkg = apt.fetch(package)
+    found = sorted((pkg.root / "boot").glob("vmlinuz-*"))
+    if len(found) != 1:
+        raise WolfError(f"{package} {pkg.version}: expected one boot/vmlinuz-*, found {found}")
+    release = found[0].name.removeprefix("vmlinuz-")
+    return MaltaKernel(
+        package=package,
+        version=pkg.version,
+        release=release,
+        vmlinuz=found[0],
+        modules=pkg.root / "lib" / "modules" / release,
+    )
+
+
+def busybox_static() -> Path:
+    """A static busybox binary for the Malta kernel's architecture."""
+    spec = data()["busybox"]
+    pkg = AptRoot(spec["arch"]).fetch(spec["package"])
+    path = pkg.root / "bin" / "busybox"
+    if not path.is_file():
+        raise WolfError(f"{spec['package']} {pkg.version} has no bin/busybox")
+    return path
+
+
+@dataclass(frozen=True)
 class StandIn:
-    kernel: debian.MaltaKernel
+    kernel: MaltaKernel
     initramfs: Path
 
     @property
@@ -71,8 +126,8 @@ class StandIn:
 
 def _dropbear() -> dict[str, Path]:
     """Debian's dropbear and the shared libraries it loads, by the name the guest needs."""
-    spec = debian.data()["dropbear"]
-    apt = debian.AptRoot(spec["arch"])
+    spec = data()["dropbear"]
+    apt = AptRoot(spec["arch"])
     files = {"usr/sbin/dropbear": apt.fetch(spec["package"]).root / "usr/sbin/dropbear"}
     for pkg, names in spec["libraries"].items():
         root = apt.fetch(pkg).root
@@ -92,8 +147,8 @@ def build(*, ssh: bool = False) -> StandIn:
     """Fetch (cached) kernel and busybox and write the initramfs, named by its content's hash
     (building it in memory takes milliseconds; the boots are what is slow).
     ``ssh`` adds Debian's dropbear (dynamically linked, so with its libraries: about 2 MB)."""
-    kernel = debian.malta_kernel()
-    busybox = debian.busybox_static()
+    kernel = malta_kernel()
+    busybox = busybox_static()
     mods = [kernel.modules / "kernel/drivers/net/mii.ko",
             kernel.modules / "kernel/drivers/net/ethernet/amd/pcnet32.ko"]  # fmt: skip
     a = Archive()
