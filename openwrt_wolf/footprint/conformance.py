@@ -289,7 +289,7 @@ def serve(lab: Lab, fetch: Fetch, tag: str) -> Iterator[Served]:
             argv += ["-quiet"]
         env = {}
     with proc.spawn(argv, cwd=lab.www, env=env, output=logfile, stdin_open=True) as p:
-        wait_listening("127.0.0.1", port, 30.0, p.popen)
+        wait_listening("127.0.0.1", port, 30.0, p)
         served = Served(0, trace, lambda: logfile.read_text(errors="replace"))
         with relay(port, RELAY_DELAY, served.connections) as front:
             served.port = front

@@ -290,6 +290,6 @@ def download_server(pki: Pki) -> Iterator[int]:
             "-key", str(pki.key), "-quiet"]  # fmt: skip
     logfile = pki.dir / f"s_server-{port}.log"
     with proc.spawn(argv, cwd=pki.www, output=logfile) as p:
-        wait_listening("127.0.0.1", port, TIMEOUT, p.popen)
+        wait_listening("127.0.0.1", port, TIMEOUT, p)
         with relay(port) as front:
             yield front

@@ -103,11 +103,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_listening(address: str, port: int, timeout: float, alive: object = None) -> None:
+def wait_listening(
+    address: str, port: int, timeout: float, server: proc.Spawned | None = None
+) -> None:
+    """Until something listens on address:port; a ``server`` that exits first is one line."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if isinstance(alive, subprocess.Popen) and alive.poll() is not None:
-            raise WolfError(f"the server exited ({alive.returncode}) before listening on {port}")
+        if server is not None and (status := server.poll()) is not None:
+            raise WolfError(f"the server exited ({status}) before listening on {port}")
         with socket.socket() as s:
             if s.connect_ex((address, port)) == 0:
                 return
@@ -134,7 +137,7 @@ class QemuRunner:
         logfile = self.scratch("servers") / f"server-{port}.log"
         with proc.spawn(argv, output=logfile, grace=10.0) as p:
             # the stop's SIGTERM: uhttpd ends its loop and exits (heap "exit")
-            wait_listening(self.address, port, timeout, p.popen)
+            wait_listening(self.address, port, timeout, p)
             yield _QemuServed(p.popen, logfile)
 
     def run(
