@@ -10,14 +10,16 @@ import re
 import stat
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
+from openwrt_wolf import paths
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.measure import meminfo, memory
 from openwrt_wolf.results.store import FileStore, Record
-from openwrt_wolf.targets.vm import qemu
+from openwrt_wolf.targets.vm import machine, qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.initramfs import Archive
 from tests.conftest import need_tools
@@ -155,10 +157,8 @@ def test_busybox_free_layout() -> None:
         meminfo.parse_meminfo("MemTotal: 1 kB\n[  12.3] pcnet32 eth0: link up\n")
 
 
-def test_qemu_command_line(tmp_path: Path) -> None:
-    need_tools("readelf")
-    k = tmp_path / "k.elf"
-    # a minimal little-endian MIPS32 ELF header, checked by readelf too
+def _mipsel_elf(k: Path) -> Path:
+    """A minimal little-endian MIPS32 ELF header (test_qemu_command_line checks it with readelf)."""
     hdr = bytearray(52)
     hdr[:6] = b"\x7fELF\x01\x01"
     hdr[6] = 1
@@ -166,6 +166,12 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     hdr[20:24] = (1).to_bytes(4, "little")
     hdr[40:42] = (52).to_bytes(2, "little")
     k.write_bytes(bytes(hdr))
+    return k
+
+
+def test_qemu_command_line(tmp_path: Path) -> None:
+    need_tools("readelf")
+    k = _mipsel_elf(tmp_path / "k.elf")
     assert _readelf_endian(k) == "little"
     spec = qemu.VmSpec(kernel=inspect_kernel(k), ssh_port=2222)
     argv = qemu.command(spec, tmp_path / "c.sock")
@@ -177,6 +183,24 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     assert len(fwd) == 1 and "hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22" in fwd[0]
     with pytest.raises(WolfError, match="out of range"):
         qemu.VmSpec(kernel=spec.kernel, memory_mb=4).memory()
+
+
+def test_vm_states_are_the_data_files_in_boot_order(tmp_path: Path) -> None:
+    """The state machine's states are data/vm.toml's [states.*] in the file's order after
+    'off', each with a handler and its timeout; an unknown state name is one line and starts
+    nothing."""
+    states = tomllib.loads((paths.DATA_DIR / "vm.toml").read_text())["states"]
+    assert [str(s) for s in machine.ORDER] == ["off", *states]
+    spec = qemu.VmSpec(kernel=inspect_kernel(_mipsel_elf(tmp_path / "k.elf")))
+    vm = machine.VM(spec, timeouts={"shell": 5})
+    assert set(vm.handlers) == set(machine.ORDER[1:])
+    assert vm.timeouts == {**{k: float(v["timeout"]) for k, v in states.items()}, "shell": 5}
+    with pytest.raises(WolfError, match="unknown VM state 'bogus'") as e:
+        vm.transition("bogus")
+    assert e.value.hint == "one of off, booting, console, shell, network, ssh"
+    assert vm.state == "off" and vm.pid is None and vm.transitions == []
+    with pytest.raises(WolfError, match="unknown VM state 'shel'"):
+        machine.VM(spec, timeouts={"shel": 5})
 
 
 def _main(tmp_path: Path, **kw: object) -> None:

@@ -53,7 +53,7 @@ ORDER = list(State)
 TAIL_LINES = 30
 
 
-def state(name: str) -> State:
+def state_named(name: str) -> State:
     """The state of that name; one line naming them all when there is none."""
     try:
         return State(name)
@@ -103,7 +103,7 @@ def _prune(logdir: Path, keep_days: float = 14) -> None:
 
 def state_timeouts() -> dict[State, float]:
     """Seconds each state may take to come, from entering the one before (data/vm.toml)."""
-    return {state(name): float(s["timeout"]) for name, s in config()["states"].items()}
+    return {state_named(k): float(s["timeout"]) for k, s in config()["states"].items()}
 
 
 class VM:
@@ -119,7 +119,7 @@ class VM:
     ) -> None:
         self.spec = spec
         self.name = name or f"qemu-{spec.kernel.machine}-{spec.kernel.arch}"
-        given = {state(name): limit for name, limit in (timeouts or {}).items()}
+        given = {state_named(k): limit for k, limit in (timeouts or {}).items()}
         self.timeouts = {**state_timeouts(), **given}
         self.state = State.OFF
         # the handler of a state reaches it from the state before, by the deadline it is given
@@ -181,7 +181,7 @@ class VM:
 
     def transition(self, goal: str) -> None:
         """Go forward through the states until ``goal`` (labgrid's transition())."""
-        want = state(goal)
+        want = state_named(goal)
         if want is State.OFF:
             self.close()
             return
