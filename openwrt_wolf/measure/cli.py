@@ -16,7 +16,7 @@ from ..host import hosttools
 from ..results.store import FileStore
 from ..targets.router.board import Board
 from ..targets.router.board import board as read_board
-from . import memory as mem
+from . import free_memory as mem
 
 
 def main(

@@ -349,7 +349,7 @@ def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) ->
 
 
 def _median_kb(data: dict[str, Any]) -> dict[str, int]:
-    """Median /proc/meminfo fields of a memory record (vm.memory.MemoryResult):
+    """Median /proc/meminfo fields of a memory record (measure.free_memory.MemoryResult):
     data["summary"][field]["median"], else the flat memfree_kb/memavailable_kb/memtotal_kb."""
     out: dict[str, int] = {}
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}

@@ -74,7 +74,7 @@ def vm(
     memory: int = 0,
 ) -> None:
     """The `invoke vm` task."""
-    from ..measure import memory as mem
+    from ..measure import free_memory as mem
     from .vm.interactive import session, write_out
     from .vm.machine import VM
 

@@ -159,7 +159,7 @@ def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> Non
     for p in (lab.base / "results/build").glob("*.json"):
         rec = Record.from_dict(json.loads(p.read_text()))
         store.put(rec)
-    # the shapes the memory (vm.memory.MemoryResult) and footprint jobs store
+    # the shapes the memory (measure.free_memory.MemoryResult) and footprint jobs store
     mem = {
         "memfree_kb": 23456.0,
         "memavailable_kb": 30001.5,

@@ -101,7 +101,7 @@ def opened(
             ssh.close()
         return
     if target == "vm":
-        from ..measure.memory import spec_for
+        from ..measure.free_memory import spec_for
         from ..targets.vm.machine import VM
 
         if login is not None:
