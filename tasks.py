@@ -55,12 +55,12 @@ _SOURCES_HELP = {
 
 @task(help=_SOURCES_HELP)
 @guarded
-def host_tools(c, sources=None, sources_url=None):
+def openwrt_tools(c, sources=None, sources_url=None):
     """Build OpenWrt's own host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils)
     from the pinned upstream sources (`./wolf sources`), once and cached; print where."""
     from openwrt_wolf.host import cli as host_cli
 
-    host_cli.host_tools(dirs=sources, urls=sources_url)
+    host_cli.openwrt_tools(dirs=sources, urls=sources_url)
 
 
 @task(

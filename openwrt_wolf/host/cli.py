@@ -1,4 +1,5 @@
-"""Task glue for `invoke hosttools`: list a job's host tools and install the missing ones."""
+"""Task glue for `invoke hosttools` (list a job's host tools, install the missing ones) and
+`invoke openwrt-tools` (build OpenWrt's own host image tools)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,20 @@ def main(group: str = "test", install: bool = False) -> None:
         hosttools.ensure(group)
 
 
-def host_tools(dirs: str | None = None, urls: str | None = None) -> None:
-    """`invoke host-tools`: build OpenWrt's host image tools once (cached) and list them."""
+def openwrt_tools(dirs: str | None = None, urls: str | None = None) -> None:
+    """`invoke openwrt-tools`: build OpenWrt's host image tools once (cached) and list them."""
     from ..term import console
-    from . import openwrt_tools, upstream
+    from . import openwrt_tools as ot
+    from . import upstream
 
     upstream.use_mirrors(_split(dirs), _split(urls))
 
     con = console(stderr=True)
-    tools = openwrt_tools.ensure(progress=lambda step: con.print(f"building {step} ..."))
+    tools = ot.ensure(progress=lambda step: con.print(f"building {step} ..."))
     for source in tools.sources:
         print(f"source  {source}")
     print(f"bin     {tools.bin_dir}  ({len(tools.names())} tools, as $(STAGING_DIR_HOST)/bin)")
-    for name in openwrt_tools.IMAGE_TOOLS:
+    for name in ot.IMAGE_TOOLS:
         print(f"{name:22} {tools.tool(name)}")
 
 
