@@ -19,7 +19,7 @@ from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
 from ..host import hosttools
 from ..results import store
-from ..targets.router.ssh import Login
+from ..targets.router.login import Login
 from . import crypto, handshake, heap_use, net, netlab, open_place, programs, soak, wifi
 from .model import (
     CRYPTO,

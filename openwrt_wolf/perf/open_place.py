@@ -81,7 +81,8 @@ def opened(
         yield None
         return
     if target == "router":
-        from ..targets.router.ssh import Login, SSHTarget
+        from ..targets.router.login import Login
+        from ..targets.router.ssh import SSHTarget
 
         if not isinstance(login, Login):
             raise WolfError("--target router needs --host ADDR",
