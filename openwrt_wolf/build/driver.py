@@ -510,24 +510,10 @@ def _measure(
         rootfs_size = squashfs_sb.parse(data, where=str(roots[-1])).bytes_used
     else:
         notes.append(f"no root.squashfs in {kdir}")
-    images: dict[str, str] = {}
-    pj = bin_dir / "profiles.json"
-    if pj.exists():  # what the ImageBuilder wrote: read as untrusted as any other
-        prof = artifacts.load_profiles_json(pj).profiles.get(dev.profile)
-        images = {i.name: i.type for i in prof.images} if prof else {}
-    sums = {}
-    if (bin_dir / "sha256sums").exists():
-        sums = download.parse_sha256sums(untrusted.read_text(bin_dir / "sha256sums", "sha256sums"))
-    for f in sorted(bin_dir.iterdir()):
-        if not f.is_file() or f.name in (kernel.name, "root.squashfs"):
-            continue
-        kind = images.get(f.name) or (
-            "manifest" if f.name.endswith(".manifest") else
-            f.name if f.name in ("profiles.json", "sha256sums") else "other"
-        )  # fmt: skip
-        a = Artifact.of(f, kind)
-        if f.name in sums and sums[f.name] != a.sha256:
-            notes.append(f"{f.name}: sha256 differs from OpenWrt's sha256sums")
+    for f in artifacts.output_files(bin_dir, dev.profile, skip=(kernel.name, "root.squashfs")):
+        a = Artifact.of(f.path, f.type)
+        if f.listed_sha256 is not None and f.listed_sha256 != a.sha256:
+            notes.append(f"{f.path.name}: sha256 differs from OpenWrt's sha256sums")
         arts.append(a)
     sysupgrade = next((a for a in arts if a.type == "sysupgrade"), None)
     report = fit.evaluate(dev, kernel_size=kernel_size, rootfs_size=rootfs_size)
