@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths, proc, signals, term
-from ..catalogue import releases
+from ..catalogue import flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..firmware import artifacts, fit
@@ -38,10 +38,6 @@ from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, plan
 from .record import KIND, Artifact, BuildRecord
 from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
-
-# the TLS library packages of a manifest, with or without the ABI suffix (libmbedtls,
-# libmbedtls21, libwolfssl5.9.1.e624513f), not their companions (libopenssl-conf)
-TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)(?:-?\d[\w.]*)?$")
 
 
 @dataclass
@@ -465,9 +461,9 @@ def _store(
         device=dev.profile,
         flavour=job.flavour,
         library_versions={
-            TLS_LIBS.match(n).group(1): v  # type: ignore[union-attr]
+            lib: v
             for n, v in sorted(manifest.items())
-            if TLS_LIBS.match(n)
+            if (lib := flavours.library_of_package(n)) is not None
         },
         manifest=manifest,
         phases={k: round(v, 3) for k, v in phases.items()},

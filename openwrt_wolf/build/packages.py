@@ -59,7 +59,7 @@ class Changes:
 def rules(flavour: str, release: str) -> Rules:
     fl = flavours.get(flavour)
     rel = releases.get(release).name
-    spec = fl.raw.get("release", {}).get(rel)
+    spec = fl.releases.get(rel)
     if spec is None:
         raise WolfError(
             f"flavour {fl.name} has no package changes for release {rel} in data/flavours.toml",
@@ -68,12 +68,12 @@ def rules(flavour: str, release: str) -> Rules:
     return Rules(
         flavour=fl.name,
         release=rel,
-        replace=tuple(sorted(spec.get("replace", {}).items())),
-        add=tuple(spec.get("add", ())),
-        remove=tuple(spec.get("remove", ())),
-        luci_https=tuple(spec.get("luci_https", ())),
-        notes=tuple(spec.get("notes", ())),
-        sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
+        replace=spec.replace,
+        add=spec.add,
+        remove=spec.remove,
+        luci_https=spec.luci_https,
+        notes=spec.notes,
+        sdk_luci_https=spec.sdk_luci_https,
     )
 
 
