@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.measure import meminfo, memory
+from openwrt_wolf.measure import free_memory, meminfo
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
@@ -119,7 +119,7 @@ def test_cli_rejects_a_non_kernel_before_qemu_starts(tmp_path: Path) -> None:
 
 def test_no_build_record_says_run_build_first(tmp_path: Path) -> None:
     with pytest.raises(WolfError, match=r"invoke build --device malta-be --flavour wolfssl"):
-        memory.built_image(FileStore(tmp_path), "malta-be", "wolfssl", None)
+        free_memory.built_image(FileStore(tmp_path), "malta-be", "wolfssl", None)
 
 
 def test_build_record_lookup_finds_the_initramfs(tmp_path: Path) -> None:
@@ -128,11 +128,11 @@ def test_build_record_lookup_finds_the_initramfs(tmp_path: Path) -> None:
     kernel.write_bytes(b"x")
     data = {"artifacts": [str(tmp_path / "sha256sums"), {"path": str(kernel)}]}
     fs.put(Record("build", "b1", "25.12.5", "malta-be", "mbedtls", data))
-    path, release = memory.built_image(fs, "malta", "mbedtls", None)
+    path, release = free_memory.built_image(fs, "malta", "mbedtls", None)
     assert (path, release) == (kernel, "25.12.5")
     kernel.unlink()
     with pytest.raises(WolfError, match="does not exist any more"):
-        memory.built_image(fs, "malta-be", "mbedtls", None)
+        free_memory.built_image(fs, "malta-be", "mbedtls", None)
 
 
 def test_host_meminfo_and_free_agree() -> None:
