@@ -17,6 +17,7 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -173,6 +174,50 @@ def _put_record(st: store.FileStore, job: Job, record: BuildRecord) -> Path:
 def _run_group(
     target: str, backend: str, jobs: list[Job], opts: Options, st: store.FileStore, con: Any
 ) -> list[Outcome]:
+    """The jobs of one ImageBuilder: prepare it once, then build on -j working copies."""
+    ib, group, info_cmds = _prepare_group(target, backend, jobs, opts, con)
+    n = min(opts.jobs, len(jobs))
+    slots: queue.Queue[Path] = queue.Queue()
+    for d in slot_dirs(ib, n, copies_only=backend == "sdk"):
+        if backend == "sdk":
+            with tree_lock(d):
+                sdk_mod.put_local_packages(d, group.local)
+        slots.put(d)
+    total = len(jobs)
+    done_count = [0]
+    lock = threading.Lock()
+
+    def one(job: Job) -> Outcome:
+        # another run building the same request writes the same output directory: wait for
+        # it, then take its result instead of building it again
+        with tree_lock(_kept(job).parent):
+            out = None if opts.force else _reuse_kept(job, st, con)
+            if out is None:
+                slot = slots.get()
+                try:
+                    with tree_lock(slot), term.progress(f"build {job.label}"):
+                        out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st,
+                                         con)  # fmt: skip
+                finally:
+                    slots.put(slot)
+        with lock:
+            done_count[0] += 1
+            fr = out.record.fit
+            con.print(
+                f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
+                f"(headroom {fr.get('rootfs_room')} B) {out.path}"
+            )
+        return out
+
+    return _each(jobs, n, one)
+
+
+def _prepare_group(
+    target: str, backend: str, jobs: list[Job], opts: Options, con: Any
+) -> tuple[ImageBuilder, _Group, list[str]]:
+    """The ImageBuilder (fetched or given), its `make info`, the SDK's packages when the
+    backend needs them, and the check that it builds every job's profile; with the commands
+    run and the seconds each step took."""
     t0 = time.monotonic()
     ib, ib_name, ib_sha = obtain_imagebuilder(target, opts, con)
     t1 = time.monotonic()
@@ -203,40 +248,11 @@ def _run_group(
     seconds = {"imagebuilder": t1 - t0, "info": t2 - t1}
     if backend == "sdk":
         seconds["sdk"] = t3 - t2
-    group = _Group(ib_name, ib_sha, info, seconds, local, sdk_id)
-    n = min(opts.jobs, len(jobs))
-    slots: queue.Queue[Path] = queue.Queue()
-    for d in slot_dirs(ib, n, copies_only=backend == "sdk"):
-        if backend == "sdk":
-            with tree_lock(d):
-                sdk_mod.put_local_packages(d, local)
-        slots.put(d)
-    total = len(jobs)
-    done_count = [0]
-    lock = threading.Lock()
+    return ib, _Group(ib_name, ib_sha, info, seconds, local, sdk_id), info_cmds
 
-    def one(job: Job) -> Outcome:
-        # another run building the same request writes the same output directory: wait for
-        # it, then take its result instead of building it again
-        with tree_lock(_kept(job).parent):
-            out = None if opts.force else _reuse_kept(job, st, con)
-            if out is None:
-                slot = slots.get()
-                try:
-                    with tree_lock(slot), term.progress(f"build {job.label}"):
-                        out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st,
-                                         con)  # fmt: skip
-                finally:
-                    slots.put(slot)
-        with lock:
-            done_count[0] += 1
-            fr = out.record.fit
-            con.print(
-                f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
-                f"(headroom {fr.get('rootfs_room')} B) {out.path}"
-            )
-        return out
 
+def _each(jobs: list[Job], n: int, one: Callable[[Job], Outcome]) -> list[Outcome]:
+    """``one`` for every job on n workers, in order; the first failure cancels the rest."""
     if n == 1:
         return [one(j) for j in jobs]
     with proc.workers(n, "ib") as pool:  # Ctrl-C/TERM stop the running makes (proc.stop_all)
