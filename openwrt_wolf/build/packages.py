@@ -4,6 +4,7 @@ the jinja2 templates in templates/ (top level): the ImageBuilder's PACKAGES valu
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,18 +21,12 @@ from ..paths import DATA_DIR, PROJECT_ROOT
 TEMPLATES = PROJECT_ROOT / "templates"
 
 
-@dataclass(frozen=True)
-class Rules:
+@dataclass(frozen=True, kw_only=True)
+class Rules(flavours.PackageChanges):
     """What data/flavours.toml says for one flavour on one release."""
 
     flavour: str
     release: str
-    replace: tuple[tuple[str, str], ...]
-    add: tuple[str, ...]
-    remove: tuple[str, ...]
-    luci_https: tuple[str, ...]
-    notes: tuple[str, ...]
-    sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
 
     def needs_sdk(self, luci_https: bool) -> bool:
         """Whether the request is only complete with packages the SDK builds."""
@@ -65,16 +60,8 @@ def rules(flavour: str, release: str) -> Rules:
             f"flavour {fl.name} has no package changes for release {rel} in data/flavours.toml",
             hint="add a [flavour.<name>.release.<release>] table",
         )
-    return Rules(
-        flavour=fl.name,
-        release=rel,
-        replace=spec.replace,
-        add=spec.add,
-        remove=spec.remove,
-        luci_https=spec.luci_https,
-        notes=spec.notes,
-        sdk_luci_https=spec.sdk_luci_https,
-    )
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    return Rules(flavour=fl.name, release=rel, **fields)
 
 
 def changes(
