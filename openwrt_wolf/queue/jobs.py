@@ -21,7 +21,7 @@ from ..errors import WolfError
 from . import artifacts
 
 QUEUE_BACKENDS = ("imagebuilder", "sdk")  # buildroot needs a tree: not a queue job
-_PACKAGE = re.compile(r"^-?[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
+_PACKAGE = re.compile(r"^[-@]?[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 _KEY = re.compile(r"^[0-9a-f]{32}$")
 BUILD_FIELDS = {
     "release": str,
