@@ -222,6 +222,7 @@ def what_if(
         "($OPENWRT_WOLF_QUEUE); one job per device and flavour",
         "retries": "with --queue: times a failed or abandoned job is tried again (default 2)",
         "worker_timeout": "with --queue: seconds one build may take on a worker (default 14400)",
+        "sdk_ib": "buildroot: also make OpenWrt's SDK and ImageBuilder (CONFIG_SDK, CONFIG_IB)",
     }
 )
 @guarded
@@ -229,7 +230,7 @@ def build(
     c, flavour=None, device=None, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=None, force=False, store=None, luci_https=False, packages=None,
     files=None, feed=None, patches=None, report=True, queue=None, retries=None,
-    worker_timeout=None,
+    worker_timeout=None, sdk_ib=False,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     from openwrt_wolf.build import cli as build_cli
@@ -242,13 +243,36 @@ def build(
         imagebuilder=imagebuilder, sdk=sdk, tree=tree,
         jobs=integer(j, "-j", default=1, minimum=1), force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
-        queue=queue, retries=retries, worker_timeout=worker_timeout,
+        queue=queue, retries=retries, worker_timeout=worker_timeout, sdk_ib=sdk_ib,
     )  # fmt: skip
     if report:
         report_cli.main(
             store=store, from_dirs=[], device=device, flavour=flavour, release=release,
             fmt="terminal", output=None,
         )  # fmt: skip
+
+
+@task(
+    help={
+        "tree": "the OpenWrt source tree whose dl/ to fill",
+        "from_": "local directories (comma list): tarballs under OpenWrt's names, and git "
+        "repositories (<dir>/<project>[.git], or the fetch tool's <dir>/<owner>+<project>/repo)",
+        "allow": "classes other than exact that may be used: same-version, substitute, missing "
+        "(comma list); each is written to <tree>/wolf-substitutions.json",
+        "config": "seed .config files (comma list): the union of what each needs after make "
+        "defconfig (default: the tree's .config)",
+        "debian": "look in Debian's source archive (default on; --no-debian)",
+        "revert": "undo the tree edits substitutions made (originals in .wolf-sources/orig)",
+    }
+)
+@guarded
+def sources(c, tree=None, from_=None, allow=None, config=None, debian=True, revert=False):
+    """Fill an OpenWrt tree's dl/ from local files, git repositories and Debian; verify each."""
+    from openwrt_wolf.build import cli as build_cli
+
+    tree = required(tree, "--tree", hint="an OpenWrt source tree")
+    sys.exit(build_cli.sources_main(tree=tree, from_dirs=from_, allow=allow,
+                                    configs=config, debian=debian, revert=revert))  # fmt: skip
 
 
 @task(

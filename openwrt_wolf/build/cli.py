@@ -38,6 +38,7 @@ def main_args(
     queue: str | None = None,
     retries: str | None = None,
     worker_timeout: str | None = None,
+    sdk_ib: bool = False,
 ) -> list[Outcome]:
     """tasks.py's arguments as typed Options; with --queue, built by the queue's workers."""
 
@@ -65,6 +66,7 @@ def main_args(
         files=path(files),
         feed=path(feed),
         patches=path(patches),
+        sdk_ib=sdk_ib,
     )
     if queue:
         from ..queue import cli as queue_cli
@@ -166,3 +168,62 @@ def render(
     if what == "feeds":
         return pk.feeds_conf(rel, rules.flavour, Path(feed).resolve() if feed else None)
     raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, buildroot, feeds")
+
+
+def sources_main(
+    *,
+    tree: str,
+    from_dirs: str | None,
+    allow: str | None,
+    configs: str | None,
+    debian: bool,
+    revert: bool,
+) -> int:
+    """`invoke sources`: fill the tree's dl/, print what is not exact, write the
+    substitutions file. 2 when a file is missing (or not allowed)."""
+    from .. import paths as pth
+    from . import sources, srcedit
+    from .buildroot import Tree
+
+    top = Tree(Path(tree)).top
+    if revert:
+        restored = srcedit.revert(top)
+        term.console().print(f"restored {len(restored)} files of {top}", markup=False)
+        return 0
+    local = [Path(p).expanduser().resolve() for p in (from_dirs or "").split(",") if p.strip()]
+    for d in local:
+        if not d.is_dir():
+            raise WolfError(f"--from {d} is not a directory")
+    cfgs = [Path(p).expanduser() for p in (configs or "").split(",") if p.strip()]
+    for c in cfgs:
+        if not c.is_file():
+            raise WolfError(f"--config {c} is not a file")
+    log = pth.cache_dir() / "logs" / "sources.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    needed = sources.list_for_tree(top, log, cfgs)
+    subs = sources.fill(top, needed, local=local, allow=sources.parse_allow(allow),
+                        debian=debian, log=log)  # fmt: skip
+    show_substitutions(subs)
+    missing = [f["file"] for f in subs.files if f["class"] == "missing"]
+    con = term.console()
+    con.print(f"substitutions file: {top / sources.SUBSTITUTIONS}", markup=False)
+    if missing:
+        con.print(f"missing ({len(missing)}): {', '.join(missing)}", markup=False)
+        return 2
+    return 0
+
+
+def show_substitutions(subs: object) -> None:
+    """The counts per class and a table of every file that is not exact."""
+    from .sources import Substitutions
+
+    assert isinstance(subs, Substitutions)
+    table = Table(title="sources that are not OpenWrt's exact files")
+    for col in ("file", "class", "placed as", "version", "from", "note"):
+        table.add_column(col, overflow="fold")
+    for f in subs.not_exact():
+        table.add_row(f["file"], f["class"], f["placed"], f["version"][:12], f["origin"],
+                      f["note"])  # fmt: skip
+    con = term.console()
+    con.print(table)
+    con.print(" ".join(f"{k}: {v}" for k, v in subs.counts().items()), markup=False)

@@ -1,0 +1,202 @@
+"""`invoke sources` (build/sources.py): an OpenWrt tree's dl/ filled from a local git
+repository and from Debian's source archive, each file checked against OpenWrt's own pins.
+
+Oracles: OpenWrt's PKG_MIRROR_HASH / PKG_HASH as the v25.12.5 tree states them, and the tree's
+own make (`make -C <dir> var.PKG_SOURCE` etc.) reading the edited Makefiles back. The tree is a
+hard-linked copy of the shared snapshot: edits replace files (temp + rename), so the snapshot
+itself is never changed."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.build import sources, srcneeded, srcpack
+from openwrt_wolf.build.srcneeded import Needed
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.host import upstream
+from tests.conftest import need_tools, unavailable
+
+UHTTPD = "package/network/services/uhttpd"
+USTREAM = "package/libs/ustream-ssl"
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def tree(openwrt_tree_25125: Path, tmp_path: Path) -> Path:
+    need_tools("make", "git", "tar", "gawk")
+    t = tmp_path / "openwrt"
+    subprocess.run(["cp", "-al", str(openwrt_tree_25125), str(t)], check=True)
+    for stale in ("dl", "tmp", ".wolf-sources", sources.SUBSTITUTIONS):
+        p = t / stale
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    return t
+
+
+def _var(tree: Path, d: str, var: str) -> str:
+    """The tree's own make reading a variable of a package directory."""
+    return srcneeded.pkg_vars(tree, d).get(var, "") if var in srcneeded.PKG_VARS else ""
+
+
+def _repo_from_snapshot(name: str, dest: Path) -> Path:
+    """A git repository holding a shared snapshot (a `git archive` of the pinned commit),
+    committed at the commit's own time: same content, names, modes and time as upstream's
+    commit, so OpenWrt's packing of it must give OpenWrt's PKG_MIRROR_HASH."""
+    try:
+        src = upstream.tarball(name)
+    except WolfError as e:
+        unavailable(f"needs the shared {name} snapshot: {e}")
+        raise
+    work = dest / "work"
+    work.mkdir(parents=True)
+    with tarfile.open(src) as tf:
+        when = max(m.mtime for m in tf.getmembers())
+    subprocess.run(["tar", "-xzf", str(src), "-C", str(work)], check=True)
+    (top,) = list(work.iterdir())
+    env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "s"]):
+        subprocess.run(argv, cwd=top, check=True, env=env)
+    return top / ".git"
+
+
+def _needed(tree: Path, d: str) -> Needed:
+    """What the tree's make says the directory downloads (its PKG_* variables)."""
+    v = srcneeded.pkg_vars(tree, d)
+    git = v.get("PKG_SOURCE_PROTO") == "git"
+    return Needed(
+        file=v["PKG_SOURCE"], hash=v["PKG_MIRROR_HASH" if git else "PKG_HASH"], dirs=(d,),
+        name=v["PKG_NAME"], version=v["PKG_VERSION"], proto=v.get("PKG_SOURCE_PROTO", ""),
+        git_url=v.get("PKG_SOURCE_URL", ""), commit=v.get("PKG_SOURCE_VERSION", ""),
+        source_date=v.get("PKG_SOURCE_DATE", ""),
+    )  # fmt: skip
+
+
+def test_git_pack_gives_openwrt_mirror_hash(tree: Path, tmp_path: Path) -> None:
+    """uhttpd at its pinned content, packed as OpenWrt's rawgit method packs a checkout,
+    is byte for byte the tarball OpenWrt's PKG_MIRROR_HASH names."""
+    repo = _repo_from_snapshot("uhttpd", tmp_path / "uhttpd")
+    n = _needed(tree, UHTTPD)
+    out = tmp_path / n.file
+    srcpack.git_pack(repo, "HEAD", srcpack.stem(n.file), out)
+    assert _sha(out) == n.hash
+
+
+def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
+    """--from with git repositories: uhttpd's pinned content is exact; ustream-ssl's snapshot
+    is an older commit, refused until --allow substitute, then placed under the name the
+    edited Makefile gives and with its hash, and listed in the substitutions file.
+
+    The repositories are made here from the snapshots, so their commit ids are not upstream's:
+    uhttpd's file is asked for by this repository's commit (same content and time, so the
+    same bytes), ustream-ssl's by OpenWrt's pin, which this repository does not have."""
+    local = tmp_path / "git"
+    repos = {}
+    for name in ("uhttpd", "ustream-ssl"):
+        repo = _repo_from_snapshot(name, tmp_path / f"src-{name}")
+        repos[name] = local / f"openwrt+{name}" / "repo"
+        shutil.copytree(repo, repos[name])
+    ours = srcpack.resolve_commit(repos["uhttpd"], "HEAD")
+    needed = [dataclasses.replace(_needed(tree, UHTTPD), commit=ours), _needed(tree, USTREAM)]
+    log = tmp_path / "log"
+
+    subs = sources.fill(tree, needed, local=[local], allow=(), debian=False, log=log)
+    by = {f["file"]: f for f in subs.files}
+    assert by[needed[0].file]["class"] == "exact"
+    assert _sha(tree / "dl" / needed[0].file) == needed[0].hash
+    assert by[needed[1].file]["class"] == "missing"
+    assert "--allow substitute" in by[needed[1].file]["note"]
+    assert _var(tree, USTREAM, "PKG_SOURCE") == needed[1].file  # nothing edited yet
+
+    subs = sources.fill(tree, needed, local=[local], allow=("substitute",), debian=False, log=log)
+    f = {f["file"]: f for f in subs.files}[needed[1].file]
+    assert f["class"] == "substitute"
+    after = srcneeded.pkg_vars(tree, USTREAM)  # OpenWrt's make reads the edited Makefile
+    assert after["PKG_SOURCE"] == f["placed"] != needed[1].file
+    assert after["PKG_MIRROR_HASH"] == _sha(tree / "dl" / f["placed"])
+    assert after["PKG_SOURCE_VERSION"] != needed[1].commit
+    raw = tmp_path / "placed.tar"
+    srcpack.decompress(tree / "dl" / f["placed"], raw)  # zstd: not a tarfile compression
+    with tarfile.open(raw) as tf:
+        tops = {m.name.split("/")[0] for m in tf.getmembers()}
+    assert tops == {srcpack.stem(after["PKG_SOURCE"])}
+    saved = json.loads((tree / sources.SUBSTITUTIONS).read_text())
+    assert saved["counts"] == {"exact": 1, "same-version": 0, "substitute": 1, "missing": 0}
+    assert {e["what"] for e in f["edits"]} >= {"PKG_SOURCE_VERSION", "hash"}
+    assert saved["env"].get("CMAKE_POLICY_VERSION_MINIMUM") == "3.5"
+
+
+def test_fill_from_debian(tree: Path, tmp_path: Path) -> None:
+    """Debian's source archive: Mbed TLS 3.6.6 is OpenWrt's exact file; bison's +dfsg
+    tarball is the same version with other bytes (hash overridden); bc 1.08.1 only exists as
+    1.07.1 (version and hash overridden). Each placed file has the hash the tree's make now
+    names, and its top directory is the one the tree unpacks into."""
+    need_tools("apt-get")
+    dirs = ["package/libs/mbedtls", "tools/bison", "tools/bc"]
+    needed = [_needed(tree, d) for d in dirs]
+    log = tmp_path / "log"
+    try:
+        subs = sources.fill(tree, needed, local=[], allow=("same-version", "substitute"),
+                            debian=True, log=log)  # fmt: skip
+    except WolfError as e:
+        unavailable(f"Debian's archive is not reachable: {e}")
+        raise
+    by = {f["file"]: f for f in subs.files}
+    assert [by[n.file]["class"] for n in needed] == ["exact", "same-version", "substitute"]
+    assert _sha(tree / "dl" / needed[0].file) == needed[0].hash
+    for d in dirs:
+        v = srcneeded.pkg_vars(tree, d)
+        placed = tree / "dl" / v["PKG_SOURCE"]
+        assert _sha(placed) == v["PKG_HASH"], d
+        with tarfile.open(placed) as tf:
+            tops = {m.name.split("/")[0] for m in tf.getmembers()}
+        build = v.get("HOST_BUILD_DIR") or v.get("PKG_BUILD_DIR", "")
+        assert tops == {Path(build).name}, d
+    assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_VERSION"] != needed[2].version
+    assert "dfsg" in by[needed[1].file]["version"]
+
+
+def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
+    """The recorder sees what OpenWrt's download step asks for, with the hash the Makefile
+    names; an unselected package that make compiles anyway is found by the dry run."""
+    (tree / ".config").write_text("CONFIG_TARGET_malta=y\nCONFIG_TARGET_malta_be=y\n")
+    subprocess.run(["make", "defconfig"], cwd=tree, check=True, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+    assert srcneeded.downloads_when_compiled(tree, "package/libs/libselinux")
+    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware")
+    got = srcneeded.list_needed(tree, tmp_path / "log", targets=("tools/bison/download",))
+    (n,) = got
+    assert (n.file, n.hash, n.dirs) == ("bison-3.8.2.tar.gz", _needed(tree, "tools/bison").hash,
+                                        ("tools/bison",))  # fmt: skip
+
+
+def test_closest_version() -> None:
+    assert sources.closest("2.7.3", ["2.5.0", "2.8.2", "2.8.3", "2.9.0"]) == "2.8.2"
+    assert sources.closest("1.18.1", ["1.17"]) == "1.17"
+    assert sources.closest("2023.02.20", ["20220903", "20241016"]) == "20241016"
+    assert sources.closest("1.0", []) is None
+
+
+def test_bad_substitutions_file(tmp_path: Path) -> None:
+    (tmp_path / sources.SUBSTITUTIONS).write_text("{not json")
+    with pytest.raises(WolfError, match="not a substitutions file"):
+        sources.read_substitutions(tmp_path)
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps({"schema": 99, "files": []}))
+    with pytest.raises(WolfError, match="schema"):
+        sources.read_substitutions(tmp_path)
+    with pytest.raises(WolfError, match="unknown class"):
+        sources.parse_allow("exact,substitute")
