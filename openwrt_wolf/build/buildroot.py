@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import re
 import shutil
+import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,7 +49,19 @@ def _data() -> dict[str, object]:
     return tomllib.loads((DATA_DIR / "buildroot.toml").read_text())
 
 
-def flavour(name: str) -> Flavour:
+# CONFIG_SDK / CONFIG_IB: the buildroot also makes OpenWrt's SDK and ImageBuilder archives
+SDK_IB = (("IB", "y"), ("SDK", "y"))
+
+
+def stages() -> list[tuple[str, str]]:
+    """(name, make target) of each build stage, in order (data/buildroot.toml)."""
+    raw = _data().get("stages", [["world", ""]])
+    assert isinstance(raw, list)
+    return [(str(n), str(t)) for n, t in raw]
+
+
+def flavour(name: str, *, sdk_ib: bool = False) -> Flavour:
+    """The flavour's selection; ``sdk_ib`` adds CONFIG_SDK=y and CONFIG_IB=y to its seed."""
     spec = _data().get("flavour", {})
     assert isinstance(spec, dict)
     fl = spec.get(name)
@@ -63,8 +76,10 @@ def flavour(name: str) -> Flavour:
             f"data/buildroot.toml: flavour {name}: packages = {mode!r}",
             hint=f"one of: {', '.join(MODES)}",
         )
-    config = tuple(sorted((str(k), str(v)) for k, v in dict(fl.get("config", {})).items()))
-    return Flavour(name, config, mode)
+    config = {str(k): str(v) for k, v in dict(fl.get("config", {})).items()}
+    if sdk_ib:
+        config.update(SDK_IB)
+    return Flavour(name, tuple(sorted(config.items())), mode)
 
 
 def seed_changes(
@@ -79,6 +94,7 @@ def seed_changes(
     replacements, and given the device's ``defaults`` only those whose package is one of
     them (as with the ImageBuilder); with "patchset" the patched Kconfig swaps OpenWrt's
     defaults itself."""
+    extra = tuple(packages.expand(r, extra))  # before the replacements are dropped below
     if fl.packages != "explicit":
         r = dataclasses.replace(r, replace=())
     return packages.changes(r, defaults, luci_https=luci_https, extra=extra)
@@ -107,16 +123,20 @@ def parse_config(text: str) -> dict[str, str]:
 
 def target_symbols(dev: Device) -> list[str]:
     """scripts/target-metadata.pl: TARGET_<board>, TARGET_<board>_<subtarget> and, for a
-    device (Target-Profile: DEVICE_<name>), TARGET_<board>_<subtarget>_DEVICE_<name>;
+    device (Target-Profile: DEVICE_<name>), TARGET_<board>_<subtarget>_DEVICE_<name> (malta:
+    its one profile, `target_profile` in the catalogue, TARGET_malta_be_Default);
     confstr turns "/", "." and "-" of the target into "_"."""
     board = re.sub(r"[/.-]", "_", dev.target)
     sub = f"{board}_{re.sub(r'[/.-]', '_', dev.subtarget)}"
-    return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_DEVICE_{dev.profile}"]
+    # targets without device profiles (malta) have one Target-Profile, named in the catalogue
+    profile = str(dev.extra.get("target_profile") or f"DEVICE_{dev.profile}")
+    return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_{profile}"]
 
 
 def render_seed(c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
     """The .config seed (templates/buildroot-config.j2)."""
-    board, sub, _ = (s.removeprefix("TARGET_") for s in target_symbols(dev))
+    symbols = target_symbols(dev)
+    board, sub = (s.removeprefix("TARGET_") for s in symbols[:2])
     return packages.render(
         "buildroot-config.j2",
         flavour=fl.name,
@@ -124,6 +144,7 @@ def render_seed(c: packages.Changes, fl: Flavour, dev: Device, release: str) -> 
         board=board,
         subtarget=sub.removeprefix(f"{board}_"),
         profile=dev.profile,
+        profile_symbol=symbols[2],
         config=fl.config,
         remove=c.remove,
         add=c.add,
@@ -172,9 +193,14 @@ class Tree:
     def _make(
         self, argv: list[str], log: Path, timeout: float, on_line: Callable[[str], None] | None
     ) -> proc.Completed:
-        # an outer make's jobserver must not leak into the tree's make
+        # an outer make's jobserver must not leak into the tree's make; substituted sources
+        # may need an environment (wolf-substitutions.json "env", build/sources.py)
+        from .sources import read_substitutions
+
+        subs = read_substitutions(self.top)
+        env = {**dict(subs.env if subs else ()), "MAKEFLAGS": ""}
         return proc.run(argv, cwd=self.top, timeout=timeout, logfile=log, on_line=on_line,
-                        env={"MAKEFLAGS": ""})  # fmt: skip
+                        env=env)  # fmt: skip
 
     def defconfig(self, seed: str, log: Path) -> dict[str, str]:
         """Write the seed as .config, expand it with `make defconfig`, return the result."""
@@ -203,12 +229,38 @@ class Tree:
                 p.unlink()
 
     def make(
-        self, jobs: int, log: Path, on_line: Callable[[str], None] | None = None
+        self,
+        jobs: int,
+        log: Path,
+        on_line: Callable[[str], None] | None = None,
+        phases: dict[str, float] | None = None,
+        on_stage: Callable[[str], None] | None = None,
     ) -> tuple[int, list[str]]:
-        """`make -j N`: make's status and OpenWrt's own size lines. As with the ImageBuilder,
-        a failure whose output names a too-big image is that, anything else a make failure."""
+        """`make -j N` stage by stage (data/buildroot.toml `stages`): make's status and
+        OpenWrt's own size lines; each stage's seconds go into ``phases`` as make:<stage>.
+        As with the ImageBuilder, a failure whose output names a too-big image is that,
+        anything else a make failure naming its stage."""
+        output: list[str] = []
+        for name, target in stages():
+            if on_stage:
+                on_stage(name)
+            t = time.monotonic()
+            try:
+                status, lines = self._make_one(jobs, target, log, on_line)
+            finally:
+                if phases is not None:
+                    phases[f"make:{name}"] = time.monotonic() - t
+            output += lines
+            if status != 0:
+                return status, output
+        return 0, output
+
+    def _make_one(
+        self, jobs: int, target: str, log: Path, on_line: Callable[[str], None] | None
+    ) -> tuple[int, list[str]]:
+        argv = ["make", f"-j{jobs}", *([target] if target else [])]
         try:
-            done = self._make(["make", f"-j{jobs}"], log, MAKE_TIMEOUT, on_line)
+            done = self._make(argv, log, MAKE_TIMEOUT, on_line)
         except CommandError as e:
             text = _command_log(e)
             lines = _size_lines(text)
@@ -219,7 +271,7 @@ class Tree:
                     f"disk full during make -j{jobs} (No space left on device); log: {e.log}",
                     hint="free space where the tree is",
                 ) from None
-            raise CommandError(f"make -j{jobs} failed", tail=e.tail, log=e.log) from None
+            raise CommandError(f"{' '.join(argv)} failed", tail=e.tail, log=e.log) from None
         return done.returncode, _size_lines(done.output)
 
     def bin_dir(self, dev: Device) -> Path:

@@ -34,7 +34,7 @@ from ..firmware.imageformats import squashfs_sb
 from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
-from . import buildroot, download, packages
+from . import buildroot, download, packages, sources
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, plan
@@ -333,7 +333,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
     assert opts.tree is not None
     dev = job.device
     tree = buildroot.Tree(opts.tree)
-    brf = buildroot.flavour(job.flavour)
+    brf = buildroot.flavour(job.flavour, sdk_ib=opts.sdk_ib)
     partial, final, log = _out_dirs(job)
     phases: dict[str, float] = {}
     notes: list[str] = []
@@ -343,6 +343,12 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         if re.match(r"^ make\[\d+\] \S", line):
             con.print(f"  {job.label}:{line.rstrip()}", markup=False)
 
+    subs = sources.read_substitutions(tree.top)
+    if subs and subs.not_exact():
+        n = subs.counts()
+        notes.append(f"sources: {n['exact']} exact, {n['same-version']} same version (other "
+                     f"bytes), {n['substitute']} substitutes, {n['missing']} missing "
+                     f"({subs.summary()['file']})")  # fmt: skip
     with tree_lock(tree.top), proc.recording() as cmds:
         t = time.monotonic()
         for o in tree.apply_patches(opts.patches_dir()):
@@ -362,7 +368,10 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         tree.clean_outputs(dev)
         con.print(f"  {job.label}: make -j{opts.jobs} in {tree.top} (log {log})", markup=False)
         t = time.monotonic()
-        status, warnings = tree.make(opts.jobs, log, on_line)
+        status, warnings = tree.make(
+            opts.jobs, log, on_line, phases,
+            on_stage=lambda s: con.print(f"  {job.label}: stage {s}", markup=False),
+        )  # fmt: skip
         phases["make"] = time.monotonic() - t
         t = time.monotonic()
         partial.mkdir(parents=True)
@@ -396,6 +405,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         image_deleted=deleted,
         notes=list(changes.notes) + notes + more,
         config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
+        sources=subs.summary() if subs else {},
     )  # fmt: skip
 
 
