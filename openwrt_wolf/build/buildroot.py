@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import re
 import shutil
 import time
@@ -199,6 +200,8 @@ class Tree:
 
         subs = read_substitutions(self.top)
         env = {**dict(subs.env if subs else ()), "MAKEFLAGS": ""}
+        if os.geteuid() == 0:  # GNU tar's and coreutils' configure refuse root without it
+            env["FORCE_UNSAFE_CONFIGURE"] = "1"
         return proc.run(argv, cwd=self.top, timeout=timeout, logfile=log, on_line=on_line,
                         env=env)  # fmt: skip
 
