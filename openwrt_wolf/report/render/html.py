@@ -13,6 +13,7 @@ from .. import plots
 from ..model import Figure, Table
 from ..sizereport import SizeReport
 from .cells import (
+    SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     figure_text,
@@ -22,6 +23,7 @@ from .cells import (
     num,
     package_rows,
     source_text,
+    substitution_rows,
     table_rows,
 )
 
@@ -134,6 +136,8 @@ def render_html(report: SizeReport) -> str:
             "rows": table_rows(d) + baseline_rows(d, report.baseline),
             "packages": package_rows(d, report.top_packages) if report.top_packages else [],
             "notes": notes(d),
+            "substitutions": substitution_rows(d),
+            "substitution_columns": SUBSTITUTION_COLUMNS,
         }
         for d in report.devices
     ]

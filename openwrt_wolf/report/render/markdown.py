@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..sizereport import SizeReport
 from .cells import (
+    SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     comparison_rows,
@@ -12,6 +13,7 @@ from .cells import (
     notes,
     num,
     package_rows,
+    substitution_rows,
     table_rows,
 )
 
@@ -35,6 +37,12 @@ def render_markdown(report: SizeReport) -> str:
             out.append("| package (bytes in the squashfs) | " + " | ".join(dev.flavours) + " |")
             out.append("|---|" + "---:|" * len(dev.flavours))
             out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in pkgs]
+            out.append("")
+        subs = substitution_rows(dev)
+        if subs:
+            out.append("| " + " | ".join(SUBSTITUTION_COLUMNS) + " |")
+            out.append("|---" * len(SUBSTITUTION_COLUMNS) + "|")
+            out += ["| " + " | ".join(_esc(v) for v in row) + " |" for row in subs]
             out.append("")
         out += [f"- {_esc(n)}" for n in notes(dev)]
         if notes(dev):

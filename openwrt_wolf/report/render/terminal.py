@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..sizereport import SizeReport
 from .cells import (
+    SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     comparison_rows,
@@ -17,6 +18,7 @@ from .cells import (
     notes,
     num,
     package_rows,
+    substitution_rows,
     table_rows,
 )
 
@@ -51,6 +53,14 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
             for name, vals in pkgs:
                 pt.add_row(name, *vals)
             con.print(pt)
+        subs = substitution_rows(dev)
+        if subs:
+            st = Table(title="sources that were not OpenWrt's exact files")
+            for col in SUBSTITUTION_COLUMNS:
+                st.add_column(col, overflow="fold")
+            for row in subs:
+                st.add_row(*(v.replace("[", "\\[") for v in row))
+            con.print(st)
         for n in notes(dev):
             con.print(f"  note: {n}", markup=False)
     if report.footprints:
