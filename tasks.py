@@ -263,16 +263,21 @@ def build(
         "defconfig (default: the tree's .config)",
         "debian": "look in Debian's source archive (default on; --no-debian)",
         "revert": "undo the tree edits substitutions made (originals in .wolf-sources/orig)",
+        "redo": "files (OpenWrt's names, comma list) to resolve again from their original pins: "
+        "their tree edits are undone first",
     }
 )
 @guarded
-def sources(c, tree=None, from_=None, allow=None, config=None, debian=True, revert=False):
+def sources(
+    c, tree=None, from_=None, allow=None, config=None, debian=True, revert=False, redo=None
+):
     """Fill an OpenWrt tree's dl/ from local files, git repositories and Debian; verify each."""
     from openwrt_wolf.build import cli as build_cli
 
     tree = required(tree, "--tree", hint="an OpenWrt source tree")
     sys.exit(build_cli.sources_main(tree=tree, from_dirs=from_, allow=allow,
-                                    configs=config, debian=debian, revert=revert))  # fmt: skip
+                                    configs=config, debian=debian, revert=revert,
+                                    redo=redo))  # fmt: skip
 
 
 @task(

@@ -178,6 +178,7 @@ def sources_main(
     configs: str | None,
     debian: bool,
     revert: bool,
+    redo: str | None = None,
 ) -> int:
     """`invoke sources`: fill the tree's dl/, print what is not exact, write the
     substitutions file. 2 when a file is missing (or not allowed)."""
@@ -190,6 +191,11 @@ def sources_main(
         restored = srcedit.revert(top)
         term.console().print(f"restored {len(restored)} files of {top}", markup=False)
         return 0
+    if redo:
+        names = [n.strip() for n in redo.split(",") if n.strip()]
+        put_back = sources.redo(top, names)
+        term.console().print(f"redo {', '.join(names)}: {len(put_back)} files put back",
+                             markup=False)  # fmt: skip
     local = [Path(p).expanduser().resolve() for p in (from_dirs or "").split(",") if p.strip()]
     for d in local:
         if not d.is_dir():

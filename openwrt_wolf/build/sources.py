@@ -527,7 +527,7 @@ class Filler:
             self._repack(o, out, self._topdir(n), inner.get(o.package))
             sha = file_sha256(out)
             edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
-            edits += self._extra_edits(n)
+            edits += self._extra_edits(n, n.file)
             self._place(out, n.file, move=True)
             marks = o.upstream.removeprefix(version) or ""
             note = f"Debian {o.version}, repacked as OpenWrt names it" + (
@@ -550,6 +550,7 @@ class Filler:
         edits = [
             *srcedit.set_var(self.tree, n.dirs, "PKG_VERSION", version, pick),
             *srcedit.set_hash(self.tree, n.dirs, n.hash, sha),
+            *self._extra_edits(n, newname),
         ]
         self._place(out, newname, move=True)
         return Resolution(
@@ -563,11 +564,17 @@ class Filler:
             tuple(edits),
         )
 
-    def _extra_edits(self, n: Needed) -> list[Edit]:
+    def _extra_edits(self, n: Needed, placed: str) -> list[Edit]:
+        """data/sources.toml [[edit]] for a file that is not exact: hunks of a patch the
+        substitute cannot take, or a patch it already contains."""
         out: list[Edit] = []
         for e in srcdata.data().get("edit", []):
-            if e.get("file") == n.file and "drop_hunks" in e:
+            if e.get("file") != n.file or e.get("placed", placed) != placed:
+                continue
+            if "drop_hunks" in e:
                 out += srcedit.drop_hunks(self.tree, e["patch"], e["drop_hunks"])
+            if e.get("drop_patch"):
+                out += srcedit.remove_file(self.tree, e["patch"], str(e.get("why", "")))
         return out
 
     def _repack(self, o: srcdebian.Orig, out: Path, topdir: str, inner: str | None) -> None:
@@ -650,6 +657,19 @@ def _left_out_note(paths: list[str]) -> str:
     return (
         f"; the repository lacks {', '.join(paths[:5])}{' ...' if len(paths) > 5 else ''}: left out"
     )
+
+
+def redo(tree: Path, files: list[str]) -> list[str]:
+    """Undo an earlier run's edits for these files (OpenWrt's names), so the next run
+    resolves them from the original pins again (e.g. after data/sources.toml changed how
+    they are found). Returns the files put back."""
+    prev = read_substitutions(tree)
+    known = {str(f["file"]): f for f in (prev.files if prev else ())}
+    unknown = [f for f in files if f not in known]
+    if unknown:
+        raise WolfError(f"--redo {', '.join(unknown)}: not in {tree / SUBSTITUTIONS}")
+    paths = [str(e["path"]) for f in files for e in known[f]["edits"]]
+    return srcedit.revert_paths(tree, paths)
 
 
 def build_env(out: list[Resolution]) -> tuple[tuple[str, str], ...]:

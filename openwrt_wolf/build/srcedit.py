@@ -121,14 +121,25 @@ def drop_hunks(tree: Path, patch: str, target: str) -> list[Edit]:
     path = tree / patch
     if not path.is_file():
         raise WolfError(f"{patch} is not in the tree (data/sources.toml [[edit]])")
-    text = path.read_text()
+    orig = tree / ORIG_DIR / patch
+    text = (orig if orig.is_file() else path).read_text()  # an earlier run kept the original
     parts = re.split(r"(?m)^(?=--- )", text)
     keep = [p for p in parts if not re.match(rf"--- (a/)?{re.escape(target)}\s", p)]
-    new = "".join(keep)
-    if new == text:
+    if len(keep) == len(parts):
         return []
-    _write(tree, patch, new)
+    _write(tree, patch, "".join(keep))
     return [Edit(patch, "patch hunks", target, "(dropped)")]
+
+
+def remove_file(tree: Path, rel: str, why: str) -> list[Edit]:
+    """Remove a file of the tree (a patch the substitute already contains)."""
+    path = tree / rel
+    if path.is_file():
+        _keep_original(tree, rel)
+        path.unlink()
+    elif not (tree / ORIG_DIR / rel).is_file():
+        raise WolfError(f"{rel} is not in the tree (data/sources.toml [[edit]])")
+    return [Edit(rel, "removed", rel, why)]
 
 
 def replace_file(tree: Path, rel: str, text: str, why: str) -> list[Edit]:
@@ -137,12 +148,27 @@ def replace_file(tree: Path, rel: str, text: str, why: str) -> list[Edit]:
     return [Edit(rel, "Makefile", f"{ORIG_DIR}/{rel}", why)]
 
 
+def revert_paths(tree: Path, rels: list[str]) -> list[str]:
+    """Put back the originals of these files (those an earlier run kept)."""
+    base = tree / ORIG_DIR
+    done = []
+    for rel in dict.fromkeys(rels):
+        orig = base / rel
+        if orig.is_file():
+            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(orig, tree / rel)
+            orig.unlink()
+            done.append(rel)
+    return done
+
+
 def revert(tree: Path) -> list[str]:
     """Put back every original kept under .wolf-sources/orig/."""
     base = tree / ORIG_DIR
     restored = []
     for orig in sorted(p for p in base.rglob("*") if p.is_file()):
         rel = str(orig.relative_to(base))
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(orig, tree / rel)
         orig.unlink()
         restored.append(rel)

@@ -200,3 +200,33 @@ def test_bad_substitutions_file(tmp_path: Path) -> None:
         sources.read_substitutions(tmp_path)
     with pytest.raises(WolfError, match="unknown class"):
         sources.parse_allow("exact,substitute")
+
+
+def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) -> None:
+    """The edits a substitute needs change what the tree's make reads and nothing else, and
+    --revert / --redo put back OpenWrt's own files byte for byte."""
+    from openwrt_wolf.build import srcedit
+
+    bison = _needed(tree, "tools/bison")
+    atm = "package/network/utils/linux-atm/patches/200-no_libfl.patch"
+    aa = "tools/autoconf-archive/patches/001-AX_CXX_COMPILE_STDCXX-Add-C-23-support.patch"
+    edits = [
+        *srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64),
+        *srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", "1.08.1", "1.07.1"),
+        *srcedit.drop_hunks(tree, atm, "src/qgen/Makefile.in"),
+        *srcedit.remove_file(tree, aa, "contained in the substitute"),
+    ]
+    assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed"]
+    assert srcneeded.pkg_vars(tree, "tools/bison")["PKG_HASH"] == "0" * 64
+    assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_SOURCE"] == "bc-1.07.1.tar.xz"
+    text = (tree / atm).read_text()
+    assert "src/qgen/Makefile.in" not in text and "src/qgen/Makefile.am" in text
+    assert not (tree / aa).exists()
+    # the same edit again writes nothing (OpenWrt's stamps hash mtimes)
+    before = (tree / "tools/bison/Makefile").stat().st_mtime_ns
+    srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
+    assert (tree / "tools/bison/Makefile").stat().st_mtime_ns == before
+    restored = srcedit.revert(tree)
+    assert sorted(restored) == sorted({e.path for e in edits})
+    for rel in restored:
+        assert (tree / rel).read_bytes() == (openwrt_tree_25125 / rel).read_bytes(), rel
