@@ -575,6 +575,9 @@ class Filler:
                 out += srcedit.drop_hunks(self.tree, e["patch"], e["drop_hunks"])
             if e.get("drop_patch"):
                 out += srcedit.remove_file(self.tree, e["patch"], str(e.get("why", "")))
+            if "replace" in e:
+                old, new = (str(x) for x in e["replace"])
+                out += srcedit.replace_text(self.tree, e["path"], old, new)
         return out
 
     def _repack(self, o: srcdebian.Orig, out: Path, topdir: str, inner: str | None) -> None:

@@ -131,6 +131,20 @@ def drop_hunks(tree: Path, patch: str, target: str) -> list[Edit]:
     return [Edit(patch, "patch hunks", target, "(dropped)")]
 
 
+def replace_text(tree: Path, rel: str, old: str, new: str) -> list[Edit]:
+    """Replace the literal ``old`` in one file of the tree (a build option the substitute's
+    version spells otherwise)."""
+    path = tree / rel
+    if not path.is_file():
+        raise WolfError(f"{rel} is not in the tree (data/sources.toml [[edit]])")
+    text = path.read_text()
+    if old in text:
+        _write(tree, rel, text.replace(old, new))
+    elif new not in text:
+        raise WolfError(f"{rel} has neither {old!r} nor {new!r} (data/sources.toml [[edit]])")
+    return [Edit(rel, "text", old, new)]
+
+
 def remove_file(tree: Path, rel: str, why: str) -> list[Edit]:
     """Remove a file of the tree (a patch the substitute already contains)."""
     path = tree / rel
