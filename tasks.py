@@ -265,19 +265,26 @@ def build(
         "revert": "undo the tree edits substitutions made (originals in .wolf-sources/orig)",
         "redo": "files (OpenWrt's names, comma list) to resolve again from their original pins: "
         "their tree edits are undone first",
+        "device": "with --flavour: what `build --tree` needs for these devices (its seeds)",
+        "flavour": "with --device: mbedtls, wolfssl, openssl or all",
+        "packages": "with --device/--flavour: build's --packages (extra, -name, @group)",
+        "release": "OpenWrt release of the device entries (default 25.12.5)",
+        "sdk_ib": "with --device/--flavour: the seeds also make the SDK and ImageBuilder",
     }
 )
 @guarded
 def sources(
-    c, tree=None, from_=None, allow=None, config=None, debian=True, revert=False, redo=None
-):
+    c, tree=None, from_=None, allow=None, config=None, debian=True, revert=False, redo=None,
+    device=None, flavour=None, packages=None, release=None, sdk_ib=False,
+):  # fmt: skip
     """Fill an OpenWrt tree's dl/ from local files, git repositories and Debian; verify each."""
     from openwrt_wolf.build import cli as build_cli
 
     tree = required(tree, "--tree", hint="an OpenWrt source tree")
     sys.exit(build_cli.sources_main(tree=tree, from_dirs=from_, allow=allow,
                                     configs=config, debian=debian, revert=revert,
-                                    redo=redo))  # fmt: skip
+                                    redo=redo, device=device, flavour=flavour,
+                                    packages=packages, release=release, sdk_ib=sdk_ib))  # fmt: skip
 
 
 @task(

@@ -7,6 +7,7 @@ One tree holds one .config, so its builds run one after the other (the driver lo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 from .. import proc
 from ..catalogue.devices import Device
 from ..errors import CommandError, WolfError
+from ..locks import locked
 from ..patchset import series
 from ..paths import DATA_DIR
 from . import packages
@@ -165,6 +167,29 @@ class Tree:
                     f"{self.top} is not an OpenWrt buildroot (no {need})",
                     hint="give the top of an OpenWrt source tree (git clone or source tarball)",
                 )
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        """The tree itself, against a second openwrt-wolf run on it (a build, `invoke
+        sources`), whatever cache either uses: the lock file lives in the tree."""
+        return locked(self.top / ".wolf-tree.lock")
+
+    def seed_for(
+        self,
+        dev: Device,
+        r: packages.Rules,
+        fl: Flavour,
+        release: str,
+        log: Path,
+        *,
+        luci_https: bool = False,
+        extra: tuple[str, ...] = (),
+    ) -> tuple[str, packages.Changes]:
+        """The flavour's .config seed for the device and the package changes in it. The
+        "explicit" flavours replace only what the device has by default, which this tree's
+        `make defconfig` of the device alone tells (it rewrites .config)."""
+        defaults = self.defaults(dev, release, log) if fl.packages == "explicit" else None
+        changes = seed_changes(r, fl, luci_https=luci_https, extra=extra, defaults=defaults)
+        return self.seed(changes, fl, dev, release), changes
 
     def identity(self) -> str:
         """The tree's version for the request hash: git HEAD, else the `version` file a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from rich.table import Table
@@ -9,6 +10,7 @@ from rich.table import Table
 from .. import term
 from ..catalogue import flavours, releases
 from ..errors import WolfError
+from .buildroot import Tree
 from .driver import build
 from .jobs import Options, Outcome
 
@@ -179,36 +181,48 @@ def sources_main(
     debian: bool,
     revert: bool,
     redo: str | None = None,
+    device: str | None = None,
+    flavour: str | None = None,
+    packages: str | None = None,
+    release: str | None = None,
+    sdk_ib: bool = False,
 ) -> int:
     """`invoke sources`: fill the tree's dl/, print what is not exact, write the
-    substitutions file. 2 when a file is missing (or not allowed)."""
+    substitutions file. 2 when a file is missing (or not allowed). With --device and
+    --flavour the seeds are the ones `invoke build --tree` would write (the union of what
+    each flavour needs)."""
     from .. import paths as pth
     from . import sources, srcedit
     from .buildroot import Tree
 
-    top = Tree(Path(tree)).top
-    if revert:
-        restored = srcedit.revert(top)
-        term.console().print(f"restored {len(restored)} files of {top}", markup=False)
-        return 0
-    if redo:
-        names = [n.strip() for n in redo.split(",") if n.strip()]
-        put_back = sources.redo(top, names)
-        term.console().print(f"redo {', '.join(names)}: {len(put_back)} files put back",
-                             markup=False)  # fmt: skip
-    local = [Path(p).expanduser().resolve() for p in (from_dirs or "").split(",") if p.strip()]
-    for d in local:
-        if not d.is_dir():
-            raise WolfError(f"--from {d} is not a directory")
-    cfgs = [Path(p).expanduser() for p in (configs or "").split(",") if p.strip()]
-    for c in cfgs:
-        if not c.is_file():
-            raise WolfError(f"--config {c} is not a file")
+    t = Tree(Path(tree))
+    top = t.top
     log = pth.cache_dir() / "logs" / "sources.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    needed = sources.list_for_tree(top, log, cfgs)
-    subs = sources.fill(top, needed, local=local, allow=sources.parse_allow(allow),
-                        debian=debian, log=log)  # fmt: skip
+    with t.lock():
+        if revert:
+            restored = srcedit.revert(top)
+            term.console().print(f"restored {len(restored)} files of {top}", markup=False)
+            return 0
+        if redo:
+            names = [n.strip() for n in redo.split(",") if n.strip()]
+            put_back = sources.redo(top, names)
+            term.console().print(f"redo {', '.join(names)}: {len(put_back)} files put back",
+                                 markup=False)  # fmt: skip
+        local = [Path(p).expanduser().resolve() for p in (from_dirs or "").split(",") if p.strip()]
+        for d in local:
+            if not d.is_dir():
+                raise WolfError(f"--from {d} is not a directory")
+        cfgs = [Path(p).expanduser() for p in (configs or "").split(",") if p.strip()]
+        for c in cfgs:
+            if not c.is_file():
+                raise WolfError(f"--config {c} is not a file")
+        with tempfile.TemporaryDirectory(prefix="wolf-seeds-") as tmp:
+            if device or flavour:
+                cfgs += _build_seeds(t, Path(tmp), device, flavour, packages, release, sdk_ib, log)
+            needed = sources.list_for_tree(top, log, cfgs)
+        subs = sources.fill(top, needed, local=local, allow=sources.parse_allow(allow),
+                            debian=debian, log=log)  # fmt: skip
     show_substitutions(subs)
     missing = [f["file"] for f in subs.files if f["class"] == "missing"]
     con = term.console()
@@ -217,6 +231,30 @@ def sources_main(
         con.print(f"missing ({len(missing)}): {', '.join(missing)}", markup=False)
         return 2
     return 0
+
+
+def _build_seeds(
+    tree: Tree, into: Path, device: str | None, flavour: str | None, packages: str | None,
+    release: str | None, sdk_ib: bool, log: Path,
+) -> list[Path]:  # fmt: skip
+    """The .config seeds `invoke build --tree` writes for each device and flavour."""
+    from ..catalogue import devices as devs
+    from . import buildroot
+    from . import packages as pk
+
+    if not (device and flavour):
+        raise WolfError("--device and --flavour go together (the seeds of those builds)")
+    rel = releases.get(release).name
+    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    out = []
+    for dev in devs.resolve_many(device, rel):
+        for fl in flavours.resolve_many(flavour):
+            brf = buildroot.flavour(fl.name, sdk_ib=sdk_ib)
+            seed, _ = tree.seed_for(dev, pk.rules(fl.name, rel), brf, rel, log, extra=extra)
+            path = into / f"{dev.profile}-{fl.name}.config"
+            path.write_text(seed)
+            out.append(path)
+    return out
 
 
 def show_substitutions(subs: object) -> None:

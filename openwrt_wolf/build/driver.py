@@ -349,19 +349,15 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         notes.append(f"sources: {n['exact']} exact, {n['same-version']} same version (other "
                      f"bytes), {n['substitute']} substitutes, {n['missing']} missing "
                      f"({subs.summary()['file']})")  # fmt: skip
-    with tree_lock(tree.top), proc.recording() as cmds:
+    with tree_lock(tree.top), tree.lock(), proc.recording() as cmds:
         t = time.monotonic()
         for o in tree.apply_patches(opts.patches_dir()):
             con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
             notes.append(f"patch set {o.series}: {o.action}")
         phases["patch"] = time.monotonic() - t
         t = time.monotonic()
-        defaults = None
-        if brf.packages == "explicit":  # replace only what the device has by default
-            defaults = tree.defaults(dev, job.request.release, log)
-        changes = buildroot.seed_changes(job.rules, brf, luci_https=opts.luci_https,
-                                         extra=opts.packages, defaults=defaults)  # fmt: skip
-        seed = tree.seed(changes, brf, dev, job.request.release)
+        seed, changes = tree.seed_for(dev, job.rules, brf, job.request.release, log,
+                                      luci_https=opts.luci_https, extra=opts.packages)  # fmt: skip
         cfg = tree.defconfig(seed, log)
         phases["defconfig"] = time.monotonic() - t
         buildroot.verify(cfg, dev, brf, job.rules, changes)
