@@ -131,12 +131,13 @@ def _tar_pack(parent: Path, subdir: str, mtime: str, raw: Path) -> None:
     )
 
 
-def pack_dir(parent: Path, subdir: str, mtime: int, dest: Path) -> None:
-    """``parent/subdir`` packed as dl_tar_pack packs a checkout, into ``dest``."""
+def pack_dir(parent: Path, subdir: str, mtime: int, dest: Path, *, fast: bool = False) -> None:
+    """``parent/subdir`` packed as dl_tar_pack packs a checkout, into ``dest`` (``fast``: see
+    compress)."""
     raw = parent / f".{subdir}.tar"
     _tar_pack(parent, subdir, f"@{mtime}", raw)
     part = dest.with_name(dest.name + ".part")
-    compress(raw, part, extension(dest.name))
+    compress(raw, part, extension(dest.name), fast=fast)
     raw.unlink()
     os.replace(part, dest)
 
@@ -229,36 +230,28 @@ def git_pack(repo: Path, commit: str, subdir: str, dest: Path) -> list[str]:
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
-        raw = t / "packed.tar"
-        _tar_pack(t, subdir, f"@{commit_time(repo, commit)}", raw)
-        part = dest.with_name(dest.name + ".part")
-        compress(raw, part, extension(dest.name))
-        os.replace(part, dest)
+        pack_dir(t, subdir, commit_time(repo, commit), dest)
     return left_out
 
 
-def top_dirs(raw: Path) -> set[str]:
-    """The first path components in an uncompressed tar."""
+def top_dirs(tarball: Path, *, stop_after: int = 0) -> set[str]:
+    """The first path components in a tarball (any compression tarfile reads); with
+    ``stop_after`` it stops reading once it has seen that many."""
     tops: set[str] = set()
-    with tarfile.open(raw, "r:") as tf:
+    with tarfile.open(tarball, "r:*") as tf:
         for m in tf:
             first = m.name.lstrip("./").split("/", 1)[0]
             if first and first != "pax_global_header":
                 tops.add(first)
+                if stop_after and len(tops) >= stop_after:
+                    break
     return tops
 
 
 def single_top(src: Path) -> str:
-    """The one top directory of a compressed tarball, "" when it has several."""
-    tops: set[str] = set()
-    with tarfile.open(src, "r:*") as tf:
-        for m in tf:
-            first = m.name.lstrip("./").split("/", 1)[0]
-            if first and first != "pax_global_header":
-                tops.add(first)
-                if len(tops) > 1:
-                    return ""
-    return tops.pop() if tops else ""
+    """The one top directory of a tarball, "" when it has several."""
+    tops = top_dirs(src, stop_after=2)
+    return tops.pop() if len(tops) == 1 else ""
 
 
 def extract_member(src: Path, name: str, dest: Path) -> Path:
@@ -294,8 +287,4 @@ def repack(src: Path, dest: Path, topdir: str) -> None:
         if top != topdir:
             (work / top).rename(work / topdir)
         newest = max((p.lstat().st_mtime for p in (work / topdir).rglob("*")), default=0)
-        packed = t / "out.tar"
-        _tar_pack(work, topdir, f"@{int(newest)}", packed)
-        part = dest.with_name(dest.name + ".part")
-        compress(packed, part, extension(dest.name), fast=True)
-        os.replace(part, dest)
+        pack_dir(work, topdir, int(newest), dest, fast=True)
