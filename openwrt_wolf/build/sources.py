@@ -36,6 +36,7 @@ from typing import Any
 from .. import term
 from ..errors import WolfError
 from ..hashing import file_sha256
+from ..host import hosttools
 from ..locks import locked
 from ..patchset import series
 from ..results.store import write_atomic
@@ -637,6 +638,8 @@ class Filler:
         if gate:
             return gate
         tool = tools[0].removeprefix("tools/")
+        if spec.get("host_tool"):
+            hosttools.ensure([str(spec["host_tool"])])
         links = dict(spec.get("links", {}))
         text = packages.render(
             "host-binary.mk.j2",
