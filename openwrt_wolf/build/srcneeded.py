@@ -5,9 +5,10 @@ download.pl only records its arguments (target dir, file, hash, URLs) and downlo
 with an empty DL_DIR (a file already in dl/ is never asked for) and a STAGING_DIR_HOST that
 has the host's flock and zstd (make download otherwise builds tools/zstd first). Then the
 packages make compiles without anyone selecting them (tmp/.packagedeps: busybox's compile
-depends on libselinux for its selinux variant, ppp on libpcap and linux-atm, ...) are asked
-the same with `make package/<dir>/download`. Each directory's PKG_* variables come from
-`make -C <dir> val.<VAR>` (rules.mk's own query target)."""
+depends on libselinux for its selinux variant, ppp on libpcap and linux-atm, ...) and the host
+tools built only as another tool's dependency (tools/Makefile: liblzo for lzop) are asked the
+same with `make <dir>/download`. Each directory's PKG_* variables come from `make -C <dir>
+var.<VAR>` (rules.mk's own query target)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,18 @@ RECORDER = """#!/bin/sh
 # openwrt-wolf: records what OpenWrt's download.pl is asked for; downloads nothing
 printf '%s\\t%s\\n' "$PWD" "$*" >> "$WOLF_DL_RECORD"
 exit 0
+"""
+
+# tools/Makefile evaluated as its own make does (subdir.mk's functions are not included: the
+# $(eval)s at its end expand to nothing), for tools-y and the compile dependencies: a tool
+# built only as another's dependency (liblzo for lzop with CONFIG_SDK) is not in tools-y.
+TOOLS_CLOSURE_MK = """include $(TOPDIR)/.config
+include $(TOPDIR)/rules.mk
+curdir := tools
+include $(TOPDIR)/tools/Makefile
+all:
+\t@$(foreach d,$(sort $(tools-y)),echo 'dir $(d)';)
+\t@$(foreach v,$(filter tools/%/compile,$(.VARIABLES)),echo 'dep $(v) $(strip $($(v)))';)
 """
 
 CLOSURE_MK = """include $(TOPDIR)/.config
@@ -131,28 +144,25 @@ def _make(tree: Path, args: list[str], log: Path, env: dict[str, str]) -> proc.C
     )
 
 
-def compile_closure(tree: Path, log: Path) -> list[str]:
-    """Every package directory make compiles for the tree's .config, with the compile
-    dependencies tmp/.packagedeps adds (conditions evaluated by make against .config)."""
+def compile_closure(tree: Path, log: Path, *, tools: bool = False) -> tuple[list[str], list[str]]:
+    """The directories make compiles for the tree's .config (package/ or, with ``tools``,
+    tools/): the selected ones and, after them, what compile dependencies add (conditions
+    evaluated by make against .config). Returns (selected, added)."""
     with tempfile.TemporaryDirectory(prefix="wolf-closure-") as tmp:
         mk = Path(tmp) / "closure.mk"
-        mk.write_text(CLOSURE_MK)
-        out = proc.run(
-            ["make", "-s", "-f", mk, f"TOPDIR={tree}"],
-            cwd=tree,
-            timeout=VAL_TIMEOUT,
-            logfile=log,
-            env={"MAKEFLAGS": ""},
-        ).output
+        mk.write_text(TOOLS_CLOSURE_MK if tools else CLOSURE_MK)
+        out = proc.run(["make", "-s", "-f", mk, f"TOPDIR={tree}"], cwd=tree, timeout=VAL_TIMEOUT,
+                       logfile=log, env={"MAKEFLAGS": ""}).output  # fmt: skip
     roots: list[str] = []
     deps: dict[str, list[str]] = {}
+    prefix = "tools/" if tools else "package/"
     for line in out.splitlines():
         parts = line.split()
         if parts[:1] == ["dir"] and len(parts) == 2:
             roots.append(parts[1])
         elif parts[:1] == ["dep"] and len(parts) >= 2:
-            key = _dir_of(parts[1])
-            deps.setdefault(key, []).extend(_dir_of(d) for d in parts[2:])
+            key = _dir_of(parts[1], prefix)
+            deps.setdefault(key, []).extend(_dir_of(d, prefix) for d in parts[2:])
     seen: set[str] = set()
     todo = list(roots)
     while todo:
@@ -161,11 +171,11 @@ def compile_closure(tree: Path, log: Path) -> list[str]:
             continue
         seen.add(d)
         todo.extend(deps.get(d, []))
-    return sorted(seen)
+    return sorted(set(roots)), sorted(seen - set(roots))
 
 
-def _dir_of(target: str) -> str:
-    d = target.removeprefix("package/").removesuffix("/compile")
+def _dir_of(target: str, prefix: str = "package/") -> str:
+    d = target.removeprefix(prefix).removesuffix("/compile")
     return d.removesuffix("/host")
 
 
@@ -231,14 +241,18 @@ def list_needed(
         _make(tree, [*targets, *overrides], log, env)
         asked = {_rel(tree, ln.split("\t", 1)[0]) for ln in rec.read_text().splitlines()}
         step("compile dependencies")
-        closure = compile_closure(tree, log) if targets == ("download",) else []
-        extra = [d for d in closure if f"package/{d}" not in asked]
-        extra = [d for d in extra if (tree / "package" / d / "Makefile").is_file()]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            fetches = list(pool.map(lambda d: downloads_when_compiled(tree, f"package/{d}"), extra))
-        extra = [d for d, yes in zip(extra, fetches, strict=True) if yes]
+        extra: list[str] = []
+        if targets == ("download",):
+            _, tools = compile_closure(tree, log, tools=True)
+            extra += [f"tools/{d}" for d in tools if (tree / "tools" / d / "Makefile").is_file()]
+            selected, added = compile_closure(tree, log)
+            pkgs = [f"package/{d}" for d in selected + added if f"package/{d}" not in asked]
+            pkgs = [d for d in pkgs if (tree / d / "Makefile").is_file()]
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                fetches = list(pool.map(lambda d: downloads_when_compiled(tree, d), pkgs))
+            extra += [d for d, yes in zip(pkgs, fetches, strict=True) if yes]
         if extra:
-            _make(tree, [f"package/{d}/download" for d in extra] + overrides, log, env)
+            _make(tree, [f"{d}/download" for d in extra] + overrides, log, env)
         for line in rec.read_text().splitlines():
             where, _, args = line.partition("\t")
             argv = args.split(" ")
