@@ -173,11 +173,17 @@ def test_fill_from_debian(tree: Path, tmp_path: Path) -> None:
 def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
     """The recorder sees what OpenWrt's download step asks for, with the hash the Makefile
     names; an unselected package that make compiles anyway is found by the dry run."""
-    (tree / ".config").write_text("CONFIG_TARGET_malta=y\nCONFIG_TARGET_malta_be=y\n")
+    seed = "CONFIG_TARGET_malta=y\nCONFIG_TARGET_malta_be=y\nCONFIG_SDK=y\n"
+    (tree / ".config").write_text(seed)
     subprocess.run(["make", "defconfig"], cwd=tree, check=True, capture_output=True,
                    env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
     assert srcneeded.downloads_when_compiled(tree, "package/libs/libselinux")
     assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware")
+    # with CONFIG_SDK tools/Makefile builds lzop, whose compile needs liblzo: not in tools-y
+    selected, added = srcneeded.compile_closure(tree, tmp_path / "log", tools=True)
+    assert "lzop" in selected and "liblzo" in added and "liblzo" not in selected
+    selected, added = srcneeded.compile_closure(tree, tmp_path / "log")
+    assert "utils/busybox" in selected and "libs/libselinux" in added
     got = srcneeded.list_needed(tree, tmp_path / "log", targets=("tools/bison/download",))
     (n,) = got
     assert (n.file, n.hash, n.dirs) == ("bison-3.8.2.tar.gz", _needed(tree, "tools/bison").hash,
