@@ -295,6 +295,7 @@ class Filler:
             *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_DATE", n.source_date, date),
             *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_VERSION", n.commit, head),
             *srcedit.set_hash(self.tree, n.dirs, n.hash, sha),
+            *self._extra_edits(n, name),
         ]
         self._place(out, name, move=True)
         rel = "older" if n.source_date and date < n.source_date else "other"

@@ -179,12 +179,13 @@ def _dir_of(target: str, prefix: str = "package/") -> str:
     return d.removesuffix("/host")
 
 
-def pkg_vars(tree: Path, d: str) -> dict[str, str]:
+def pkg_vars(tree: Path, d: str, makefile: Path | None = None) -> dict[str, str]:
     """The directory's PKG_* variables, as its make evaluates them (rules.mk's var.X prints
-    X='value' in shell quoting)."""
+    X='value' in shell quoting); ``makefile``: another Makefile read in that directory."""
     args = [f"var.{v}" for v in PKG_VARS]
+    other = ["-f", str(makefile)] if makefile else []
     done = proc.run(
-        ["make", "-s", "-C", d, *args, f"TOPDIR={tree}"],
+        ["make", "-s", "-C", d, *other, *args, f"TOPDIR={tree}"],
         cwd=tree,
         timeout=VAL_TIMEOUT,
         check=False,
@@ -199,6 +200,23 @@ def pkg_vars(tree: Path, d: str) -> dict[str, str]:
             except ValueError:
                 continue
             out[var] = words[0] if words else ""
+    return out
+
+
+def replaced_by_us(tree: Path, orig_dir: Path, marker: str) -> list[Needed]:
+    """What the original Makefiles of directories whose Makefile we replaced (a host tool taken
+    from Debian's binaries) asked for: make no longer asks for it, but it is still what the
+    tree pins, so the substitution stays listed."""
+    out = []
+    for orig in sorted(orig_dir.rglob("Makefile")):
+        d = str(orig.parent.relative_to(orig_dir))
+        current = tree / d / "Makefile"
+        if not current.is_file() or marker not in current.read_text(errors="replace"):
+            continue
+        v = pkg_vars(tree, d, orig)
+        pin = v.get("PKG_MIRROR_HASH" if v.get("PKG_SOURCE_PROTO") == "git" else "PKG_HASH", "")
+        if v.get("PKG_SOURCE"):
+            out.append(_needed(v["PKG_SOURCE"], [(d, pin, ())], {d: v}))
     return out
 
 
