@@ -236,3 +236,23 @@ def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) ->
     assert sorted(restored) == sorted({e.path for e in edits})
     for rel in restored:
         assert (tree / rel).read_bytes() == (openwrt_tree_25125 / rel).read_bytes(), rel
+
+
+def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Path) -> None:
+    """A host tool taken from Debian's binaries: its Makefile is replaced (make no longer
+    downloads anything for it, and the replacement links the binary into staging_dir/host), yet
+    the substitution stays listed with OpenWrt's original pin, read from the kept Makefile."""
+    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import Filler
+
+    need_tools("lzma_alone")
+    pinned = _needed(tree, "tools/lzma")
+    f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+    r = f.resolve(pinned)
+    assert (r.cls, r.origin) == ("substitute", "debian-binary:lzma-alone")
+    assert "PKG_SOURCE" not in srcneeded.pkg_vars(tree, "tools/lzma")  # no download any more
+    text = (tree / "tools/lzma/Makefile").read_text()
+    assert "ln -s /usr/bin/lzma_alone $(STAGING_DIR_HOST)/bin/lzma" in text
+    (again,) = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
+    assert (again.file, again.hash) == (pinned.file, pinned.hash)
+    assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
