@@ -615,6 +615,10 @@ def fill(
 ) -> Substitutions:
     """Resolve every needed file into dl/ and write the substitutions file."""
     (tree / "dl").mkdir(exist_ok=True)
+    listed = {n.file for n in needed}
+    marker = "# openwrt-wolf: "  # templates/host-binary.mk.j2's first line
+    replaced = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, marker)
+    needed = needed + [n for n in replaced if n.file not in listed]
     archive = srcdebian.Archive() if debian else None
     filler = Filler(tree, local=local, allow=allow, archive=archive, log=log)
     filler.prefetch_index(needed)
