@@ -45,14 +45,70 @@ def hosttools(c, group="test", install=False):
     host_cli.main(group=group, install=install)
 
 
-@task
+_SOURCES_HELP = {
+    "sources": "directories holding the pinned upstream files by name (comma-separated; also "
+    "$OPENWRT_WOLF_SOURCES), looked at before ../shared/openwrt",
+    "sources_url": "base URLs of mirrors holding them by name (comma-separated; also "
+    "$OPENWRT_WOLF_SOURCES_URL), tried before the public archive URLs",
+}
+
+
+@task(help=_SOURCES_HELP)
 @guarded
-def host_tools(c):
+def host_tools(c, sources=None, sources_url=None):
     """Build OpenWrt's own host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils)
-    from ../shared/openwrt at 25.12.5's pins, once and cached; print where they are."""
+    from the pinned upstream sources (`./wolf sources`), once and cached; print where."""
     from openwrt_wolf.host import cli as host_cli
 
-    host_cli.host_tools()
+    host_cli.host_tools(dirs=sources, urls=sources_url)
+
+
+@task(
+    help={
+        "tree": "fill this OpenWrt tree's dl/ (the tree mode); without it: our pinned upstream "
+        "snapshots (data/upstream.toml)",
+        "fetch": "pins: fetch and verify these (comma-separated names, or all); print the files",
+        "digest": "pins: print an archive's sha256 and tree-sha256 and the pin it matches",
+        "sources": "directories holding files by name (comma-separated; also "
+        "$OPENWRT_WOLF_SOURCES): the pinned snapshots; with --tree OpenWrt's dl/ files and git "
+        "repositories (<dir>/<project>[.git], the fetch tool's <dir>/<owner>+<project>/repo)",
+        "sources_url": "base URLs of mirrors holding files by name (comma-separated; also "
+        "$OPENWRT_WOLF_SOURCES_URL); with --tree a mirror laid out as OpenWrt's sources mirror",
+        "allow": "--tree: classes other than exact that may be used: same-version, substitute, "
+        "missing (comma list); each is written to <tree>/wolf-substitutions.json",
+        "config": "--tree: seed .config files (comma list): the union of what each needs after "
+        "make defconfig (default: the tree's .config)",
+        "debian": "--tree: look in Debian's source archive (default on; --no-debian)",
+        "revert": "--tree: undo the tree edits substitutions made (.wolf-sources/orig)",
+        "redo": "--tree: files (OpenWrt's names, comma list) to resolve again from their "
+        "original pins: their tree edits are undone first",
+        "device": "--tree with --flavour: what `build --tree` needs for these devices (seeds)",
+        "flavour": "--tree with --device: mbedtls, wolfssl, openssl or all",
+        "packages": "--tree with --device/--flavour: build's --packages (extra, -name, @group)",
+        "release": "--tree: OpenWrt release of the device entries (default 25.12.5)",
+        "sdk_ib": "--tree with --device/--flavour: the seeds also make the SDK and ImageBuilder",
+    }
+)
+@guarded
+def sources(
+    c, tree=None, fetch=None, digest=None, sources=None, sources_url=None, allow=None,
+    config=None, debian=True, revert=False, redo=None, device=None, flavour=None, packages=None,
+    release=None, sdk_ib=False,
+):  # fmt: skip
+    """Source files verified by sha256, in two modes (docs/sources.md). Without --tree: our
+    pinned upstream snapshots (data/upstream.toml): the table; --fetch gets them from a mirror
+    directory, the cache or the public URL and verifies each; --digest FILE. With --tree T:
+    fill the OpenWrt tree's dl/ from local files, git repositories, a mirror, PyPI and Debian's
+    source archive; every file checked against PKG_HASH / PKG_MIRROR_HASH and classed exact,
+    same-version or substitute; anything but exact only with --allow, written to
+    T/wolf-substitutions.json (the build record carries it). Exit 2 when a file is missing."""
+    from openwrt_wolf.build import cli as build_cli
+
+    sys.exit(build_cli.sources_main(
+        tree=tree, fetch=fetch, digest=digest, dirs=sources, urls=sources_url, allow=allow,
+        configs=config, debian=debian, revert=revert, redo=redo, device=device, flavour=flavour,
+        packages=packages, release=release, sdk_ib=sdk_ib,
+    ))  # fmt: skip
 
 
 # --- size report (issue 2) -------------------------------------------------------------
@@ -250,41 +306,6 @@ def build(
             store=store, from_dirs=[], device=device, flavour=flavour, release=release,
             fmt="terminal", output=None,
         )  # fmt: skip
-
-
-@task(
-    help={
-        "tree": "the OpenWrt source tree whose dl/ to fill",
-        "from_": "local directories (comma list): tarballs under OpenWrt's names, and git "
-        "repositories (<dir>/<project>[.git], or the fetch tool's <dir>/<owner>+<project>/repo)",
-        "allow": "classes other than exact that may be used: same-version, substitute, missing "
-        "(comma list); each is written to <tree>/wolf-substitutions.json",
-        "config": "seed .config files (comma list): the union of what each needs after make "
-        "defconfig (default: the tree's .config)",
-        "debian": "look in Debian's source archive (default on; --no-debian)",
-        "revert": "undo the tree edits substitutions made (originals in .wolf-sources/orig)",
-        "redo": "files (OpenWrt's names, comma list) to resolve again from their original pins: "
-        "their tree edits are undone first",
-        "device": "with --flavour: what `build --tree` needs for these devices (its seeds)",
-        "flavour": "with --device: mbedtls, wolfssl, openssl or all",
-        "packages": "with --device/--flavour: build's --packages (extra, -name, @group)",
-        "release": "OpenWrt release of the device entries (default 25.12.5)",
-        "sdk_ib": "with --device/--flavour: the seeds also make the SDK and ImageBuilder",
-    }
-)
-@guarded
-def sources(
-    c, tree=None, from_=None, allow=None, config=None, debian=True, revert=False, redo=None,
-    device=None, flavour=None, packages=None, release=None, sdk_ib=False,
-):  # fmt: skip
-    """Fill an OpenWrt tree's dl/ from local files, git repositories and Debian; verify each."""
-    from openwrt_wolf.build import cli as build_cli
-
-    tree = required(tree, "--tree", hint="an OpenWrt source tree")
-    sys.exit(build_cli.sources_main(tree=tree, from_dirs=from_, allow=allow,
-                                    configs=config, debian=debian, revert=revert,
-                                    redo=redo, device=device, flavour=flavour,
-                                    packages=packages, release=release, sdk_ib=sdk_ib))  # fmt: skip
 
 
 @task(
@@ -651,6 +672,29 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
              component=component)  # fmt: skip
 
 
+@task(
+    help={
+        "flavour": "whose uclient-fetch to test: mbedtls,wolfssl,openssl or all (default all)",
+        "case": "only these cases (comma-separated names of data/footprint/conformance.toml)",
+        "jobs": "cases run at once (default 8)",
+        "markdown": "print the case x backend table as Markdown",
+        "write_docs": "replace the generated table in this file (docs/security.md)",
+        "work": "directory for the run's certificates and logs (default: a temporary one)",
+    }
+)
+@guarded
+def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write_docs=None,
+                    work=None):  # fmt: skip
+    """Certificate verification suite: every case x ustream-ssl backend, host builds."""
+    from openwrt_wolf.footprint import cli
+
+    n = integer(jobs, "--jobs", default=8, minimum=1)
+    ok = cli.conformance_main(flavour=flavour, case=case, jobs=n, markdown=markdown,
+                              write_docs=write_docs, work=work)  # fmt: skip
+    if not ok:
+        sys.exit(1)
+
+
 # --- OpenWrt host image tools, what-if (issue 14) --------------------------------------
 
 
@@ -661,8 +705,9 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
     help={
         "flavour": "mbedtls,wolfssl,openssl or all (default all)",
         "target": "where to measure: qemu (MIPS user-mode emulation here), router (--host, over "
-        "SSH) or vm (--image, the malta VM); required",
-        "test": "crypto,handshake,memory,soak (comma-separated); default all",
+        "SSH) or vm (the malta VM with --image; the Wi-Fi guest for --test wifi); required",
+        "test": "crypto,handshake,memory,soak,wifi (comma-separated); default all the target "
+        "runs (wifi: --target vm)",
         "quick": "shorter runs of each tool, fewer handshakes/requests (CI)",
         "release": "OpenWrt release whose library settings to build (default 25.12.5)",
         "wolfssl_config": "minimal (the USE_WOLFSSL minimal mode, default) or openwrt",
@@ -688,7 +733,7 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
          report_only=False, host=None, port=None, user=None, key=None, password=False,
          accept_new=False, known_hosts=None, image=None, initrd=None, append=None):  # fmt: skip
-    """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak on the target."""
+    """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak, Wi-Fi (SAE, OWE)."""
     from openwrt_wolf.perf import cli
 
     ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,

@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""Bench: 20 bad inputs per task family, run as a user would (`invoke TASK ...` in a fresh
+"""Bench: bad inputs per task family, run as a user would (`invoke TASK ...` in a fresh
 process). After each family it prints how many ended in a Python traceback (goal 0), in no
-one-line `error:` (goal 0), ran into the per-run time limit (goal 0), and what was left
-behind: partial files (*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output
-directories, and processes still running that were started by the runs (found by a marker in
-their environment).
+one-line `error:` (goal 0), ran into the per-run time limit (goal 0), how many broke security
+(goal 0: make code ran, a secret or a foreign file's bytes were printed, an injection survived
+into a report) or gave a wrong result (goal 0), and what was left behind: partial files
+(*.part, *.tmp, *.unpacking, *.copying) in the cache, store and output directories, and
+processes still running that were started by the runs (found by a marker in their
+environment). The hostile-input families (issue 20) are generated in bench/hostile.py and,
+with a victim directory, data-loss and leftover oracles, in bench/hostile_fs.py (crafted
+packages through what-if, special inputs, --output targets, signals).
 
-    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90]
+    .venv/bin/python bench/bad_inputs.py [--family build,fit] [--timeout 90] [--lab DIR]
 
-Needs no network and no OpenWrt download: the inputs fail before any would start."""
+Needs no network and no OpenWrt download: the inputs fail before any would start. The
+families of bench/hostile_fs.py run what-if on a stand-in ImageBuilder build made from
+../shared/openwrt ($OPENWRT_WOLF_SHARED) in a few minutes, or kept in --lab DIR."""
 
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +31,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
+import hostile
+import hostile_fs
+from hostile import Probe
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = f"OPENWRT_WOLF_BENCH_{uuid.uuid4().hex[:12]}"
@@ -32,10 +46,14 @@ PARTIAL = (".part", ".tmp", ".unpacking", ".copying")
 @dataclass
 class Family:
     name: str
-    runs: list[list[str]]
+    runs: list[list[str]] | list[Probe]
     tracebacks: int = 0
     no_error_line: int = 0
     hung: int = 0
+    security: int = 0
+    wrong: int = 0
+    data_loss: int = 0
+    left: int = 0
     examples: list[str] = field(default_factory=list)
 
 
@@ -269,6 +287,22 @@ def families(w: Path) -> list[Family]:
     ]
 
 
+def hostile_families(w: Path) -> list[Family]:
+    """Issue 20's families (bench/hostile.py); the store and the secret come from prepare()."""
+    secret = (w / "secret").read_text().strip()
+    redis_url = os.environ.get("OPENWRT_WOLF_BENCH_REDIS")
+    return [
+        Family("records", hostile.records_family(w)),
+        Family("store files", hostile.store_files_family(w)),
+        Family("profiles.json", hostile.profiles_family(w, w / "secret", secret)),
+        Family("baselines", hostile.baselines_family(w, hostile._store_with(w, "base", {}))),
+        Family("make values", hostile.make_values_family(w)),
+        Family("report escaping", hostile.report_injection_family(w)),
+        Family("secrets", hostile.secrets_family(secret, redis_url)),
+        Family("refused", hostile.refused_family()),
+    ]
+
+
 def prepare(w: Path) -> None:
     os.mkfifo(w / "fifo")
     with (w / "big.bin").open("wb") as fh:
@@ -299,6 +333,22 @@ def prepare(w: Path) -> None:
     (bad / "build" / "dir.json").mkdir()
     os.mkfifo(bad / "build" / "fifo.json")
     (bad / "build" / "bytes.json").write_bytes(b"\xff\xfe\x00")
+    (w / "secret").write_text(f"SECRET-{uuid.uuid4().hex}\n")  # a file no output may show
+    (w / "sentinels").mkdir()
+
+
+def finding_of(probe: Probe, p: subprocess.CompletedProcess[str]) -> hostile.Finding | None:
+    """The security and correctness oracles of a probe, after the run."""
+    if probe.sentinel is not None and probe.sentinel.exists():
+        return "security", f"make/shell code from the input ran (created {probe.sentinel})"
+    for s in probe.secrets:
+        if s in p.stdout or s in p.stderr:
+            return "security", "a secret was printed"
+    if probe.hostile:
+        got = hostile.raw_controls(p)
+        if got:
+            return got
+    return probe.check(p) if probe.check else None
 
 
 def marked_processes() -> list[str]:
@@ -321,8 +371,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", help="comma-separated family names (default all)")
     ap.add_argument("--timeout", type=float, default=90.0, help="seconds per run")
+    ap.add_argument("--lab", help="keep the stand-in ImageBuilder build here (made if missing)")
     args = ap.parse_args()
-    total_tb = total_left = 0
+    total_tb = total_left = total_hung = total_sec = total_wrong = total_loss = 0
     with tempfile.TemporaryDirectory(prefix="wolf-bad-") as tmp:
         w = Path(tmp)
         prepare(w)
@@ -336,51 +387,86 @@ def main() -> int:
         }
         env.pop("OPENWRT_WOLF_ROUTER_PASSWORD", None)
         wanted = set(args.family.split(",")) if args.family else None
-        for fam in families(w):
+        queue = contextlib.ExitStack()
+        if (not wanted or "secrets" in wanted) and shutil.which("redis-server"):
+            from tests.queue import redisd
+
+            (w / "redis").mkdir()
+            r = queue.enter_context(redisd.running(w / "redis"))
+            os.environ["OPENWRT_WOLF_BENCH_REDIS"] = r.url(0)
+        fams = [*families(w), *hostile_families(w)]
+        if not wanted or wanted & set(hostile_fs.FAMILIES):
+            made = hostile_fs.families(w, Path(args.lab) if args.lab else w / "lab")
+            fams += [Family(name, probes) for name, probes in made]
+        for fam in fams:
             if wanted and fam.name not in wanted:
                 continue
             t0 = time.monotonic()
-            for argv in fam.runs:
-                try:
-                    p = subprocess.run(
-                        [sys.executable, "-m", "invoke", *argv],
-                        cwd=ROOT,
-                        env=env,
-                        capture_output=True,
-                        text=True,
-                        stdin=subprocess.DEVNULL,
-                        timeout=args.timeout,
-                    )
-                except subprocess.TimeoutExpired:
-                    fam.hung += 1
-                    fam.examples.append(f"HUNG: {' '.join(argv)}")
-                    continue
-                if "Traceback" in p.stderr:
-                    fam.tracebacks += 1
-                    fam.examples.append(
-                        f"TRACEBACK: {' '.join(argv)}: {p.stderr.strip().splitlines()[-1]}"
-                    )
-                elif p.returncode != 0 and not any(
-                    ln.startswith("error:") for ln in p.stderr.splitlines()
-                ):
-                    fam.no_error_line += 1
-                    fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {' '.join(argv)}")
+            for run in fam.runs:
+                probe = run if isinstance(run, Probe) else Probe(list(run), hostile=False)
+                _one(fam, probe, {**env, **probe.env}, args.timeout)
             time.sleep(1)  # let any stray child show itself before counting
             procs = marked_processes()
             files = partial_files(cache, st, w / "dir")
             total_tb += fam.tracebacks
-            total_left += len(procs) + len(files)
+            total_hung += fam.hung
+            total_sec += fam.security
+            total_wrong += fam.wrong
+            total_loss += fam.data_loss
+            total_left += len(procs) + len(files) + fam.left
             print(
-                f"{fam.name:15} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
-                f"{fam.no_error_line} without an error line, {fam.hung} hung; leftovers: "
-                f"{len(files)} partial files, {len(procs)} processes "
-                f"({time.monotonic() - t0:.0f} s)",
+                f"{fam.name:16} {len(fam.runs)} inputs: {fam.tracebacks} tracebacks, "
+                f"{fam.no_error_line} without an error line, {fam.hung} hung, "
+                f"{fam.security} security, {fam.wrong} wrong results, {fam.data_loss} data "
+                f"loss; leftovers: {len(files)} partial files, {fam.left} run directories, "
+                f"{len(procs)} processes ({time.monotonic() - t0:.0f} s)",
                 flush=True,
             )
             for ex in fam.examples + files + procs:
                 print(f"    {ex}", flush=True)
-    print(f"total: {total_tb} tracebacks, {total_left} leftovers")
-    return 0 if total_tb == 0 and total_left == 0 else 1
+        queue.close()
+        hostile.chmod_back(w)
+    print(
+        f"total: {total_tb} tracebacks, {total_hung} hung, {total_sec} security, "
+        f"{total_wrong} wrong results, {total_loss} data loss, {total_left} leftovers"
+    )
+    return (
+        0 if total_tb + total_hung + total_sec + total_wrong + total_loss + total_left == 0 else 1
+    )
+
+
+def _one(fam: Family, probe: Probe, env: dict[str, str], timeout: float) -> None:
+    """One run and its oracles, counted into fam."""
+    if probe.setup is not None:
+        probe.setup()
+    p, sent = hostile_fs.run(probe, [*probe.prefix, sys.executable, "-m", "invoke", *probe.argv],
+                             env, timeout)  # fmt: skip
+    findings: list[hostile.Finding] = []
+    if p is None:
+        fam.hung += 1
+        fam.examples.append(f"HUNG: {probe.text}")
+    elif "Traceback" in p.stderr:
+        fam.tracebacks += 1
+        fam.examples.append(f"TRACEBACK: {probe.text}: {p.stderr.strip().splitlines()[-1]!r}")
+    elif sent == signal.SIGTERM and p.returncode == 0:
+        findings.append(("wrong", "SIGTERM while it ran, and exit status 0"))
+    elif (
+        p.returncode not in (0, 1)
+        and not sent  # ended by the signal sent (before our handler, or SIGKILL)
+        and not any(ln.startswith("error:") for ln in p.stderr.splitlines())
+    ):
+        fam.no_error_line += 1
+        fam.examples.append(f"NO ERROR LINE (rc {p.returncode}): {probe.text}")
+    if p is not None and (finding := finding_of(probe, p)):
+        findings.append(finding)
+    if probe.after is not None and (finding := probe.after()):
+        findings.append(finding)
+    for kind, text in findings:
+        fam.security += kind == "security"
+        fam.wrong += kind == "wrong"
+        fam.data_loss += kind == "data loss"
+        fam.left += kind == "leftover"
+        fam.examples.append(f"{kind.upper()}: {probe.text}: {text}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from openwrt_wolf.build.driver import build  # noqa: E402
 from openwrt_wolf.build.jobs import Options  # noqa: E402
 from openwrt_wolf.host import openwrt_tools, upstream  # noqa: E402
-from tests.standin import make_standin  # noqa: E402
+from tests.standin import kit, make_standin  # noqa: E402
 from tests.standin.server import serve  # noqa: E402
 
 DEVICES = "tplink_tl-wr902ac-v1,glinet_gl-ar300m16,tplink_tl-wr902ac-v3"
@@ -52,6 +52,7 @@ def main() -> None:
             ("ath79/generic", "ramips/mt76x8"),
             tree=upstream.openwrt_tree("25.12.5"),
             tools=openwrt_tools.ensure(),
+            kit=kit.make_kit(base / "kit"),
         )
         with serve(mirror) as (url, _):
             rows = []

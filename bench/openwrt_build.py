@@ -10,7 +10,7 @@ store returns finished builds.
 
 Run (an extracted OpenWrt v25.12.5 tree, a directory of git snapshots and tarballs):
   .venv/bin/python bench/openwrt_build.py --tree /var/tmp/owb/openwrt-25.12.5 \\
-      --from /work/shared/openwrt/offline/dl,/work/.mirror [--boots 3] [-j 3] [--sdk-ib]
+      --sources /work/shared/openwrt/offline/dl,/work/.mirror [--boots 3] [-j 3] [--sdk-ib]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def newest(store: FileStore, kind: str, flavour: str, device: str) -> dict[str, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", required=True)
-    ap.add_argument("--from", dest="from_", default="")
+    ap.add_argument("--sources", default="")
     ap.add_argument("--device", default="malta-be")
     ap.add_argument("--flavours", default=",".join(FLAVOURS))
     ap.add_argument("--packages", default=PACKAGES)
@@ -65,7 +65,7 @@ def main() -> int:
     flavours = [f for f in a.flavours.split(",") if f]
     seconds: dict[str, float] = {}
     src = ["sources", "--tree", a.tree, "--allow", "same-version,substitute"]
-    seconds["sources"] = wolf(*src, *(["--from", a.from_] if a.from_ else []))
+    seconds["sources"] = wolf(*src, *(["--sources", a.sources] if a.sources else []))
     for fl in flavours:
         argv = ["build", "--tree", a.tree, "--device", a.device, "--flavour", fl,
                 "--packages", a.packages, "-j", str(a.j), "--no-report"]  # fmt: skip

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from openwrt_wolf.host import openwrt_tools, upstream  # noqa: E402
 from tests.queue.redisd import running  # noqa: E402
-from tests.standin import make_standin  # noqa: E402
+from tests.standin import kit, make_standin  # noqa: E402
 
 DEVICES = "tplink_tl-wr902ac-v1,glinet_gl-ar300m16,tplink_tl-wr902ac-v3"
 BUILD = ["build", "--flavour", "all", "--device", DEVICES, "--no-report"]
@@ -99,6 +99,7 @@ def main() -> None:
             ("ath79/generic", "ramips/mt76x8"),
             tree=upstream.openwrt_tree("25.12.5"),
             tools=openwrt_tools.ensure(),
+            kit=kit.make_kit(base / "kit"),
         )
         warm = base / "warm"
         invoke(

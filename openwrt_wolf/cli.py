@@ -2,65 +2,63 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import math
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from types import FrameType
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from . import signals
 from .errors import CommandError, WolfError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def setup_logging(verbose: bool = False) -> None:
-    """Commands we run are logged as '$ <line that reproduces it>' on stderr."""
+    """Commands we run are logged as '$ <line that reproduces it>' on stderr, every line
+    through term.clean (no secret, no control character)."""
+    from .term import LogFormatter
+
     level = logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogFormatter("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.captureWarnings(True)  # a library's warning quotes names too: cleaned the same way
 
 
-@contextlib.contextmanager
-def _hangup_and_term_as_interrupt() -> Iterator[None]:
-    """SIGTERM (kill, a CI timeout) and SIGHUP (a closed terminal) clean up like Ctrl-C: the
-    running command's process group is killed by proc.run, temporary files are removed."""
+def _error(*lines: str) -> None:
+    """Error lines on stderr, each cleaned like every other line (term.clean): a newline in
+    a name stays inside its line."""
+    from .term import clean
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    print("\n".join(clean(line, newlines=False) for line in lines), file=sys.stderr)
 
 
 def guarded(fn: F) -> F:
-    """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C -> exit 130."""
+    """Wrap a task body: WolfError -> 'error: ...' on stderr and exit 2; Ctrl-C, SIGTERM or
+    SIGHUP -> cleaned up as KeyboardInterrupt, exit 128 + the signal (130, 143, 129)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         setup_logging()
+        signals.reset()
         try:
-            with _hangup_and_term_as_interrupt():
-                return fn(*args, **kwargs)
+            with signals.as_interrupt():
+                result = fn(*args, **kwargs)
+            signals.check()  # a signal whose KeyboardInterrupt Python dropped in a finalizer
+            return result
         except CommandError as e:
-            print(f"error: {e.details()}", file=sys.stderr)
+            _error(f"error: {e.message}", *e.details().split("\n")[1:])
             raise SystemExit(e.exit_code) from None
         except WolfError as e:
-            print(f"error: {e}", file=sys.stderr)
+            _error(f"error: {e}", *([e.note] if e.note else []))
             raise SystemExit(e.exit_code) from None
         except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            raise SystemExit(130) from None
+            sig = signals.received() or signal.SIGINT
+            _error(f"error: interrupted{signals.describe(sig)}")
+            raise SystemExit(128 + sig) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -70,18 +68,30 @@ def guarded(fn: F) -> F:
 # None) and convert them here, inside `guarded`, into one error line.
 
 
-def integer(value: object, option: str, *, default: int, minimum: int | None = None) -> int:
-    """An integer option value (``default`` when not given)."""
+def integer(
+    value: object,
+    option: str,
+    *,
+    default: int,
+    minimum: int | None = None,
+    maximum: int | None = None,
+) -> int:
+    """An integer option value (``default`` when not given), within its bounds."""
     if value is None or value == "":
         return default
+    text = str(value).strip()
     try:
-        n = int(str(value).strip())
+        if len(text) > 30:  # no option counts that high; int() of 5,000 digits raises
+            raise ValueError
+        n = int(text)
     except ValueError:
         raise WolfError(
-            f"{option} {value!r} is not a whole number", hint=f"e.g. {option} {default}"
+            f"{option} {text[:30]!r} is not a whole number", hint=f"e.g. {option} {default}"
         ) from None
     if minimum is not None and n < minimum:
         raise WolfError(f"{option} {n}: must be at least {minimum}")
+    if maximum is not None and n > maximum:
+        raise WolfError(f"{option} {n}: must be at most {maximum}")
     return n
 
 

@@ -2,13 +2,15 @@
 
 
 class WolfError(Exception):
-    """A user-facing error. str(err) is one line; the CLI prints it and exits non-zero."""
+    """A user-facing error. str(err) is one line; the CLI prints it and exits non-zero.
+    ``note``, when given, is a second line the CLI prints under it: what still works."""
 
     exit_code = 2
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(self, message: str, *, hint: str | None = None, note: str | None = None) -> None:
         self.message = message
         self.hint = hint
+        self.note = note
         super().__init__(message if hint is None else f"{message} ({hint})")
 
 

@@ -1,23 +1,66 @@
 """The terminal: one rich Console, wide enough when output goes to a file or a pipe; and the
-progress display of long work (rich on a terminal, plain periodic lines in logs)."""
+progress display of long work (rich on a terminal, plain periodic lines in logs).
+
+Everything printed passes ``clean``: no secret (secrets.scrub) and no control character
+from a name, a file or a record reaches the terminal or a log (escape.printable)."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.text import Text
+
+from .trust import escape, secrets
 
 
-def console(stderr: bool = False) -> Console:
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else int(os.environ.get("COLUMNS", "200"))
-    return Console(file=stream, width=width, stderr=stderr)
+def clean(text: str, *, newlines: bool = True) -> str:
+    """A line (or lines) as it may be shown: secrets scrubbed, control characters escaped."""
+    return escape.printable(secrets.scrub(text), newlines=newlines)
+
+
+class SafeConsole(Console):
+    """rich's Console, but every string it renders (print, table cells, titles) is cleaned,
+    and text that is not valid markup is shown as it is instead of raising."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        text = clean(text)
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:
+            return super().render_str(text, **{**kwargs, "markup": False})
+
+
+def console(
+    stderr: bool = False,
+    *,
+    file: IO[str] | None = None,
+    width: int | None = None,
+    force_terminal: bool | None = None,
+    highlight: bool = True,
+) -> Console:
+    """The Console of a task (stdout or stderr), or one rendering into ``file`` (reports)."""
+    if file is None:
+        file = sys.stderr if stderr else sys.stdout
+        width = None if file.isatty() else int(os.environ.get("COLUMNS", "200"))
+    return SafeConsole(
+        file=file, width=width, stderr=stderr, force_terminal=force_terminal, highlight=highlight
+    )
+
+
+class LogFormatter(logging.Formatter):
+    """Log lines as ``clean`` shows them: one line each, no secret, no control character."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return clean(super().format(record), newlines=False)
 
 
 # Progress of long work (downloads, builds, boots): a rich display on a terminal, plain

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ import pytest
 
 if TYPE_CHECKING:
     from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+    from tests.standin.kit import Kit
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 _config: pytest.Config | None = None
@@ -63,21 +65,74 @@ def store_root(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
+def upstream_source(name: str) -> Path:
+    """A pinned upstream tree (data/upstream.toml) through the project's fetcher: a mirror
+    directory, the cache, or a download, verified. Skipped only when neither a mirror nor the
+    network has it (a failure under CI=true); a file that fails verification is a failure."""
+    from openwrt_wolf.host import upstream
+
+    try:
+        return upstream.source_dir(name)
+    except upstream.Unavailable as e:
+        missing = str(e)
+    unavailable(missing)  # outside the except block: one line, no chained traceback
+    raise AssertionError("unreachable: unavailable() skips or fails")
+
+
+def userland_sources() -> None:
+    """The pinned sources OpenWrt's userland (json-c, libubox, ustream-ssl, uclient, uhttpd,
+    px5g from the tree) builds from, fetched before a build needs them: a missing one skips
+    the test (fails in CI) with its one line instead of failing the build."""
+    from openwrt_wolf.footprint import userland
+
+    for name in userland.COMPONENTS:
+        upstream_source(name)
+    _openwrt_tree(userland.release())
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on (for a server to take, or refused connections)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def offline_upstream(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    """The upstream fetcher with no mirror and no network: no mirror directory or URL, a
+    private cache, and every pin's public URL on a closed local port (its path kept)."""
+    import dataclasses
+
+    from openwrt_wolf.host import upstream
+
+    base = f"http://127.0.0.1:{free_port()}"
+    offline = {
+        n: dataclasses.replace(p, urls=tuple(base + "/" + u.split("/", 3)[3] for u in p.urls))
+        for n, p in upstream.pins().items()
+    }
+    monkeypatch.setattr(upstream, "pins", lambda: offline)
+    monkeypatch.setenv(upstream.SHARED_ENV, str(cache / "no-shared"))
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(cache))
+    for var in (upstream.SOURCES_ENV, upstream.SOURCES_URL_ENV):
+        monkeypatch.delenv(var, raising=False)
+    for var in [v for v in os.environ if v.startswith(upstream.TREE_ENV)]:
+        monkeypatch.delenv(var)
+
+
 def _openwrt_tree(release: str) -> Path:
-    from openwrt_wolf.errors import WolfError
     from openwrt_wolf.host import upstream
 
     try:
         return upstream.openwrt_tree(release)
-    except WolfError as e:
-        unavailable(f"needs an OpenWrt {release} tree: {e}")
-        raise  # unreachable: unavailable() skips or fails
+    except upstream.Unavailable as e:
+        missing = str(e)
+    unavailable(missing)
+    raise AssertionError("unreachable: unavailable() skips or fails")
 
 
 @pytest.fixture(scope="session")
 def openwrt_tree_25125() -> Path:
-    """OpenWrt v25.12.5 (read-only: copy before changing it): $OPENWRT_TREE, else the shared
-    snapshot extracted into the cache; skipped without either, a failure under CI=true."""
+    """OpenWrt v25.12.5 (read-only: copy before changing it): $OPENWRT_TREE, else the pinned
+    tree through the fetcher (upstream_source)."""
     return _openwrt_tree("25.12.5")
 
 
@@ -90,14 +145,46 @@ def openwrt_tree_24108() -> Path:
 @pytest.fixture(scope="session")
 def openwrt_tools(openwrt_tree_25125: Path) -> OpenWrtTools:
     """OpenWrt's host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils) built once
-    from the shared upstream snapshots into the cache, as `invoke host-tools` builds them."""
-    from openwrt_wolf.errors import WolfError
+    from the pinned upstream sources into the cache, as `invoke host-tools` builds them."""
     from openwrt_wolf.host import hosttools
     from openwrt_wolf.host import openwrt_tools as ot
 
     need_tools(*(t.name for t in hosttools.tools_for("openwrt-tools")))
-    try:
-        return ot.ensure()
-    except WolfError as e:  # the upstream snapshots are not on this machine
-        unavailable(f"needs OpenWrt's host tools: {e}")
-        raise  # unreachable: unavailable() skips or fails
+    for name in ot.SNAPSHOTS:
+        upstream_source(name)
+    return ot.ensure()
+
+
+# what the 25.12 stand-ins are made with (tests/standin/kit.py): apk-tools for the host (meson),
+# the TLS packages' MIPS builds (the footprint lab and userland: cross gcc, cmake, autotools)
+KIT_TOOLS = ("meson", "ninja", "pkg-config", "openssl", "patch", "cmake", "autoreconf",
+             "libtoolize", "perl", "make", "gcc", "mips-linux-gnu-gcc", "mips-linux-gnu-strip",
+             "/usr/include/openssl/evp.h", "/usr/mips-linux-gnu/include/stdio.h", "fakeroot",
+             "gawk")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def standin_kit(tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path) -> Kit:
+    """apk-tools 3.0.5 (host), the test's signing key and the TLS packages' payloads (the
+    footprint lab's MIPS builds): built once per machine (cached), shared by the xdist workers."""
+    from openwrt_wolf.errors import WolfError
+    from openwrt_wolf.locks import locked
+    from tests.standin import kit
+
+    need_tools(*KIT_TOOLS)
+    userland_sources()
+    upstream_source("apk-tools")
+    top = tmp_path_factory.getbasetemp().parent / "standin-kit"
+    top.mkdir(exist_ok=True)
+    with (
+        locked(top / ".lock"),
+        preparing(
+            "apk-tools and the TLS packages' MIPS builds for the 25.12 stand-in (cold: 10-25 min "
+            "on 2 cores, shared with tests/footprint; cached afterwards)"
+        ),
+    ):
+        try:
+            return kit.make_kit(top)
+        except WolfError as e:
+            unavailable(f"the stand-in kit: {e}")
+            raise

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import need_tools, unavailable
+from tests.conftest import free_port, need_tools, unavailable
 
 HERE = Path(__file__).resolve().parent
 STANDINS = HERE / "fake_router"
@@ -46,12 +46,6 @@ BASE_STATE: dict[str, Any] = {
     "downtime": 1.5,
     "tmp_avail_kb": None,
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _children() -> dict[int, list[int]]:
@@ -93,7 +87,7 @@ class FakeRouter:
         self.server = server
         self.sftp = sftp and server == "openssh"
         self.root = base / "root"  # $FAKEROOT: the router's files
-        self.port = _free_port()
+        self.port = free_port()
         self.host = "127.0.0.1"
         self.user = "root" if server == "dropbear" else __import__("getpass").getuser()
         self.proc: subprocess.Popen[bytes] | None = None

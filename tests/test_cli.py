@@ -74,6 +74,12 @@ BAD_VALUES = [
     (["flash", "--device", "tl-wr902ac", "--host", "x", "--port", "abc"], "--port 'abc'"),
     (["flash", "--device", "tl-wr902ac", "--host", "x", "--wait-up", "soon"], "--wait-up"),
     (["hosttools", "--group", "nosuch"], "unknown host tool group 'nosuch'"),
+    (["build", "--no-report", "-f", ",", "-d", "tl-wr902ac"], "no flavour in ','"),
+    (["build", "--no-report", "-f", "mbedtls", "-d", " , "], "no device in ' , '"),
+    (["footprint", "--ecc", "bogus"], "--ecc 'bogus': not an ECC choice"),
+    (["footprint", "--library", "wolfssl", "--config", "minimal", "--ecc", ","], "--ecc ','"),
+    (["worker", "--queue", "redis://127.0.0.1:9/0", "--name", "x\x1b]0;t\x07"], "--name"),
+    (["worker", "--queue", "redis://127.0.0.1:9/0", "--heartbeat", "9" * 40], "--heartbeat"),
 ]
 
 
@@ -85,6 +91,8 @@ def test_bad_option_values_are_one_line(args: list[str], names: str, tmp_path: P
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr, p.stderr
     assert len(lines) == 1 and names in lines[0], p.stderr
+    assert "\x1b" not in p.stderr  # a name is shown, never sent to the terminal
+    assert not (tmp_path / "c" / "footprint").exists()  # refused before any work
 
 
 def test_hosttools_help_lists_every_group() -> None:

@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 
 from .. import proc
+from ..catalogue import names
 from ..catalogue.devices import Device
 from ..errors import CommandError, WolfError
 from ..locks import locked
@@ -41,6 +42,19 @@ class Flavour:
     name: str
     config: tuple[tuple[str, str], ...]  # Kconfig symbols (no CONFIG_) and their values
     packages: str  # one of MODES
+    # what the patch set swaps beyond data/flavours.toml (apk-mbedtls -> apk-wolfssl)
+    replace: tuple[tuple[str, str], ...] = ()
+
+    def notes(self, notes: tuple[str, ...]) -> tuple[str, ...]:
+        """The flavour's notes as they hold in this tree: a note naming a package the patch
+        set replaces (flavours.toml's "apk has no wolfSSL backend ... apk-mbedtls stays",
+        true of OpenWrt's own packages) gives way to what the patch set does instead."""
+        if not self.replace:
+            return notes
+        olds = [old for old, _ in self.replace]
+        kept = tuple(n for n in notes if not any(o in n for o in olds))
+        swaps = ", ".join(f"{new} replaces {old}" for old, new in self.replace)
+        return (*kept, f"the USE_WOLFSSL patch set: {swaps}")
 
     def symbols(self) -> list[str]:
         """The config part of the request: what the seed sets besides packages."""
@@ -82,7 +96,9 @@ def flavour(name: str, *, sdk_ib: bool = False) -> Flavour:
     config = {str(k): str(v) for k, v in dict(fl.get("config", {})).items()}
     if sdk_ib:
         config.update(SDK_IB)
-    return Flavour(name, tuple(sorted(config.items())), mode)
+    swap = {str(k): str(v) for k, v in dict(fl.get("replace", {})).items()}
+    names.packages([*swap, *swap.values()], "data/buildroot.toml replace")
+    return Flavour(name, tuple(sorted(config.items())), mode, tuple(sorted(swap.items())))
 
 
 def seed_changes(
@@ -344,12 +360,19 @@ def verify(
                 if patched
                 else hint,
             )
-    for old, new in r.replace:
+    for old, new in (*r.replace, *fl.replace):
         if cfg.get(f"PACKAGE_{old}") == "y":
             raise WolfError(
                 f"CONFIG_PACKAGE_{old}=y after make defconfig: the {fl.name} flavour replaces "
                 f"it with {new}",
                 hint=hint,
+            )
+    for old, new in fl.replace:  # the patch set's own swaps: each must have happened
+        if cfg.get(f"PACKAGE_{new}") != "y":
+            raise WolfError(
+                f"CONFIG_PACKAGE_{new} is not =y after make defconfig: the patch set replaces "
+                f"{old} with it",
+                hint="is the USE_WOLFSSL patch set applied? `invoke patch --status --tree PATH`",
             )
     swapped = any(cfg.get(f"PACKAGE_{new}") == "y" for _, new in r.replace)
     if fl.packages != "defaults" and r.replace and not swapped:

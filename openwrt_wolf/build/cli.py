@@ -8,8 +8,9 @@ from pathlib import Path
 from rich.table import Table
 
 from .. import term
-from ..catalogue import flavours, releases
+from ..catalogue import flavours, names, releases
 from ..errors import WolfError
+from ..trust import escape
 from .buildroot import Tree
 from .driver import build
 from .jobs import Options, Outcome
@@ -51,6 +52,8 @@ def main_args(
         n = int(jobs)
     except ValueError:
         raise WolfError(f"-j {jobs!r} is not a number") from None
+    if files:  # FILES= reaches make's command line: checked before any work
+        names.make_variable(f"FILES={Path(files).expanduser()}")
     opts = Options(
         flavour=flavour,
         device=device,
@@ -64,7 +67,7 @@ def main_args(
         force=force,
         store=store,
         luci_https=luci_https,
-        packages=tuple(p.strip() for p in (packages or "").split(",") if p.strip()),
+        packages=names.packages(packages),
         files=path(files),
         feed=path(feed),
         patches=path(patches),
@@ -104,16 +107,16 @@ def show(outcomes: list[Outcome]) -> None:
             _num(fr["limit"]),
             _num(fr.get("rootfs_room")),
             "cached" if o.cached else "built",
-            str(o.path),
+            escape.markup(str(o.path)),
         )
     con = term.console()
     con.print(table)
     for o in outcomes:
         for w in o.record.openwrt_warnings:
-            con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}")
+            con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}", markup=False)
         img = o.record.image()
         if img:
-            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}")
+            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}", markup=False)
 
 
 def render(
@@ -144,7 +147,7 @@ def render(
         log = pth.cache_dir() / "make-info.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         defaults = ImageBuilder(Path(imagebuilder).expanduser()).info(log).defaults(dev.profile)
-    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    extra = names.packages(packages)
     c = pk.changes(rules, defaults, luci_https=luci_https, extra=extra)
     if what == "packages":
         value = pk.packages_value(c)
@@ -174,12 +177,15 @@ def render(
 
 def sources_main(
     *,
-    tree: str,
-    from_dirs: str | None,
-    allow: str | None,
-    configs: str | None,
-    debian: bool,
-    revert: bool,
+    tree: str | None = None,
+    fetch: str | None = None,
+    digest: str | None = None,
+    dirs: str | None = None,
+    urls: str | None = None,
+    allow: str | None = None,
+    configs: str | None = None,
+    debian: bool | None = None,
+    revert: bool = False,
     redo: str | None = None,
     device: str | None = None,
     flavour: str | None = None,
@@ -187,32 +193,48 @@ def sources_main(
     release: str | None = None,
     sdk_ib: bool = False,
 ) -> int:
-    """`invoke sources`: fill the tree's dl/, print what is not exact, write the
-    substitutions file. 2 when a file is missing (or not allowed). With --device and
-    --flavour the seeds are the ones `invoke build --tree` would write (the union of what
-    each flavour needs)."""
+    """`invoke sources`. Without --tree: our pinned upstream snapshots (host/cli.sources).
+    With --tree: fill the tree's dl/, print what is not exact, write the substitutions file;
+    2 when a file is missing (or not allowed). With --device and --flavour the seeds are the
+    ones `invoke build --tree` would write (the union of what each flavour needs)."""
     from .. import paths as pth
+    from ..host import cli as host_cli
+    from ..host import upstream
     from . import sources, srcedit
     from .buildroot import Tree
 
+    tree_only = {
+        "--allow": allow, "--config": configs, "--no-debian": debian is False,
+        "--revert": revert, "--redo": redo, "--device": device, "--flavour": flavour,
+        "--packages": packages, "--release": release, "--sdk-ib": sdk_ib,
+    }  # fmt: skip
+    if tree is None:
+        used = [opt for opt, v in tree_only.items() if v]
+        if used:
+            raise WolfError(f"{', '.join(used)}: only with --tree (filling a tree's dl/)")
+        host_cli.sources(fetch=fetch, digest=digest, dirs=dirs, urls=urls)
+        return 0
+    if fetch or digest:
+        raise WolfError("--fetch and --digest are for the pinned snapshots, not with --tree")
     t = Tree(Path(tree))
     top = t.top
     log = pth.cache_dir() / "logs" / "sources.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    upstream.use_mirrors(host_cli.split(dirs), host_cli.split(urls))
     with t.lock():
         if revert:
             restored = srcedit.revert(top)
             term.console().print(f"restored {len(restored)} files of {top}", markup=False)
             return 0
         if redo:
-            names = [n.strip() for n in redo.split(",") if n.strip()]
-            put_back = sources.redo(top, names)
-            term.console().print(f"redo {', '.join(names)}: {len(put_back)} files put back",
+            redone = [n.strip() for n in redo.split(",") if n.strip()]
+            put_back = sources.redo(top, redone)
+            term.console().print(f"redo {', '.join(redone)}: {len(put_back)} files put back",
                                  markup=False)  # fmt: skip
-        local = [Path(p).expanduser().resolve() for p in (from_dirs or "").split(",") if p.strip()]
+        local = [d.resolve() for d in upstream.given_dirs()]
         for d in local:
             if not d.is_dir():
-                raise WolfError(f"--from {d} is not a directory")
+                raise WolfError(f"--sources {d} is not a directory")
         cfgs = [Path(p).expanduser() for p in (configs or "").split(",") if p.strip()]
         for c in cfgs:
             if not c.is_file():
@@ -221,8 +243,9 @@ def sources_main(
             if device or flavour:
                 cfgs += _build_seeds(t, Path(tmp), device, flavour, packages, release, sdk_ib, log)
             needed = sources.list_for_tree(top, log, cfgs)
-        subs = sources.fill(top, needed, local=local, allow=sources.parse_allow(allow),
-                            debian=debian, log=log)  # fmt: skip
+        subs = sources.fill(top, needed, local=local, urls=upstream.mirror_urls(),
+                            allow=sources.parse_allow(allow), debian=debian is not False,
+                            log=log)  # fmt: skip
     show_substitutions(subs)
     missing = [f["file"] for f in subs.files if f["class"] == "missing"]
     con = term.console()
@@ -265,9 +288,9 @@ def show_substitutions(subs: object) -> None:
     table = Table(title="sources that are not OpenWrt's exact files")
     for col in ("file", "class", "placed as", "version", "from", "note"):
         table.add_column(col, overflow="fold")
-    for f in subs.not_exact():
-        table.add_row(f["file"], f["class"], f["placed"], f["version"][:12], f["origin"],
-                      f["note"])  # fmt: skip
+    for f in subs.not_exact():  # what the file says is shown, never read as markup
+        cells = (f["file"], f["class"], f["placed"], f["version"][:12], f["origin"], f["note"])
+        table.add_row(*(escape.markup(str(v)) for v in cells))
     con = term.console()
     con.print(table)
     con.print(" ".join(f"{k}: {v}" for k, v in subs.counts().items()), markup=False)

@@ -15,33 +15,33 @@ import os
 import queue
 import re
 import shutil
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-from .. import paths, proc, term
+from .. import paths, proc, signals, term
 from ..catalogue import releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
-from ..firmware import fit
+from ..firmware import artifacts, fit
 from ..firmware.imageformats import squashfs_sb
 from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
+from ..trust import untrusted
 from . import buildroot, download, packages, sources
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, plan
 from .record import KIND, Artifact, BuildRecord
-from .trees import kill_our_make_groups, obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
+from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
-TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)")
+# the TLS library packages of a manifest, with or without the ABI suffix (libmbedtls,
+# libmbedtls21, libwolfssl5.9.1.e624513f), not their companions (libopenssl-conf)
+TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)(?:-?\d[\w.]*)?$")
 
 
 @dataclass
@@ -70,8 +70,8 @@ def build(opts: Options) -> list[Outcome]:
             path = st.root / KIND / f"{job.key}.json"
             try:
                 stored = BuildRecord.from_dict(rec.data if rec is not None else kept or {})
-            except (KeyError, TypeError, ValueError) as e:
-                con.print(f"rebuild {job.label}: its record does not read ({e!r})", markup=False)
+            except WolfError as e:
+                con.print(f"rebuild {job.label}: its record does not read ({e})", markup=False)
             else:
                 changed = _changed_artifacts(stored)
                 if not changed:
@@ -88,7 +88,10 @@ def build(opts: Options) -> list[Outcome]:
     for job in todo:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages,
                              sdk=job.request.backend == "sdk")  # fmt: skip
-        for note in c.notes:
+        shown_notes = c.notes
+        if job.request.backend == "buildroot":  # the tree carries the patch set's own swaps
+            shown_notes = buildroot.flavour(job.flavour).notes(c.notes)
+        for note in shown_notes:
             if (job.flavour, note) not in shown:
                 shown.add((job.flavour, note))
                 con.print(f"note ({job.flavour}, {job.request.release}): {note}")
@@ -100,7 +103,7 @@ def build(opts: Options) -> list[Outcome]:
             hosttools.ensure("sdk")
         if "buildroot" in backends:
             hosttools.ensure("buildroot")
-            with _terminate_as_interrupt():
+            with signals.as_interrupt():
                 for job in [j for j in todo if j.request.backend == "buildroot"]:
                     out = _build_tree_one(job, opts, st, con)
                     outcomes[job.key] = out
@@ -114,7 +117,7 @@ def build(opts: Options) -> list[Outcome]:
                 f"--imagebuilder/--sdk serve one target, the devices need {', '.join(targets)}",
                 hint="build one target at a time with --imagebuilder or --sdk",
             )
-        with _terminate_as_interrupt():
+        with signals.as_interrupt():
             for (target, backend), group in groups.items():
                 for out in _run_group(target, backend, group, opts, st, con):
                     outcomes[out.job.key] = out
@@ -141,8 +144,8 @@ def _kept(job: Job) -> Path:
 
 
 def _kept_record(job: Job) -> dict[str, Any] | None:
-    with contextlib.suppress(OSError, ValueError):
-        d = json.loads(_kept(job).read_text())
+    with contextlib.suppress(WolfError):
+        d = untrusted.load_json(_kept(job), "kept build record")
         if isinstance(d, dict) and d.get("key") == job.key:
             return d
     return None
@@ -153,7 +156,7 @@ def _reuse_kept(job: Job, st: store.FileStore, con: Any) -> Outcome | None:
     kept = _kept_record(job)
     if kept is None:
         return None
-    with contextlib.suppress(KeyError, TypeError, ValueError):
+    with contextlib.suppress(WolfError):
         stored = BuildRecord.from_dict(kept)
         if not _changed_artifacts(stored):
             con.print(f"cached  {job.label}: another run just built it", markup=False)
@@ -172,23 +175,6 @@ def _put_record(st: store.FileStore, job: Job, record: BuildRecord) -> Path:
             hint=f"the outputs are kept in {_kept(job).parent}; free space and re-run: the "
             "record is then written from them without building again",
         ) from None
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI timeout, `kill`) cleans up like Ctrl-C: make is stopped, nothing stored."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _run_group(
@@ -260,9 +246,8 @@ def _run_group(
 
     if n == 1:
         return [one(j) for j in jobs]
-    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="ib")
-    futures: list[Future[Outcome]] = [pool.submit(one, j) for j in jobs]
-    try:
+    with proc.workers(n, "ib") as pool:  # Ctrl-C/TERM stop the running makes (proc.stop_all)
+        futures: list[Future[Outcome]] = [pool.submit(one, j) for j in jobs]
         finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
         failed = [f for f in finished if f.exception() is not None]
         if failed:
@@ -273,13 +258,6 @@ def _run_group(
             assert exc is not None
             raise exc
         return [f.result() for f in futures]
-    except KeyboardInterrupt:
-        for f in futures:
-            f.cancel()
-        kill_our_make_groups()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _sdk_packages(
@@ -383,7 +361,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         more.insert(0, f"make exited with status {status} after: {warnings[0]}")
     watched = [s.removeprefix("CONFIG_").split("=")[0] for s in brf.symbols()]
     watched += buildroot.target_symbols(dev)
-    for old, new in job.rules.replace:
+    for old, new in (*job.rules.replace, *brf.replace):
         watched += [f"PACKAGE_{old}", f"PACKAGE_{new}"]
     watched += [f"PACKAGE_{n}" for n in (*changes.add, *changes.remove)]
     return _store(
@@ -399,7 +377,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         report=report,
         openwrt_warnings=warnings,
         image_deleted=deleted,
-        notes=list(changes.notes) + notes + more,
+        notes=list(brf.notes(changes.notes)) + notes + more,
         config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
         sources=subs.summary() if subs else {},
     )  # fmt: skip
@@ -429,7 +407,7 @@ def _build_one(
 
     with proc.recording() as cmds:
         t = time.monotonic()
-        manifest = ib.manifest(dev.profile, value, log)
+        manifest = ib.manifest(dev.profile, value, log, group.info.defaults(dev.profile))
         phases["manifest"] = time.monotonic() - t
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()
@@ -543,12 +521,12 @@ def _measure(
         notes.append(f"no root.squashfs in {kdir}")
     images: dict[str, str] = {}
     pj = bin_dir / "profiles.json"
-    if pj.is_file():
-        prof = json.loads(pj.read_text()).get("profiles", {}).get(dev.profile, {})
-        images = {i["name"]: i["type"] for i in prof.get("images", [])}
+    if pj.exists():  # what the ImageBuilder wrote: read as untrusted as any other
+        prof = artifacts.load_profiles_json(pj).profiles.get(dev.profile)
+        images = {i.name: i.type for i in prof.images} if prof else {}
     sums = {}
-    if (bin_dir / "sha256sums").is_file():
-        sums = download.parse_sha256sums((bin_dir / "sha256sums").read_text())
+    if (bin_dir / "sha256sums").exists():
+        sums = download.parse_sha256sums(untrusted.read_text(bin_dir / "sha256sums", "sha256sums"))
     for f in sorted(bin_dir.iterdir()):
         if not f.is_file() or f.name in (kernel.name, "root.squashfs"):
             continue

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import proc
+from ..catalogue import names
 from ..errors import CommandError, WolfError
 from ..host import hosttools
 from ..paths import DATA_DIR
@@ -86,10 +87,13 @@ def parse_info(text: str) -> Info:
     return Info(target, defaults, profiles)
 
 
-def package_errors(text: str, requested: Iterable[str] = ()) -> str | None:
+def package_errors(
+    text: str, requested: Iterable[str] = (), known: Iterable[str] = ()
+) -> str | None:
     """OpenWrt's resolver messages (apk on 25.12+, opkg on 24.10) as one line, or None.
-    opkg names installed packages with their ABI suffix (libustream-openssl20201210): a
-    name that is a `requested` one plus such a suffix is reported as the requested name."""
+    apk and opkg name packages with their ABI suffix (libustream-openssl20201210): a name
+    that is a `requested` one or a `known` one (the device's default packages) plus such a
+    suffix is reported by that name."""
     missing = set(re.findall(r"^\s+(\S+) \(no such package\):", text, re.M))
     missing |= set(re.findall(r"Cannot install package (\S+)\.", text))
     conflicts: set[str] = set()
@@ -102,7 +106,7 @@ def package_errors(text: str, requested: Iterable[str] = ()) -> str | None:
     conflicts |= set(re.findall(r"is already provided by package\s+\*\s+(\S+)", text))
     conflicts |= set(re.findall(r"ERROR: (\S+): trying to overwrite", text))
     conflicts |= set(re.findall(r"trying to overwrite \S+ owned by (\S+)\.", text))
-    asked = {w.lstrip("-") for w in requested}
+    asked = {w.lstrip("-") for w in requested} | set(known)
     missing = {_plain(m, asked) for m in missing}
     known = asked | missing  # opkg's "Cannot install package" names what it was asked for
     conflicts = {_plain(_strip_version(c), known) for c in conflicts}
@@ -150,7 +154,7 @@ class ImageBuilder:
         on_line: Callable[[str], None] | None = None,
     ) -> proc.Completed:
         return proc.run(
-            ["make", target, *variables],
+            ["make", target, *(names.make_variable(v) for v in variables)],
             cwd=self.top,
             timeout=phase_timeout(target),
             logfile=log,
@@ -164,16 +168,18 @@ class ImageBuilder:
         except CommandError as e:
             raise _make_error(e, "make info") from None
 
-    def manifest(self, profile: str, packages: str, log: Path) -> dict[str, str]:
+    def manifest(
+        self, profile: str, packages: str, log: Path, known: Iterable[str] = ()
+    ) -> dict[str, str]:
         """`make manifest`: the packages the image would hold; the resolver's refusal as one
-        clear line."""
+        clear line (names as requested, or as `known` names them: the default packages)."""
         try:
             out = self.make(
                 "manifest", f"PROFILE={profile}", f"PACKAGES={packages}", "STRIP_ABI=1", log=log
             ).output
         except CommandError as e:
             text = "\n".join(e.tail)
-            why = package_errors(_log_text(e) or text, packages.split())
+            why = package_errors(_log_text(e) or text, packages.split(), known)
             if why:
                 raise WolfError(
                     f"impossible package selection for {profile}: {why}",

@@ -13,7 +13,7 @@ from typing import Any
 
 import jinja2
 
-from ..catalogue import flavours, releases
+from ..catalogue import flavours, names, releases
 from ..errors import WolfError
 from ..paths import DATA_DIR, PROJECT_ROOT
 
@@ -47,6 +47,10 @@ class Changes:
     add: tuple[str, ...]
     notes: tuple[str, ...]
     local: tuple[str, ...] = ()  # of `add`: packages the SDK compiles from the local feed
+
+    def __post_init__(self) -> None:
+        # every name here reaches PACKAGES=, a diffconfig or a .config seed: OpenWrt names only
+        names.packages((*self.remove, *self.add, *self.local), "package change set")
 
     def spec(self) -> list[str]:
         """The change set as ImageBuilder words, sorted: what the request hash covers."""
@@ -200,7 +204,9 @@ def feeds_conf(release: str, flavour: str, local_feed: Path | None = None) -> st
             f"no feeds.conf.default known for release {rel}",
             hint="add it to data/feeds.toml from the release's tree",
         )
-    feeds = list(spec["feeds"])
+    feeds = [(f["method"], f["name"], f["url"]) for f in spec["feeds"]]
     if local_feed is not None:
-        feeds.append({"method": "src-link", "name": "wolf", "url": str(local_feed)})
-    return render("feeds.conf.j2", feeds=feeds, release=rel, flavour=flavour)
+        feeds.append(("src-link", "wolf", str(local_feed)))
+    checked = [names.feed(*f, where="--feed" if f[1] == "wolf" else "data/feeds.toml")
+               for f in feeds]  # fmt: skip
+    return render("feeds.conf.j2", feeds=checked, release=rel, flavour=flavour)

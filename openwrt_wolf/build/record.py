@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import WolfError
+from ..firmware import fit
 from ..hashing import file_sha256
+from ..trust import untrusted
 
 KIND = "build"
 # Bump when BuildRecord or the meaning of a request changes: old records stop matching.
@@ -45,8 +46,8 @@ class BuildRequest:
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BuildRequest:
-        return cls(**{**d, "packages": tuple(d["packages"])})
+    def from_dict(cls, d: Any, where: str = "build request") -> BuildRequest:
+        return untrusted.typed(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -101,14 +102,14 @@ class BuildRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> BuildRecord:
-        try:
-            return cls(**{**d, "request": BuildRequest.from_dict(d["request"])})
-        except (KeyError, TypeError) as e:
-            raise WolfError(
-                f"build record does not match this version's model: {e}",
-                hint="rebuild with --force",
-            ) from None
+    def from_dict(cls, d: Any, where: str = "build record") -> BuildRecord:
+        """Read back from the store or a worker: every field checked (untrusted.typed), each
+        artifact as an Artifact."""
+        rec = untrusted.typed(cls, d, where)
+        for i, a in enumerate(rec.artifacts):
+            untrusted.typed(Artifact, a, where, f"artifacts[{i}]")
+        fit.FitReport.from_dict(rec.fit, f"{where}, fit")  # complete, every value typed
+        return rec
 
     def image(self) -> dict[str, Any] | None:
         for a in self.artifacts:

@@ -2,10 +2,11 @@
 every file how close it is to what OpenWrt pinned.
 
 What is needed comes from the tree (build/srcneeded.py: OpenWrt's own `make download`). Each
-file is then looked for, in order: already in dl/; in a local directory (`--from`: files
+file is then looked for, in order: already in dl/; in a local directory (`--sources`: files
 under OpenWrt's names, and git repositories packed as OpenWrt packs a checkout,
-build/srcpack.py); in Debian's source archive (build/srcdebian.py). Every file is verified
-against its PKG_HASH / PKG_MIRROR_HASH and classed:
+build/srcpack.py); on a mirror holding files under OpenWrt's names (`--sources-url`, as
+OpenWrt's sources mirror does); in Debian's source archive (build/srcdebian.py). Every file is
+verified against its PKG_HASH / PKG_MIRROR_HASH and classed:
 
   exact          the bytes OpenWrt pinned (also when recompressing Debian's tarball gives them)
   same-version   the same version or commit, other bytes (Debian's +dfsg repack, another
@@ -29,14 +30,17 @@ import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
-from .. import term
+import requests
+
+from .. import downloads, outputs, term
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..host import hosttools
 from ..locks import locked
 from ..patchset import series
-from ..results.store import write_atomic
+from ..trust import untrusted
 from . import packages, srcdata, srcdebian, srcedit, srcneeded, srcpack
 from .srcedit import Edit
 from .srcmodel import (
@@ -51,6 +55,8 @@ from .srcmodel import (
     version_key,
 )
 from .srcneeded import Needed
+
+MIRROR_MAX = 1 << 30  # OpenWrt's biggest source (linux, gcc) is a fraction of this
 
 __all__ = [
     "ALLOWABLE",
@@ -79,10 +85,13 @@ class Filler:
         allow: tuple[str, ...],
         archive: srcdebian.Archive | None,
         log: Path,
+        urls: list[str] | None = None,
     ) -> None:
         self.tree = tree
         self.dl = tree / "dl"
         self.local = local
+        self.urls = urls or []
+        self._dead: set[str] = set()  # mirrors that could not be reached: not asked again
         self.allow = allow
         self.archive = archive
         self.log = log
@@ -104,16 +113,44 @@ class Filler:
         dest = self.dl / name
         if src.resolve() == dest.resolve():
             return dest
-        part = self.dl / f".{name}.part"
-        if move:
+        if move:  # our own work file: renamed in
+            part = self.dl / f".{name}.part"
             shutil.move(str(src), part)
+            os.replace(part, dest)
         else:
-            shutil.copyfile(src, part)
-        os.replace(part, dest)
+            outputs.copy_file(src, dest)
         return dest
 
+    def _from_mirror(self, n: Needed) -> Resolution | None:
+        """``<url>/<file>`` of each --sources-url mirror, kept only with the pinned hash."""
+        if not self.urls or n.hash in ("", "x", "skip"):
+            return None
+        self.work.mkdir(parents=True, exist_ok=True)
+        for base in self.urls:
+            if base in self._dead:
+                continue
+            url = f"{base}/{n.file}"
+            got = self.work / f".mirror-{n.file}"
+            try:
+                sha = downloads.download(url, got, n.file, max_bytes=MIRROR_MAX)
+            except (requests.RequestException, OSError) as e:
+                if not isinstance(e, requests.HTTPError):
+                    self._dead.add(base)  # unreachable: the other files are not asked for
+                term.console(stderr=True).print(
+                    f"sources: {url}: {downloads.reason(e)}", markup=False
+                )
+                continue
+            if sha == n.hash:
+                self._place(got, n.file, move=True)
+                return Resolution(n, "exact", url, n.file, n.hash)
+            got.unlink(missing_ok=True)
+            term.console(stderr=True).print(
+                f"sources: {url}: sha256 {sha} is not the pinned {n.hash}: not used", markup=False
+            )
+        return None
+
     def _git_repo(self, n: Needed) -> Path | None:
-        """A git repository of the project under a --from directory: <dir>/<project>,
+        """A git repository of the project under a --sources directory: <dir>/<project>,
         <dir>/<project>.git, or the fetch tool's <dir>/<owner>+<project>/repo."""
         proj = re.sub(r"\.git$", "", n.git_url.rstrip("/").rsplit("/", 1)[-1])
         if not proj:
@@ -128,6 +165,7 @@ class Filler:
     def resolve(self, n: Needed) -> Resolution:
         """Never raises for one file: what went wrong is the missing file's note."""
         try:
+            untrusted.file_name(n.file, "a file the tree asks for")  # a name in dl/, no path
             return self._resolve(n)
         except WolfError as e:
             return Resolution(n, "missing", note=f"failed: {e.message}")
@@ -171,6 +209,8 @@ class Filler:
                     self._place(p, n.file)
                     return Resolution(n, "exact", str(p), n.file, n.hash)
                 near = near or p
+        if (r := self._from_mirror(n)) is not None:
+            return r
         if (r := self._from_pypi(n)) is not None:
             return r
         failed = ""
@@ -228,7 +268,7 @@ class Filler:
 
     def _missing_note(self, n: Needed) -> str:
         if n.is_git or n.commit:
-            return f"no git repository of {n.git_url or n.name} under --from"
+            return f"no git repository of {n.git_url or n.name} under --sources"
         return (
             "not in Debian's source archive" if self.archive else "no Debian lookup (--no-debian)"
         )
@@ -584,7 +624,11 @@ def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> l
     if not configs:
         return srcneeded.list_needed(tree, log, on_step=_step)
     merged: dict[str, Needed] = {}
-    saved = (tree / ".config").read_bytes() if (tree / ".config").is_file() else None
+    saved = (tree / ".config").read_bytes() if (tree / ".config").is_file() else b""
+
+    def put_back(out: IO[bytes]) -> None:
+        out.write(saved)
+
     try:
         for cfg in configs:
             shutil.copyfile(cfg, tree / ".config")
@@ -594,8 +638,8 @@ def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> l
             for n in srcneeded.list_needed(tree, log, on_step=_step):
                 merged.setdefault(n.file, n)
     finally:
-        if saved is not None:
-            (tree / ".config").write_bytes(saved)
+        if saved:
+            outputs.write(tree / ".config", put_back)
     return sorted(merged.values(), key=lambda n: n.file)
 
 
@@ -611,6 +655,7 @@ def fill(
     allow: tuple[str, ...],
     debian: bool,
     log: Path,
+    urls: list[str] | None = None,
     on_file: Callable[[Resolution], None] | None = None,
 ) -> Substitutions:
     """Resolve every needed file into dl/ and write the substitutions file."""
@@ -620,7 +665,7 @@ def fill(
     replaced = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, marker)
     needed = needed + [n for n in replaced if n.file not in listed]
     archive = srcdebian.Archive() if debian else None
-    filler = Filler(tree, local=local, allow=allow, archive=archive, log=log)
+    filler = Filler(tree, local=local, allow=allow, archive=archive, log=log, urls=urls)
     filler.prefetch_index(needed)
     out: list[Resolution] = []
     with locked(tree / ".wolf-sources" / ".lock"), term.progress("sources", len(needed)) as bar:
@@ -642,5 +687,7 @@ def fill(
         files=tuple(r.to_dict() for r in out),
         env=build_env(out),
     )
-    write_atomic(tree / SUBSTITUTIONS, json.dumps(subs.to_dict(), indent=1, sort_keys=True) + "\n")
+    outputs.write_text(
+        tree / SUBSTITUTIONS, json.dumps(subs.to_dict(), indent=1, sort_keys=True) + "\n"
+    )
     return subs

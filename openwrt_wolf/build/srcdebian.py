@@ -5,7 +5,6 @@ PKG_HASH before anything is downloaded, and a download is checked against the in
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -18,10 +17,11 @@ from typing import Any
 
 import requests
 
-from .. import paths, proc, term
+from .. import downloads, paths, proc
 from ..errors import WolfError
 from ..locks import locked
 from ..targets.vm.debian import AptRoot
+from ..trust import untrusted
 from . import srcdata
 
 DOWNLOAD_TIMEOUT = 60.0
@@ -118,31 +118,21 @@ class Archive:
 
     def download(self, o: Orig, dest: Path) -> None:
         """``o`` into ``dest``, its sha256 checked against the Sources index."""
-        part = dest.with_name(dest.name + ".part")
-        h = hashlib.sha256()
         try:
-            with requests.get(o.url, stream=True, timeout=DOWNLOAD_TIMEOUT) as r:
-                if r.status_code == 404:
-                    raise NotInPool(
-                        f"{o.url}: HTTP 404 (listed in Debian's index, missing from the pool)"
-                    )
-                if r.status_code != 200:
-                    raise WolfError(f"{o.url}: HTTP {r.status_code}")
-                with term.progress(o.filename, o.size, unit="B") as bar, part.open("wb") as f:
-                    for chunk in r.iter_content(1 << 20):
-                        f.write(chunk)
-                        h.update(chunk)
-                        bar.advance(len(chunk))
-        except requests.RequestException as e:
-            part.unlink(missing_ok=True)
+            sha = downloads.download(o.url, dest, o.filename, max_bytes=o.size)
+        except (requests.RequestException, OSError) as e:
+            why = downloads.reason(e)
+            if why == "HTTP 404":
+                raise NotInPool(
+                    f"{o.url}: HTTP 404 (listed in Debian's index, missing from the pool)"
+                ) from None
             raise WolfError(
-                f"cannot download {o.url}: {type(e).__name__}",
+                f"cannot download {o.url}: {why}",
                 hint="Debian's archive (deb.debian.org) must be reachable",
             ) from None
-        if h.hexdigest() != o.sha256:
-            part.unlink(missing_ok=True)
-            raise WolfError(f"{o.url}: sha256 {h.hexdigest()} is not the index's {o.sha256}")
-        os.replace(part, dest)
+        if sha != o.sha256:
+            dest.unlink(missing_ok=True)
+            raise WolfError(f"{o.url}: sha256 {sha} is not the index's {o.sha256}")
 
 
 def _paragraphs(path: Path, wanted: set[str]) -> list[dict[str, Any]]:
@@ -172,7 +162,13 @@ def _origs(base: str, para: dict[str, Any]) -> list[Orig]:
     native = "-" not in re.sub(r"^\d+:", "", version)
     out = []
     for line in para.get("Checksums-Sha256", []):
-        sha, size, name = line.split()
+        try:
+            sha, size, name = line.split()
+            untrusted.file_name(name, f"Sources index ({package})")
+            if not re.fullmatch(r"[0-9a-f]{64}", sha) or not size.isdigit():
+                continue
+        except (ValueError, WolfError):
+            continue  # a line this reader does not understand names no file we take
         is_orig = re.fullmatch(rf"{re.escape(package)}_[^_]+\.orig\.tar\.(gz|bz2|xz|zst)", name)
         is_native = native and re.fullmatch(rf"{re.escape(package)}_[^_]+\.tar\.(gz|bz2|xz)", name)
         if is_orig or is_native:

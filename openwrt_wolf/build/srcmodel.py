@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..catalogue import names
 from ..errors import WolfError
+from ..trust import untrusted
 from .srcedit import Edit
 from .srcneeded import Needed
 
@@ -18,6 +20,7 @@ CLASSES = ("exact", "same-version", "substitute", "missing")
 ALLOWABLE = ("same-version", "substitute", "missing")
 SUBSTITUTIONS = "wolf-substitutions.json"
 SCHEMA = 1
+MAX_FILE = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -95,26 +98,62 @@ class Substitutions:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Substitutions:
-        if d.get("schema") != SCHEMA or not isinstance(d.get("files"), list):
-            raise WolfError("not a substitutions file of this version (schema)")
-        env = tuple((str(k), str(v)) for k, v in dict(d.get("env", {})).items())
+    def from_dict(cls, d: dict[str, Any], where: str = "substitutions file") -> Substitutions:
+        """From what was read (untrusted): every field checked before a path reaches the
+        tree (edits are undone by path) or a value reaches make's environment."""
+        if not isinstance(d, dict) or d.get("schema") != SCHEMA:
+            raise WolfError(f"{where}: not a substitutions file of this version (schema)")
+        files = untrusted.check(list[dict[str, Any]], d.get("files"), where, "files")
+        for i, f in enumerate(files):
+            _check_file(f, where, f"files[{i}]")
+        env = untrusted.check(dict[str, str], d.get("env", {}), where, "env")
+        for k, v in env.items():
+            names.make_variable(f"{k}={v}")  # make reads its environment as variables
         return cls(
-            str(d["tree"]), str(d["created"]), tuple(d.get("allow", [])), tuple(d["files"]), env
+            untrusted.check(str, d.get("tree"), where, "tree"),
+            untrusted.check(str, d.get("created"), where, "created"),
+            tuple(untrusted.check(list[str], d.get("allow", []), where, "allow")),
+            tuple(files),
+            tuple(sorted(env.items())),
         )
+
+
+_FILE_FIELDS: dict[str, Any] = {
+    "file": str, "expected": str, "dirs": list[str], "class": str, "origin": str,
+    "placed": str, "sha256": str, "version": str, "note": str, "edits": list[dict[str, str]],
+}  # fmt: skip
+
+
+def _tree_path(rel: str, where: str) -> None:
+    """A path inside the tree: relative, without ``..``."""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or ".." in parts or "\0" in rel:
+        raise WolfError(f"{where}: {rel[:80]!r} is not a path inside the tree")
+
+
+def _check_file(f: dict[str, Any], where: str, at: str) -> None:
+    for key, tp in _FILE_FIELDS.items():
+        untrusted.check(tp, f.get(key), where, f"{at}.{key}")
+    if f["class"] not in CLASSES:
+        raise WolfError(f"{where}: field {at}.class is {f['class'][:40]!r}, not one of {CLASSES}")
+    for name in (f["file"], *([f["placed"]] if f["placed"] else [])):
+        untrusted.file_name(name, f"{where} {at}")
+    for d in f["dirs"]:
+        _tree_path(d, f"{where} {at}.dirs")
+    for j, e in enumerate(f["edits"]):
+        for key in ("path", "what", "old", "new"):
+            untrusted.check(str, e.get(key), where, f"{at}.edits[{j}].{key}")
+        _tree_path(e["path"], f"{where} {at}.edits[{j}].path")
 
 
 def read_substitutions(tree: Path) -> Substitutions | None:
     """The tree's substitutions file, None when `invoke sources` never ran there."""
     path = tree / SUBSTITUTIONS
-    if not path.is_file():
+    if not path.exists():
         return None
-    if path.stat().st_size > 16 << 20:
-        raise WolfError(f"{path} is larger than 16 MiB; not a substitutions file")
-    try:
-        return Substitutions.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise WolfError(f"{path} is not a substitutions file: {e}") from None
+    d = untrusted.load_json(path, "substitutions file", MAX_FILE, hint="`./wolf sources --tree`"
+                            " writes it; remove it to start over")  # fmt: skip
+    return Substitutions.from_dict(d, f"substitutions file {path}")
 
 
 def parse_allow(text: str | None) -> tuple[str, ...]:

@@ -16,7 +16,6 @@ import lzma
 import os
 import re
 import shutil
-import tarfile
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import IO
 
 import zstandard
 
-from .. import proc
+from .. import archive, proc
 from ..errors import WolfError
 
 GIT_TIMEOUT = 600.0
@@ -142,20 +141,11 @@ def pack_dir(parent: Path, subdir: str, mtime: int, dest: Path, *, fast: bool = 
     os.replace(part, dest)
 
 
-def _extract(archive: Path, into: Path) -> None:
-    """GNU tar -x with umask 022 applied (as a build user's shell would), also as root."""
-    proc.run(
-        [
-            "sh",
-            "-c",
-            'umask 022 && exec tar --no-same-permissions --no-same-owner -x -f "$1"',
-            "sh",
-            archive,
-        ],
-        cwd=into,
-        timeout=TAR_TIMEOUT,
-        tail_lines=5,
-    )
+def _extract(tarball: Path, into: Path) -> None:
+    """Unpacked by the one safe extractor (archive.py). Its modes are what GNU tar writes with
+    umask 022 for everything `git archive` emits (0664/0775 -> 0644/0755); a read-only file of
+    another tarball comes out owner-writable (only repacks, never an exact file, see that)."""
+    archive.extract(tarball, into, archive.TREE, what="source tarball")
 
 
 def commit_time(repo: Path, commit: str) -> int:
@@ -235,16 +225,15 @@ def git_pack(repo: Path, commit: str, subdir: str, dest: Path) -> list[str]:
 
 
 def top_dirs(tarball: Path, *, stop_after: int = 0) -> set[str]:
-    """The first path components in a tarball (any compression tarfile reads); with
+    """The first path components in a tarball (any compression archive.py reads); with
     ``stop_after`` it stops reading once it has seen that many."""
     tops: set[str] = set()
-    with tarfile.open(tarball, "r:*") as tf:
-        for m in tf:
-            first = m.name.lstrip("./").split("/", 1)[0]
-            if first and first != "pax_global_header":
-                tops.add(first)
-                if stop_after and len(tops) >= stop_after:
-                    break
+    for m, _data in archive.members(tarball, archive.TREE, what="source tarball"):
+        first = m.name.split("/", 1)[0]
+        if first and first != "pax_global_header":
+            tops.add(first)
+            if stop_after and len(tops) >= stop_after:
+                break
     return tops
 
 
@@ -257,14 +246,12 @@ def single_top(src: Path) -> str:
 def extract_member(src: Path, name: str, dest: Path) -> Path:
     """The file called ``name`` inside the tarball ``src`` (Debian's gcc orig tarball holds
     the upstream tarball), written to ``dest``."""
-    with tarfile.open(src, "r:*") as tf:
-        for m in tf:
-            if m.isfile() and Path(m.name).name == name:
-                f = tf.extractfile(m)
-                assert f is not None
-                with dest.open("wb") as out:
-                    shutil.copyfileobj(f, out, 1 << 20)
-                return dest
+    for m, data in archive.members(src, archive.TREE, what="source tarball"):
+        if m.kind == "file" and m.name.rsplit("/", 1)[-1] == name:
+            with dest.open("wb") as out:
+                for chunk in data:
+                    out.write(chunk)
+            return dest
     raise WolfError(f"{src.name} holds no {name}")
 
 

@@ -8,7 +8,6 @@ import contextlib
 import os
 import re
 import shutil
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +105,3 @@ def tree_lock(path: Path) -> contextlib.AbstractContextManager[None]:
     """Another openwrt-wolf run must not build in the same tree at the same time."""
     name = re.sub(r"[^A-Za-z0-9._-]", "_", str(path))[-120:]
     return locked(paths.cache_dir() / "locks" / f"{name}.lock")
-
-
-def kill_our_make_groups() -> None:
-    """Stop the make process groups our worker threads started (by their ids)."""
-    me = os.getpid()
-    for children in Path(f"/proc/{me}/task").glob("*/children"):
-        with contextlib.suppress(OSError):
-            for pid in map(int, children.read_text().split()):
-                with contextlib.suppress(OSError):
-                    if os.getpgid(pid) == pid:  # proc.run starts each in its own group
-                        os.killpg(pid, signal.SIGTERM)

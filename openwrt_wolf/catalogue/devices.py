@@ -141,4 +141,7 @@ def resolve_many(names: str, release: str | None = None) -> list[Device]:
     """A comma-separated list; 'all' means every device of the release."""
     if names.strip() == "all":
         return for_release(release)
-    return [resolve(n, release) for n in names.split(",") if n.strip()]
+    out = [resolve(n.strip(), release) for n in names.split(",") if n.strip()]
+    if not out:
+        raise WolfError(f"no device in {names!r}", hint="e.g. --device tl-wr902ac; see `devices`")
+    return out

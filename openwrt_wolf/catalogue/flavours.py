@@ -63,4 +63,7 @@ def resolve_many(spec: str) -> list[Flavour]:
     """'all' or a comma-separated list."""
     if spec.strip() == "all":
         return list(flavours().values())
-    return [get(n) for n in spec.split(",") if n.strip()]
+    out = [get(n.strip()) for n in spec.split(",") if n.strip()]
+    if not out:
+        raise WolfError(f"no flavour in {spec!r}", hint=f"one or more of: {', '.join(names())}")
+    return out

@@ -10,7 +10,7 @@ verdict (fit.evaluate). Build records store ``asdict(Artifacts)`` under data["ar
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..trust import untrusted
 from . import fit, imageformats
 from .rootfs import RootfsInfo, measure_rootfs
 
@@ -73,17 +74,16 @@ class Artifacts:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Artifacts:
-        if d.get("schema") != SCHEMA:
+    def from_dict(cls, d: Any, where: str = "artifacts data") -> Artifacts:
+        """Read back from a record: every field checked (untrusted.typed); ``fit`` is the
+        reader's to check (report/sizereport.FitFigures)."""
+        schema = d.get("schema") if isinstance(d, dict) else None
+        if schema != SCHEMA:
             raise WolfError(
-                f"artifacts data has schema {d.get('schema')!r}, this tool reads {SCHEMA}",
+                f"{where}: schema {str(schema)[:40]!r}, this tool reads {SCHEMA}",
                 hint="re-run the build that wrote it",
             )
-        d = dict(d)
-        d["images"] = [ImageFile(**i) for i in d.get("images", [])]
-        d["rootfs"] = RootfsInfo.from_dict(d["rootfs"]) if d.get("rootfs") else None
-        d["manifest"] = [PackageFile(**p) for p in d.get("manifest", [])]
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+        return untrusted.typed(cls, d, where)
 
 
 # --- finding a device for the fit model -----------------------------------------------
@@ -191,7 +191,7 @@ def measure_dir(outdir: Path, profiles: list[str] | None = None) -> list[Artifac
             hint="give bin/targets/<target>/<subtarget>/ of an OpenWrt build or ImageBuilder",
         )
     pj = outdir / "profiles.json"
-    if pj.is_file():
+    if os.path.lexists(pj):  # a FIFO, a loop or an unreadable file there: read_bytes says
         out = _from_profiles_json(outdir, pj, profiles)
         # A profile all of whose images OpenWrt deleted (too big) is missing from
         # profiles.json; its kernel piece still names it.
@@ -210,39 +210,69 @@ def measure_dir(outdir: Path, profiles: list[str] | None = None) -> list[Artifac
     return out
 
 
-def _load_profiles_json(pj: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(pj.read_text())
-        if not isinstance(data, dict) or not isinstance(data.get("profiles"), dict):
-            raise ValueError("no 'profiles' object")
-        return data
-    except (ValueError, UnicodeDecodeError) as e:
-        raise WolfError(f"cannot read {pj}: {e}", hint="is it OpenWrt's profiles.json?") from None
+@dataclass(frozen=True)
+class ProfileImage:
+    """One images[] entry of profiles.json (scripts/json_overview_image_info.py)."""
+
+    name: str  # a file name in the output directory (checked: untrusted.file_name)
+    type: str = "?"
+    size: int | None = None  # 25.12+
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileSpec:
+    images: list[ProfileImage] = field(default_factory=list)
+    file_size_limits: dict[str, int] | None = None  # 25.12+
+    supported_devices: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ProfilesJson:
+    """OpenWrt's profiles.json, the part we read, every field checked."""
+
+    profiles: dict[str, ProfileSpec]
+    version_number: str | None = None
+    version_code: str | None = None
+    target: str | None = None
+
+
+def load_profiles_json(pj: Path) -> ProfilesJson:
+    """profiles.json of an output directory through untrusted.py: a regular file of a
+    bounded size, typed fields, and image names that are plain names in that directory."""
+    doc = untrusted.typed(
+        ProfilesJson,
+        untrusted.load_json(pj, "profiles.json", hint="is it OpenWrt's profiles.json?"),
+        f"profiles.json {pj}",
+    )
+    for pid, spec in doc.profiles.items():
+        for i, img in enumerate(spec.images):
+            untrusted.file_name(img.name, f"profiles.json {pj}: profiles.{pid}.images[{i}].name")
+    return doc
 
 
 def _from_profiles_json(outdir: Path, pj: Path, profiles: list[str] | None) -> list[Artifacts]:
-    data = _load_profiles_json(pj)
-    release = data.get("version_number")
+    data = load_profiles_json(pj)
     out = []
-    for pid, spec in sorted(data["profiles"].items()):
+    for pid, spec in sorted(data.profiles.items()):
         if profiles and pid not in profiles:
             continue
-        imgs = spec.get("images", [])
-        has_sizes = any("size" in i for i in imgs) or "file_size_limits" in spec
+        sized = any(i.size is not None for i in spec.images)
+        has_sizes = sized or spec.file_size_limits is not None
         layout = "profiles.json 25.12" if has_sizes else "profiles.json 24.10"
         notes = [] if has_sizes else ["profiles.json has no image sizes (24.10): files measured"]
         images = []
-        for i in imgs:
-            f = outdir / i["name"]
+        for i in spec.images:
+            f = outdir / i.name
             on_disk = f.stat().st_size if f.is_file() else None
-            size = i.get("size", on_disk)
-            if "size" in i and on_disk is not None and on_disk != i["size"]:
-                notes.append(f"{i['name']}: profiles.json says {i['size']} B, file has {on_disk}")
-            src = "profiles.json" if "size" in i else "file"
-            images.append(ImageFile(i["name"], i.get("type", "?"), size, i.get("sha256"), src))
-        limits = {k: int(v) for k, v in spec.get("file_size_limits", {}).items()}
+            size = on_disk if i.size is None else i.size
+            if i.size is not None and on_disk is not None and on_disk != i.size:
+                notes.append(f"{i.name}: profiles.json says {i.size} B, file has {on_disk}")
+            src = "file" if i.size is None else "profiles.json"
+            images.append(ImageFile(i.name, i.type, size, i.sha256, src))
+        limits = dict(spec.file_size_limits or {})
         out.append(
-            _assemble(outdir, pid, layout, release, data.get("target"), images, limits, notes)
+            _assemble(outdir, pid, layout, data.version_number, data.target, images, limits, notes)
         )
     return out
 
@@ -255,7 +285,7 @@ def _from_files(
     shared by every profile, or form the target's own group when there is no profile."""
     groups: dict[str, list[Path]] = {}
     shared: list[Path] = []
-    for f in sorted(outdir.iterdir()):
+    for f in sorted(untrusted.listdir(outdir, "output directory")):
         if f.is_file() and _image_type(f.name):
             pid = _profile_from_name(f.name)
             if pid:
@@ -328,7 +358,7 @@ def _manifest(outdir: Path, pid: str) -> list[PackageFile]:
                 if f.suffix in (".apk", ".ipk") and f.is_file():
                     archives.setdefault(f.name, f)
     out = []
-    for line in mine[0].read_text(errors="replace").splitlines():
+    for line in untrusted.read_text(mine[0], "manifest").splitlines():
         name, sep, version = line.partition(" - ")
         if not sep:
             continue
@@ -349,7 +379,7 @@ def _pieces(outdir: Path, pid: str) -> tuple[Path | None, Path | None]:
     names (<profile>-kernel.bin, root.squashfs[+pkg=...]) copied into the directory, or a
     target's own rootfs image (malta: *-rootfs-squashfs.img.gz)."""
     kernel = rootfs = None
-    for f in sorted(outdir.iterdir()):
+    for f in sorted(untrusted.listdir(outdir, "output directory")):
         if not f.is_file():
             continue
         t = _image_type(f.name)

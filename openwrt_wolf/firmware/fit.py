@@ -19,6 +19,7 @@ from typing import Any, Literal
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..paths import DATA_DIR
+from ..trust import untrusted
 
 Verdict = Literal["FITS", "TOO_BIG", "UNKNOWN"]
 
@@ -66,20 +67,18 @@ class FitReport:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FitReport:
+    def from_dict(cls, d: Any, where: str = "fit report") -> FitReport:
+        """A fit report read back from a record: every field checked (untrusted.typed)."""
+        if not isinstance(d, dict):
+            raise WolfError(f"{where}: {untrusted.describe(d)} where an object belongs")
         d = dict(d)
         if "headroom" in d and "margin" not in d:  # records written before rootfs_room
             d["margin"] = d.pop("headroom")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise WolfError(f"fit report has unknown fields: {', '.join(sorted(unknown))}")
-        try:
-            fac = d.get("factory")
-            factory = None if fac is None else FactoryFit(**{**fac, "notes": tuple(fac["notes"])})
-            return cls(**{**d, "notes": tuple(d.get("notes", ())), "factory": factory})
-        except (TypeError, KeyError) as e:
-            raise WolfError(f"fit report is incomplete: {e}") from None
+            raise WolfError(f"{where}: unknown fields: {', '.join(sorted(unknown))[:200]}")
+        return untrusted.typed(cls, d, where)
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,25 @@
-"""A directory of packages a what-if swap takes files from: ``index.json`` (name, version,
-depends, conflicts, provides, file, as the stand-in ImageBuilder's packages/ has it) beside the
-archives, each a gzip'd tar of the files the package installs (the ``.apk`` files of that
-index). OpenWrt 25.12's own APK v3 (ADB) packages are not read: a file that is not a tar
-archive is one error line saying so."""
+"""A directory of packages a what-if swap takes files from, as an ImageBuilder's packages/
+holds them: OpenWrt 25.12's ``packages.adb`` with APK v3 (ADB) packages, 24.10's opkg
+``Packages`` with ``.ipk`` files (both read in firmware/pkgformats.py), or an ``index.json``
+list (name, version, depends, conflicts, provides, file) beside gzip'd tars of the files each
+package installs. A package is found by its name or by what it provides: OpenWrt names a
+package with its ABI version (libmbedtls21) and has it provide the plain name (libmbedtls).
+Tar and .ipk packages are read and unpacked only by openwrt_wolf.archive; what apk extracts
+from an ADB package goes into the image through it too (archive.place_tree): nothing outside
+the root, no devices, bounded size and ratio."""
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import stat
-import tarfile
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from .. import archive
 from ..errors import WolfError
+from ..trust import untrusted
 
 MAX_INDEX = 64 << 20  # bytes of index.json we read
 
@@ -35,63 +39,80 @@ class Package:
     depends: tuple[str, ...] = ()
     conflicts: tuple[str, ...] = ()
     provides: tuple[str, ...] = ()
+    abi: str = ""  # ABI_VERSION, the suffix of name (libmbedtls21: "21")
+    format: str = "tar"  # "tar" (index.json), "adb" (packages.adb), "ipk" (Packages)
+    apk: Path | None = None  # apk-tools that reads an "adb" package
     _files: list[PackageFile] = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def base(self) -> str:
+        """The name without its ABI suffix, as index.json (format 2) and flavours name it."""
+        plain = self.name.removesuffix(self.abi) if self.abi else self.name
+        return plain[:-1] if self.abi and plain.endswith("-") and plain[-2:-1].isdigit() else plain
 
     def files(self) -> list[PackageFile]:
         """The regular files it installs (read from the archive once)."""
         if not self._files:
-            self._files.extend(_members(self.file))
+            if self.format == "tar":
+                self._files.extend(_members(self.file))
+            else:
+                self._files.extend(PackageFile(*f) for f in _format_files(self))
         return self._files
 
 
-def _not_a_package(archive: Path, e: Exception) -> WolfError:
-    return WolfError(
-        f"package {archive} is not a tar archive ({e})",
-        hint="what-if reads tar.gz packages with an index.json; OpenWrt's APK v3 "
-        "packages are not read",
-    )
+# what the error line says when a package cannot be read
+NOT_TAR = "an index.json package is a tar.gz of the files it installs"
+NOT_IPK = "an .ipk is a tar.gz holding data.tar.gz"
 
 
-def _members(archive: Path) -> list[PackageFile]:
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            out = []
-            for m in tar:
-                if m.isfile() and m.name != ".PKGINFO":
-                    fh = tar.extractfile(m)
-                    assert fh is not None
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-                    out.append(PackageFile("/" + m.name.lstrip("./"), m.size, digest))
-            return out
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise _not_a_package(archive, e) from None
+def _format_files(pkg: Package) -> list[tuple[str, int, str]]:
+    from . import pkgformats
+
+    if pkg.format == "adb":
+        assert pkg.apk is not None
+        return pkgformats.adb_files(pkg.apk, pkg.file)
+    return [(f.path, f.size, f.sha256) for f in _members(pkg.file, inner="data.tar.gz")]
 
 
-def _extract_within(tar: tarfile.TarFile, members: list[tarfile.TarInfo], root: Path) -> None:
-    """Extract with the "tar" filter: no absolute paths, nothing outside root (also through a
-    link extracted before). Debian 12's Python 3.11.2 predates extraction filters (3.11.4):
-    there each member's destination is checked the same way before it is written."""
-    if hasattr(tarfile, "tar_filter"):
-        tar.extractall(root, members, filter="tar")
-        return
-    top = os.path.realpath(root)
-    for m in members:
-        m.name = m.name.lstrip("/")
-        dest = os.path.realpath(os.path.join(top, m.name))
-        if dest != top and not dest.startswith(top + os.sep):
-            raise tarfile.TarError(f"{m.name!r} would be written outside {root}")
-        m.mode &= ~(stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX | stat.S_IWGRP | stat.S_IWOTH)
-        tar.extract(m, root)
+def _members(path: Path, inner: str | None = None) -> list[PackageFile]:
+    """Regular files (and hard links to them) with their size and sha256, streamed."""
+    out: dict[str, PackageFile] = {}
+    hint = NOT_IPK if inner else NOT_TAR
+    for m, data in archive.members(path, archive.PACKAGE, what="package", hint=hint, inner=inner):
+        if m.kind == "file" and m.name != ".PKGINFO":
+            h = hashlib.sha256()
+            for chunk in data:
+                h.update(chunk)
+            out[m.name] = PackageFile("/" + m.name, m.size, h.hexdigest())
+        elif m.kind == "hardlink" and m.link in out:
+            out[m.name] = PackageFile("/" + m.name, out[m.link].size, out[m.link].sha256)
+        else:
+            out.pop(m.name, None)  # a later member of that name replaces the file
+    return list(out.values())
 
 
 def extract(pkg: Package, root: Path) -> None:
-    """Install the package's files under root, as the ImageBuilder's install step does."""
-    try:
-        with tarfile.open(pkg.file, "r:*") as tar:
-            members = [m for m in tar.getmembers() if m.name != ".PKGINFO"]
-            _extract_within(tar, members, root)
-    except (tarfile.TarError, OSError, EOFError) as e:
-        raise _not_a_package(pkg.file, e) from None
+    """Install the package's files under root, as the ImageBuilder's install step does, by
+    archive's rules (nothing outside root, no devices, bounded). An ADB package is unpacked
+    by apk into an empty directory first (apk extract), and put into root from there."""
+    if pkg.format == "adb":
+        from . import pkgformats
+
+        assert pkg.apk is not None
+        size = sum(f.size for f in pkg.files())
+        if size > archive.PACKAGE.total:  # apk checks each file against these sizes
+            raise WolfError(f"package {pkg.file} installs {size:,} bytes, more than "
+                            f"{archive.PACKAGE.total:,}")  # fmt: skip
+        scratch = Path(tempfile.mkdtemp(prefix=".apk-extract-", dir=root.parent))
+        try:
+            pkgformats.adb_extract(pkg.apk, pkg.file, scratch)
+            archive.place_tree(scratch, root, archive.PACKAGE, what=f"package {pkg.file}")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        return
+    inner, hint = ("data.tar.gz", NOT_IPK) if pkg.format == "ipk" else (None, NOT_TAR)
+    archive.extract(pkg.file, root, archive.PACKAGE, what="package", hint=hint, inner=inner,
+                    exclude={".PKGINFO"})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -114,6 +135,16 @@ class Index:
             hit = self.packages[self.providers[name]]
         return hit
 
+    def format(self) -> str:
+        """How its packages are stored: "adb", "ipk" or "tar"."""
+        return next((p.format for p in self.packages.values()), "tar")
+
+    def base(self, name: str) -> str:
+        """A package name as flavours name it: without the ABI suffix (libustream-mbedtls20201210
+        -> libustream-mbedtls); a name the index does not know stays as it is."""
+        pkg = self.packages.get(name)
+        return pkg.base if pkg else name
+
 
 def _strings(v: object, where: str) -> tuple[str, ...]:
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
@@ -123,39 +154,56 @@ def _strings(v: object, where: str) -> tuple[str, ...]:
 
 def load(directory: Path) -> Index:
     """The index of a packages directory; one error line when it is not one."""
+    from . import pkgformats
+    from .imageformats import bounded
+
     directory = Path(directory)
     idx = directory / "index.json"
     if not directory.is_dir():
         raise WolfError(
             f"packages directory not found: {directory}", hint="give the ImageBuilder's packages/"
         )
-    if not idx.is_file():
+    fmt, apk, where = "tar", None, str(idx)
+    if (directory / "packages.adb").is_file():
+        bounded.read_file(directory / "packages.adb", "package index", MAX_INDEX)
+        fmt, apk, where = "adb", pkgformats.find_apk(directory), str(directory / "packages.adb")
+        raw: object = pkgformats.adb_index(apk, directory)
+    elif (directory / "Packages").is_file():
+        text = bounded.read_file(directory / "Packages", "package index", MAX_INDEX)
+        fmt, where = "ipk", str(directory / "Packages")
+        raw = pkgformats.opkg_index(text.decode(errors="replace"))
+    elif not idx.is_file():
         raise WolfError(
-            f"no index.json in {directory}",
-            hint="give a packages directory with index.json (the stand-in ImageBuilder's)",
+            f"no packages.adb, Packages or index.json in {directory}",
+            hint="give the ImageBuilder's packages/ directory",
         )
-    from .imageformats import bounded
-
-    try:
-        raw = json.loads(bounded.read_file(idx, "package index", MAX_INDEX))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise WolfError(f"cannot read {idx}: {e}") from None
+    else:
+        raw = untrusted.loads_json(bounded.read_file(idx, "package index", MAX_INDEX), str(idx))
+        if isinstance(raw, dict) and raw.get("version") == 2:
+            raise WolfError(
+                f"{idx} is OpenWrt's index.json format 2 (names and versions only) and there "
+                "is no packages.adb beside it",
+                hint="give the packages/ directory that holds packages.adb and the .apk files",
+            )
     if not isinstance(raw, list):
-        raise WolfError(f"{idx}: expected a list of packages")
+        raise WolfError(f"{where}: expected a list of packages")
     out: dict[str, Package] = {}
     for i, p in enumerate(raw):
-        where = f"{idx} entry {i}"
+        entry = f"{where} entry {i}"
         if not isinstance(p, dict) or not all(isinstance(p.get(k), str) for k in ("name", "file")):
-            raise WolfError(f"{where}: needs name and file")
+            raise WolfError(f"{entry}: needs name and file")
         f = directory / p["file"]
-        if Path(p["file"]).name != p["file"]:
-            raise WolfError(f"{where}: file {p['file']!r} is not a name in {directory}")
+        if Path(p["file"]).name != p["file"] or not p["file"]:
+            raise WolfError(f"{entry}: file {p['file']!r} is not a name in {directory}")
         out[p["name"]] = Package(
             name=p["name"],
             version=str(p.get("version", "")),
             file=f,
-            depends=_strings(p.get("depends", []), where),
-            conflicts=_strings(p.get("conflicts", []), where),
-            provides=_strings(p.get("provides", []), where),
+            depends=_strings(p.get("depends", []), entry),
+            conflicts=_strings(p.get("conflicts", []), entry),
+            provides=_strings(p.get("provides", []), entry),
+            abi=str(p.get("abi", "")),
+            format=fmt,
+            apk=apk,
         )
     return Index(directory, out)

@@ -31,6 +31,7 @@ from .. import paths
 from ..catalogue import flavours
 from ..errors import WolfError
 from ..results.store import write_atomic
+from ..trust import untrusted
 from .squashfs import Entry, SquashFS
 
 XZ_SETTINGS = "xz -9e: liblzma preset 9|PRESET_EXTREME, .xz container, CRC64, each file alone"
@@ -95,11 +96,9 @@ class RootfsInfo:
         return groups.pop() if len(groups) == 1 else None
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RootfsInfo:
-        d = dict(d)
-        d["tls_libraries"] = [Library(**x) for x in d.get("tls_libraries", [])]
-        d["packages"] = [PackageUsage(**x) for x in d.get("packages", [])]
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, d: Any, where: str = "rootfs data") -> RootfsInfo:
+        """Read back from a record or the cache: every field checked (untrusted.typed)."""
+        return untrusted.typed(cls, d, where)
 
 
 def tls_patterns() -> list[tuple[str, str]]:
@@ -194,9 +193,9 @@ def measure_rootfs(path: Path, offset: int = 0, *, jobs: int | None = None) -> R
         return measure_rootfs(unpack_gzip(path), 0, jobs=jobs)
     hit = _cache("rootfs", _identity(path, offset) + ".json")
     try:
-        return RootfsInfo.from_dict(json.loads(hit.read_text()))
-    except (FileNotFoundError, json.JSONDecodeError, TypeError):
-        pass
+        return RootfsInfo.from_dict(untrusted.load_json(hit, "cached rootfs measurement"))
+    except WolfError:
+        pass  # absent or not one of ours: measured again
     info = _measure(path, offset, jobs)
     write_atomic(hit, json.dumps(asdict(info)))
     return info

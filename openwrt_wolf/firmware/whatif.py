@@ -11,21 +11,24 @@ include/image.mk's options at the image's own block size and timestamp. The fit 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import tempfile
+import stat
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc
+from .. import archive, locks, outputs, paths, proc
 from ..build import packages as flavour_rules
 from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..hashing import file_sha256
 from ..host import openwrt_tools
+from ..trust import untrusted
 from . import artifacts, fit, pkgsource
-from .imageformats import squashfs_sb
+from .imageformats import bounded, squashfs_sb
 
 KIND = "what-if"
 # include/image.mk (25.12.5): Image/mkfs/squashfs-common and SQUASHFSOPT with CONFIG_SQUASHFS_XZ,
@@ -38,12 +41,15 @@ MKSQUASHFS_OPTIONS = (
 MKSQUASHFS_PSEUDO = ("-p", "/dev d 755 0 0", "-p", "/dev/console c 600 0 0 5 1")
 MKSQUASHFS_TAIL = ("-no-xattrs", "-block-readers", "4", "-small-readers", "4")
 _TIMEOUT = 600.0
+MAX_RELEASE_FILE = 1 << 20  # /etc/openwrt_release is a few hundred bytes
 
 
 @dataclass(frozen=True)
 class Swap:
     removed: tuple[str, ...]  # packages that leave the image
     added: tuple[str, ...]  # packages that come in
+    asked_out: tuple[str, ...] = field(default=(), compare=False)  # of removed: no longer asked for
+    asked_in: tuple[str, ...] = field(default=(), compare=False)  # what it asks for instead
 
 
 @dataclass(frozen=True)
@@ -112,12 +118,14 @@ def plan(installed: set[str], index: pkgsource.Index, release: str, frm: str, to
     roots |= {p for p in installed if p not in gone and index.get(p) is None}
     after = _closure(roots, index)
     _check_conflicts(after, index, to)
-    return Swap(tuple(sorted(installed - after)), tuple(sorted(after - installed)))
+    return Swap(tuple(sorted(installed - after)), tuple(sorted(after - installed)),
+                tuple(sorted(gone & installed)), tuple(sorted(new)))  # fmt: skip
 
 
 def _name(index: pkgsource.Index, want: str) -> str:
+    """The package that satisfies want, by its ABI-less name (the names flavours use)."""
     pkg = index.get(want)
-    return pkg.name if pkg else want
+    return pkg.base if pkg else want
 
 
 def _closure(roots: set[str], index: pkgsource.Index) -> set[str]:
@@ -134,9 +142,9 @@ def _closure(roots: set[str], index: pkgsource.Index) -> set[str]:
                 )
             out.add(want)
             continue
-        if pkg.name in out:
+        if pkg.base in out:
             continue
-        out.add(pkg.name)
+        out.add(pkg.base)
         todo += pkg.depends
     return out
 
@@ -146,11 +154,11 @@ def _check_conflicts(names: set[str], index: pkgsource.Index, to: str) -> None:
         pkg = index.get(n)
         for c in pkg.conflicts if pkg else ():
             other = index.get(c)
-            if other is not None and other.name in names and other.name != n:
+            if other is not None and other.base in names and other.base != n:
                 users = sorted(u for u in names if (q := index.get(u)) and c in q.depends)
                 by = f" (needed by {', '.join(users)})" if users else ""
                 raise WolfError(
-                    f"the {to} image would hold {n} and {other.name}{by}, which conflict",
+                    f"the {to} image would hold {n} and {other.base}{by}, which conflict",
                     hint="an installed package needs the old flavour's one; build it instead",
                 )
 
@@ -158,25 +166,26 @@ def _check_conflicts(names: set[str], index: pkgsource.Index, to: str) -> None:
 # --- installed packages ----------------------------------------------------------------
 
 
+def _regular(root: Path, name: str) -> os.stat_result | None:
+    """The stat of the regular file ``name`` of the tree at root (links followed inside it)."""
+    try:
+        st = os.lstat(archive.locate(root, name))
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
 def _installed_by_content(root: Path, index: pkgsource.Index) -> set[str]:
     """Packages all of whose files are in the tree with the same bytes (sha256)."""
-    import hashlib
-
     out = set()
     for p in index.packages.values():
         files = p.files()
-        if not files:
-            continue
-        ok = True
-        for f in files:
-            path = root / f.path.lstrip("/")
-            if not path.is_file() or path.is_symlink() or path.stat().st_size != f.size:
-                ok = False
-                break
-            if hashlib.sha256(path.read_bytes()).hexdigest() != f.sha256:
-                ok = False
-                break
-        if ok:
+        if files and all(
+            (st := _regular(root, f.path)) is not None
+            and st.st_size == f.size
+            and file_sha256(archive.locate(root, f.path)) == f.sha256
+            for f in files
+        ):
             out.add(p.name)
     return out
 
@@ -198,12 +207,14 @@ def unpack(tools: openwrt_tools.OpenWrtTools, image: Path, offset: int, dest: Pa
         timeout=_TIMEOUT,
     )  # fmt: skip
     dev = dest / "dev"
-    if dev.is_dir() and not any(dev.iterdir()):
+    if dev.is_dir() and not dev.is_symlink() and not any(dev.iterdir()):
         dev.rmdir()
 
 
 def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> list[str]:
-    """Remove the removed packages' files and install the added ones'; returns notes."""
+    """Remove the removed packages' files and install the added ones'; returns notes. Every
+    path is resolved inside root (archive.locate): the image's links and the packages' names
+    reach nothing outside it."""
     notes: list[str] = []
     keep = {f.path for k in kept if (p := index.get(k)) for f in p.files()}
     dirs: set[Path] = set()
@@ -217,14 +228,14 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
         for f in pkg.files():
             if f.path in keep:
                 continue
-            path = root / f.path.lstrip("/")
+            path = archive.locate(root, f.path)
             if path.is_file() or path.is_symlink():
-                path.unlink()
+                path.unlink()  # the entry itself: a link is removed, not followed
                 dirs.add(path.parent)
             else:
                 notes.append(f"{name}: {f.path} was not in the image")
     for d in sorted(dirs, key=lambda p: -len(p.parts)):  # parents emptied by the removal
-        while d != root and d.is_dir() and not any(d.iterdir()):
+        while d != root and d.is_relative_to(root) and _empty_dir(d):
             d.rmdir()
             d = d.parent
     for name in swap.added:
@@ -232,6 +243,54 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
         assert pkg is not None  # plan() resolved it
         pkgsource.extract(pkg, root)
     return notes
+
+
+def _empty_dir(d: Path) -> bool:
+    return d.is_dir() and not d.is_symlink() and not any(d.iterdir())
+
+
+# what a build's apk leaves in the rootfs besides the packages' own files
+APK_DATABASE = ("lib/apk/db/installed", "lib/apk/db/scripts.tar.gz", "lib/apk/db/triggers",
+                "etc/apk/world")  # fmt: skip
+MAX_APK_FILE = 1 << 20  # /etc/apk/world and /etc/apk/arch: a few hundred bytes
+
+
+def _image_text(root: Path, name: str) -> str:
+    """A small text file of the unpacked image, found inside root (archive.locate) and read
+    only when it is a regular file there (a FIFO or a link out reads as absent)."""
+    if _regular(root, name) is None:
+        return ""
+    return untrusted.read_text(archive.locate(root, name), name, MAX_APK_FILE)
+
+
+def _apk_database(
+    root: Path, swap: Swap, index: pkgsource.Index, planned: set[str], work: Path, epoch: int
+) -> None:
+    """Replace the rootfs's apk database with the one a build of the new flavour writes:
+    /etc/apk/world loses what the build no longer asks for and gains what it asks for instead
+    (with the ABI suffix, as the ImageBuilder's FormatPackages names them), and apk itself
+    writes the database for that world (pkgformats.apk_database). Read and written inside
+    root, as every path of the swap."""
+    from . import pkgformats
+
+    world = _image_text(root, "etc/apk/world").split()
+    entry = {index.base(re.split(r"[<>=~]", w, maxsplit=1)[0]): w for w in world}
+    new = [w for n, w in entry.items() if n not in swap.asked_out]
+    new += [pkg.name for n in swap.asked_in if n not in entry and (pkg := index.get(n))]
+    arch = (_image_text(root, "etc/apk/arch").split() or [""])[0]
+    apk = next(p.apk for p in index.packages.values() if p.apk)
+    scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch)
+    got = {index.base(n) for n in pkgformats.apk_installed(scratch)}
+    if got != planned:  # apk resolved the new world to other packages than the swap
+        raise WolfError(
+            f"apk installs other packages for the {index.source} world than the swap planned: "
+            f"+{sorted(got - planned)} -{sorted(planned - got)}",
+            hint="give --packages the packages the image was built from",
+        )
+    for rel in APK_DATABASE:
+        if (scratch / rel).is_file():
+            archive.copy_in(root, rel, scratch / rel, what="the apk database")
+    shutil.rmtree(scratch)
 
 
 def repack(tools: openwrt_tools.OpenWrtTools, root: Path, out: Path, block: int, when: int) -> int:
@@ -257,8 +316,6 @@ def _input(image: str | None, from_dir: str | None, device: str | None) -> _Inpu
         raise WolfError("what-if needs --image IMG or --from DIR (one of them)")
     if image:
         path = Path(image)
-        from .imageformats import bounded
-
         bounded.read_file(path, "image")  # one line for a FIFO, /dev/zero, a directory
         arts = [artifacts.measure_image(path, device)]
     else:
@@ -292,11 +349,10 @@ def _release(inp: _Input, root: Path, release: str | None) -> str:
         return releases.get(release).name
     if inp.art.release:
         return releases.get(inp.art.release).name
-    rel = root / "etc/openwrt_release"
-    if rel.is_file() and not rel.is_symlink():
-        value = releases.parse_openwrt_release(rel.read_text(errors="replace")).get(
-            "DISTRIB_RELEASE"
-        )
+    rel = archive.locate(root, "etc/openwrt_release")
+    if _regular(root, "etc/openwrt_release") is not None:
+        text = untrusted.read_text(rel, "openwrt_release", MAX_RELEASE_FILE)
+        value = releases.parse_openwrt_release(text).get("DISTRIB_RELEASE")
         if value:
             return releases.get(value).name
     raise WolfError(
@@ -305,12 +361,27 @@ def _release(inp: _Input, root: Path, release: str | None) -> str:
 
 
 def _installed(inp: _Input, root: Path, index: pkgsource.Index) -> tuple[set[str], str]:
+    """The installed packages by their ABI-less names (a .manifest and the rootfs's package
+    lists name them with the ABI suffix: libmbedtls21)."""
     if inp.art.manifest:
-        return {p.name for p in inp.art.manifest}, "the image's .manifest"
-    rootfs = inp.art.rootfs
-    if rootfs and rootfs.package_source:
-        return {p.name for p in rootfs.packages}, f"the rootfs's {rootfs.package_source}"
-    return _installed_by_content(root, index), f"files matched against {index.source}"
+        names, where = {p.name for p in inp.art.manifest}, "the image's .manifest"
+    elif (rootfs := inp.art.rootfs) and rootfs.package_source:
+        names, where = {p.name for p in rootfs.packages}, f"the rootfs's {rootfs.package_source}"
+    else:
+        names, where = _installed_by_content(root, index), f"files matched against {index.source}"
+    return {index.base(n) for n in names}, where
+
+
+def image_tools(packages: Path, step: Callable[[str], None]) -> openwrt_tools.OpenWrtTools:
+    """mksquashfs4 and unsquashfs4 of the ImageBuilder whose packages/ is given (its
+    staging_dir/host/bin, the tools its own images were made with); OpenWrt's tools built from
+    ../shared only when it has none."""
+    from . import pkgformats
+
+    mk, un = (pkgformats.ib_tool(packages, n) for n in ("mksquashfs4", "unsquashfs4"))
+    if mk and un and mk.parent == un.parent:
+        return openwrt_tools.OpenWrtTools(mk.parent, ("the ImageBuilder's staging_dir/host/bin",))
+    return openwrt_tools.ensure(progress=step)
 
 
 def predict(
@@ -326,7 +397,10 @@ def predict(
 ) -> WhatIf:
     """``output``: keep the predicted root.squashfs there."""
     to = flavours.get(flavour).name
-    out_file = _output(output)
+    # what the run reads is not what --output may overwrite (a file of --from DIR included)
+    inputs = [p for p in (image, from_dir, packages) if p]
+    if output:
+        outputs.check(output, inputs=inputs)
     if device:
         device = devices.resolve(device, release).profile
     if not packages:
@@ -345,11 +419,8 @@ def predict(
         where=f"rootfs in {inp.image}",
         offset=offset,
     )
-    tools = openwrt_tools.ensure(progress=step)
-    work_top = paths.cache_dir() / "what-if"
-    work_top.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work_top, prefix="run-") as tmp:
-        work = Path(tmp)
+    tools = image_tools(Path(packages), step)
+    with locks.work_dir(paths.cache_dir() / "what-if", "run-") as work:
         root = work / "root"
         step("unpacking the rootfs with unsquashfs4")
         unpack(tools, inp.image, offset, root)
@@ -364,16 +435,17 @@ def predict(
         swap = plan(installed, index, rel, frm, to)
         step(f"swapping {frm} for {to}: -{len(swap.removed)} +{len(swap.added)} packages")
         notes = apply(root, swap, index, installed - set(swap.removed))
-        if (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
+        if index.format() == "adb" and (root / "lib/apk/db/installed").is_file():
+            planned = installed - set(swap.removed) | set(swap.added)
+            _apk_database(root, swap, index, planned, work, sb.mkfs_time)
+        elif (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
             notes.append(
                 "the package database inside the rootfs is left as it was (a few hundred bytes)"
             )
         step("packing with mksquashfs4 (OpenWrt's options)")
         size = repack(tools, root, work / "root.squashfs", sb.block_size, sb.mkfs_time)
-        if out_file is not None:
-            tmp_out = out_file.with_name(f".{out_file.name}.tmp")
-            shutil.copyfile(work / "root.squashfs", tmp_out)
-            os.replace(tmp_out, out_file)
+        if output:
+            outputs.copy_file(work / "root.squashfs", output, inputs=inputs)
     kernel = inp.art.kernel_size
     meta = inp.art.metadata_size
     before = fit.evaluate(inp.device, kernel_size=kernel, rootfs_size=sb.bytes_used,
@@ -398,19 +470,6 @@ def predict(
         fit_to=after.to_dict(),
         notes=notes,
     )
-
-
-def _output(output: str | None) -> Path | None:
-    if not output:
-        return None
-    out = Path(output)
-    if out.is_dir() or not out.parent.is_dir():
-        raise WolfError(
-            f"--output {out}: "
-            + ("is a directory" if out.is_dir() else f"directory {out.parent} does not exist"),
-            hint="name a file in an existing directory",
-        )
-    return out
 
 
 def _head(image: Path, offset: int) -> bytes:

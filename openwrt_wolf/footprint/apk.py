@@ -201,7 +201,7 @@ def build_apk(
     cflags, ldflags = _flags(bs.arch, tc.soft_float)
     patch_sums = [hashlib.sha256(p.read_bytes()).hexdigest() for p in patches()]
     key = f"{v['package']}-{a['version']}-{bs.arch.name}-{'native' if native else 'target'}-"
-    snap = upstream.snapshot(str(a["upstream"])).sha256  # the apk-tools source itself
+    snap = upstream.pin(str(a["upstream"])).sha256  # the apk-tools source itself
     key += _key([lib_key, snap, patch_sums, options, cflags, ldflags, tc.identity])
     out = root() / key
     binary = out / "apk"

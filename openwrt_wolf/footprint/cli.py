@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..catalogue import releases
 from ..errors import WolfError
+from ..host import upstream
 from ..term import console
 from . import components, lab, report, spec
 from .model import Footprint
@@ -36,6 +37,7 @@ def main(
     stack: bool = False,
     component: str | None = None,
 ) -> list[Footprint]:
+    upstream.use_mirrors(_list(sources, (), ()))  # the stack's upstream sources, too
     if stack:
         stack_main(arch=arch, toolchain=toolchain, markdown=markdown, store=store)
         return []
@@ -45,7 +47,7 @@ def main(
         release=rel.name,
         libraries=_list(library, spec.LIBRARIES, spec.LIBRARIES),
         configs=_list(config, ("openwrt",), ("openwrt", "minimal", "small")),
-        ecc=_list(ecc, (), ("sp-p256", "generic")),
+        ecc=_eccs(ecc),
         toolchain=toolchain,
         smoke=smoke,
         sources=_list(sources, (), ()),
@@ -81,6 +83,20 @@ def main(
     return fps
 
 
+def _eccs(value: str | None) -> tuple[str, ...]:
+    """--ecc checked against the ECC choices data/footprint/ offers, before any work: an
+    unknown one would otherwise be ignored for configs without a choice and build them all."""
+    choices = spec.ecc_names()
+    eccs = _list(value, (), tuple(choices))
+    bad = [e for e in eccs if e not in choices]
+    if bad or (value is not None and value.strip() and not eccs):
+        shown = ", ".join(repr(b) for b in bad) or repr(value)
+        raise WolfError(
+            f"--ecc {shown}: not an ECC choice", hint=f"one of: {', '.join(choices)}, all"
+        )
+    return eccs
+
+
 def _versions(value: str | None) -> tuple[tuple[str, str], ...]:
     """'wolfssl=5.9.2,mbedtls=3.6.7' -> (("wolfssl", "5.9.2"), ("mbedtls", "3.6.7"))."""
     out = []
@@ -99,11 +115,11 @@ def stack_main(*, arch: str, toolchain: str | None, markdown: bool, store: str |
     """`invoke footprint --stack`: the whole TLS stack per flavour in one table."""
     from . import stack, userland
 
-    out = console()
+    out, progress = console(), console(stderr=True)  # progress apart: --markdown stays a table
     stacks = []
     for name in userland.FLAVOURS:
-        out.print(f"building the {name} stack for {arch} (cached after the first run) ...",
-                  markup=False)  # fmt: skip
+        progress.print(f"building the {name} stack for {arch} (cached after the first run) ...",
+                       markup=False)  # fmt: skip
         stacks.append(stack.collect(name, arch, toolchain=toolchain, store_dir=store))
     title = f"the whole TLS stack per flavour, {arch}, OpenWrt 25.12.5 settings"
     if markdown:
@@ -112,3 +128,62 @@ def stack_main(*, arch: str, toolchain: str | None, markdown: bool, store: str |
         out.print(stack.table(stacks, title))
     for line in stack.reference_notes(stacks):
         out.print(f"note: {line}", markup=False, highlight=False)
+
+
+def conformance_main(
+    *,
+    flavour: str | None = None,
+    case: str | None = None,
+    jobs: int = 8,
+    markdown: bool = False,
+    write_docs: str | None = None,
+    work: str | None = None,
+) -> bool:
+    """`invoke tls-conformance`: build the host userlands, run the certificate verification
+    suite, print the case x backend table; True when every case is as expected."""
+    import tempfile
+    from pathlib import Path
+
+    from . import conformance, userland
+
+    flavours = _list(flavour, userland.FLAVOURS, userland.FLAVOURS)
+    for f in flavours:
+        userland.flavour(f)  # bad options: one line each, before any build
+    cases = _list(case, (), ())
+    conformance.check_cases(cases)
+    if write_docs:
+        if cases or flavours != userland.FLAVOURS:
+            raise WolfError("--write-docs writes the whole table: run without --flavour/--case")
+        conformance.check_docs(Path(write_docs))
+    if work and not Path(work).is_dir():
+        raise WolfError(f"--work {work}: not a directory")
+    out = console()
+    builds = {}
+    for f in dict.fromkeys((*flavours, conformance.SERVER_FLAVOUR)):
+        out.print(f"userland {f} (host): building or from the cache ...", markup=False)
+        builds[f] = userland.build(f, arch="host")
+    clients = {f: builds[f] for f in flavours}
+
+    def progress(r: conformance.Result) -> None:
+        state = "as expected" if r.ok else "NOT as expected: " + "; ".join(r.problems)
+        out.print(f"{r.backend:15} {r.case:28} {', '.join(r.measured.outcomes)}: {state}",
+                  markup=False, highlight=False)  # fmt: skip
+
+    with tempfile.TemporaryDirectory(prefix="wolf-conformance-", dir=work) as tmp:
+        results = conformance.run(
+            clients,
+            builds[conformance.SERVER_FLAVOUR],
+            Path(tmp),
+            cases=cases,
+            jobs=jobs,
+            on_result=progress,
+        )
+    if markdown:
+        out.print(conformance.markdown(results), markup=False, highlight=False)
+    for b in dict.fromkeys(r.backend for r in results):
+        mine = [r for r in results if r.backend == b]
+        out.print(f"{b}: {sum(r.ok for r in mine)}/{len(mine)} cases as expected", markup=False)
+    if write_docs:
+        conformance.write_docs(Path(write_docs), results)
+        out.print(f"wrote the table into {write_docs}", markup=False)
+    return all(r.ok for r in results)

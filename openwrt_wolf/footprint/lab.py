@@ -9,7 +9,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from ..host import hosttools
 from ..locks import locked as _locked
 from ..results import store
 from ..term import progress
+from ..trust import untrusted
 from . import build, components, measure, smoke, sources, spec, toolchain
 from .model import KIND, XZ_SETTINGS, Footprint
 
@@ -89,8 +89,8 @@ def load_cached(root: Path) -> Footprint | None:
     if not f.exists():
         return None
     try:
-        return Footprint.from_dict(json.loads(f.read_text()))
-    except (json.JSONDecodeError, TypeError, KeyError):
+        return Footprint.from_dict(untrusted.load_json(f, "footprint cache entry"), str(f))
+    except WolfError:
         return None  # an older or damaged entry: rebuilt
 
 
@@ -237,7 +237,7 @@ def run(req: Request) -> Outcome:
     results: list[Footprint | None] = [None] * len(specs)
     errors: list[WolfError] = []
     workers = max(1, min(req.parallel, len(specs)))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with proc.workers(workers, "footprint") as pool:  # Ctrl-C/TERM stop the compilers
         # longest first, so two-at-a-time does not leave OpenSSL running alone at the end
         order = sorted(range(len(specs)), key=lambda i: -specs[i].lib.raw["build"].get("cost", 1))
         futures = {i: pool.submit(build_one, specs[i], tc, req) for i in order}

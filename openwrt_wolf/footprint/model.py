@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from ..trust import untrusted
 
 KIND = "footprint"
 XZ_SETTINGS = "xz -9e (LZMA2 preset 9 extreme, CRC64), each file compressed on its own, summed"
@@ -52,8 +54,8 @@ class Component:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Component:
-        return cls(**{**d, "files": [LibraryFile(**f) for f in d.get("files", [])]})
+    def from_dict(cls, d: Any, where: str = "component") -> Component:
+        return untrusted.typed(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -99,11 +101,6 @@ class Footprint:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Footprint:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        kw["files"] = [LibraryFile(**f) for f in d.get("files", [])]
-        smoke = d.get("smoke")
-        kw["smoke"] = Smoke(**smoke) if smoke else None
-        kw["components"] = [Component.from_dict(c) for c in d.get("components", [])]
-        return cls(**kw)
+    def from_dict(cls, d: Any, where: str = "footprint record") -> Footprint:
+        """Read back from the store or the lab's cache: every field checked."""
+        return untrusted.typed(cls, d, where)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from .. import paths
+from ..errors import WolfError
 from ..results import store
 from .model import KIND, Footprint
 from .spec import _toml
@@ -72,7 +73,13 @@ def caption(fps: list[Footprint]) -> str:
 def stored(store_dir: str | None = None, release: str | None = None) -> list[Footprint]:
     """Footprints in the results store (newest per cache key), for `size-report` and others."""
     st = store.FileStore(paths.store_dir(store_dir))
-    return [Footprint.from_dict(r.data) for r in st.query(KIND, release=release)]
+    out = []
+    for r in st.query(KIND, release=release):
+        try:
+            out.append(Footprint.from_dict(r.data, f"footprint record {r.path}"))
+        except WolfError as e:
+            store.skipped(e)
+    return out
 
 
 STACK_HEADERS = ("flavour", "config", "ECC", "package", "files", "stripped", "xz -9e")

@@ -5,23 +5,19 @@ and kept in the cache under OpenWrt's file name."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import requests
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-from .. import paths
+from .. import downloads, paths
 from ..errors import WolfError
 from ..hashing import file_sha256
+from ..host.upstream import Unavailable
 from ..locks import locked
-from ..term import console
 from .spec import Source
 
-CONNECT_TIMEOUT = 15.0
-READ_TIMEOUT = 60.0
 SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated directories holding tarballs
 
 
@@ -42,25 +38,6 @@ def _mismatch(src: Source, where: str, got: str) -> WolfError:
         f"{src.library} {src.version} is {src.sha256}",
         hint="delete or replace that file (a corrupt download or a different release)",
     )
-
-
-def _download(url: str, dest: Path, label: str) -> str:
-    """Stream url to dest (via a .part file); return the sha256 of what arrived."""
-    part = dest.with_name(dest.name + ".part")
-    h = hashlib.sha256()
-    with requests.get(url, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT)) as r:
-        r.raise_for_status()
-        total = int(r.headers.get("content-length") or 0) or None
-        columns = (TextColumn(label), BarColumn(), DownloadColumn(), TransferSpeedColumn())
-        with Progress(*columns, console=console(stderr=True), transient=True) as bar:
-            task = bar.add_task(label, total=total)
-            with part.open("wb") as fh:
-                for chunk in r.iter_content(1 << 16):
-                    fh.write(chunk)
-                    h.update(chunk)
-                    bar.advance(task, len(chunk))
-    os.replace(part, dest)
-    return h.hexdigest()
 
 
 def fetch(
@@ -111,12 +88,9 @@ def _fetch(
         if allowed is not None and origin not in allowed:
             continue
         try:
-            got = _download(url, dest, f"{src.file} ({origin})")
+            got = downloads.download(url, dest, f"{src.file} ({origin})")
         except (requests.RequestException, OSError) as e:
-            reason = type(e).__name__
-            if isinstance(e, requests.HTTPError) and e.response is not None:
-                reason = f"HTTP {e.response.status_code}"
-            failures.append(f"{origin}: {reason}")
+            failures.append(f"{origin}: {downloads.reason(e)}")
             continue
         if got != src.sha256:
             with contextlib.suppress(FileNotFoundError):
@@ -127,7 +101,7 @@ def _fetch(
     tried = "; ".join(dict.fromkeys(failures)) or "no URL allowed"
     no_deb = "" if debian else ", and Debian has no upload of this version"
     other = "" if debian else _debian_alternative(src)
-    raise WolfError(
+    raise Unavailable(
         f"no source reachable for {src.library} {src.version} ({src.file}): {tried}{no_deb}",
         hint=f"{other}put {src.file} (sha256 {src.sha256[:12]}…) in a directory and pass "
         f"--sources DIR or set {SOURCES_ENV}, or give --mirror URL of an OpenWrt source mirror",
@@ -138,7 +112,10 @@ def _debian_alternative(src: Source) -> str:
     """The nearest version Debian's archive does serve, as the option that selects it."""
     from .spec import _toml
 
-    versions = _toml("sources.toml")["library"][src.library]["versions"]
+    known = _toml("sources.toml")["library"]
+    if src.library not in known:  # not a TLS library (hostapd: footprint/wpad.py)
+        return ""
+    versions = known[src.library]["versions"]
     have = [v for v, spec in versions.items() if spec.get("debian") and v != src.version]
     if not have:
         return ""

@@ -239,6 +239,12 @@ def ecc_choices(library: str, config: str) -> list[str]:
     return list(c.get("ecc", {}))
 
 
+def ecc_names() -> list[str]:
+    """Every ECC choice of any wolfSSL configuration, in data order."""
+    lib = get_library("wolfssl")
+    return list(dict.fromkeys(e for c in lib.configs() for e in ecc_choices("wolfssl", c)))
+
+
 def _wolfssl_config(
     lib: Library, config: str, ecc: str | None
 ) -> tuple[str, list[str], list[str], str | None, list[str]]:

@@ -40,6 +40,7 @@ from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
 from ..locks import locked
 from ..results import store
+from ..trust import untrusted
 from . import lab, measure, spec, toolchain
 from .model import Footprint, LibraryFile
 
@@ -226,14 +227,20 @@ class _Ctx:
         )
 
 
-def _flags(arch: spec.Arch, soft_float: bool) -> tuple[str, str]:
-    """TARGET_CFLAGS/LDFLAGS of a package without PKG_BUILD_FLAGS (these build none)."""
+def target_flags(arch: spec.Arch, soft_float: bool) -> tuple[list[str], list[str]]:
+    """TARGET_CFLAGS/LDFLAGS of a package without PKG_BUILD_FLAGS (footprint/wpad.py adds
+    its own)."""
     c = spec.common_flags()
     cflags = [*arch.cflags, *arch.extra_optimization]
     if soft_float:
         cflags += arch.soft_float
     cflags += [*c["page_cflags"], *c["hardening_cflags"], *_data()["cflags"]["extra"]]
-    return " ".join(cflags), " ".join([*c["page_ldflags"], *c["hardening_ldflags"]])
+    return cflags, [*c["page_ldflags"], *c["hardening_ldflags"]]
+
+
+def _flags(arch: spec.Arch, soft_float: bool) -> tuple[str, str]:
+    cflags, ldflags = target_flags(arch, soft_float)
+    return " ".join(cflags), " ".join(ldflags)
 
 
 def _stage_library(fp: Footprint, usr: Path) -> list[Path]:
@@ -541,7 +548,7 @@ def _to_dict(ub: UserlandBuild) -> dict[str, Any]:
 
 def _load(entry: Path) -> UserlandBuild | None:
     try:
-        d = json.loads((entry / RESULT).read_text())
+        d = untrusted.load_json(entry / RESULT, "userland cache entry")
         opt = {k: Path(d[k]) if d[k] else None for k in ("px5g", "uencrypt")}
         return UserlandBuild(
             root=Path(d["root"]),
@@ -561,7 +568,7 @@ def _load(entry: Path) -> UserlandBuild | None:
             library=Footprint.from_dict(d["library"]),
             notes=tuple(d["notes"]),
         )
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+    except (WolfError, KeyError, TypeError):
         return None  # an older or damaged entry: rebuilt
 
 

@@ -121,7 +121,7 @@ class _Sources:
         """The cache key: the upstream snapshots (by sha256) and the tree's own inputs."""
         h = hashlib.sha256(_RECIPE.encode())
         for name in SNAPSHOTS:
-            h.update(upstream.snapshot(name).sha256.encode() + b"\0")
+            h.update(upstream.pin(name).sha256.encode() + b"\0")
         for f in [*self.squashfs_patches(), *sorted(self.padjffs2().iterdir())]:
             h.update(f.name.encode() + b"\0" + f.read_bytes())
         return h.hexdigest()[:16]
@@ -204,7 +204,7 @@ def ensure(progress: Callable[[str], None] | None = None) -> OpenWrtTools:
     """OpenWrt's host image tools, built on first use (about 30 s of CPU) and cached."""
     src = _sources()
     names = (
-        *(f"{n}@{upstream.snapshot(n).commit[:12]}" for n in SNAPSHOTS),
+        *(f"{n}@{upstream.pin(n).commit[:12]}" for n in SNAPSHOTS),
         f"{src.tree} (tools/padjffs2, tools/squashfs4/patches)",
     )
     top = cache_dir() / "openwrt-tools"

@@ -1,50 +1,90 @@
-"""OpenWrt's upstream source snapshots (the OpenWrt trees, firmware-utils, squashfs-tools,
-uhttpd, ustream-ssl, ...): found as tarballs in a shared folder, checked against the sha256 the
-catalogue records, and extracted once into the cache (locked, temp dir + rename), because no
-machine of ours reaches OpenWrt's git or download servers."""
+"""OpenWrt's upstream sources (the OpenWrt trees, firmware-utils, squashfs-tools, uhttpd,
+ustream-ssl, ...), pinned in data/upstream.toml and fetched by one fetcher:
+
+1. a mirror directory holding the pinned file by name: `--sources DIR`, $OPENWRT_WOLF_SOURCES
+   (colon-separated), $OPENWRT_WOLF_SHARED/openwrt, the project's sibling ../shared/openwrt;
+2. the download cache (a file fetched and verified before);
+3. a mirror URL holding the pinned file by name (`--sources-url URL`, $OPENWRT_WOLF_SOURCES_URL);
+4. the pin's public archive URLs (GitHub's archive, git.openwrt.org, GitLab).
+
+A file is accepted when its sha256 is the pinned file's, or else when its tree digest is the
+pinned tree's (host/treedigest.py): the public archives pack the same commit into other bytes.
+One log line per file says where it came from and how it was verified. The tree is extracted
+once into the cache (locked, temp dir + rename)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import paths, proc
+import requests
+
+from .. import downloads, paths, proc
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..locks import locked
+from .treedigest import tree_sha256
 
-SHARED_ENV = "OPENWRT_WOLF_SHARED"  # a folder holding openwrt/<name>-*.tar.gz
+SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated mirror directories (as footprint's)
+SOURCES_URL_ENV = "OPENWRT_WOLF_SOURCES_URL"  # comma-separated mirror base URLs
+SHARED_ENV = "OPENWRT_WOLF_SHARED"  # a folder holding openwrt/<file>
 TREE_ENV = "OPENWRT_TREE"  # an OpenWrt checkout of the stable release instead of a snapshot
 STAMP = ".openwrt-wolf-upstream"
 EXTRACT_TIMEOUT = 600.0
+MAX_DOWNLOAD = 256 << 20  # the largest pin, an OpenWrt tree, is about 11 MiB packed
+log = logging.getLogger("openwrt_wolf.upstream")
 
 
 @dataclass(frozen=True)
-class Snapshot:
+class Pin:
     name: str  # e.g. "openwrt-25.12.5", "uhttpd"
-    file: str  # the tarball's file name
-    upstream: str  # owner/repo it was archived from
+    project: str  # owner/repo
     commit: str  # or the tag, for json-c
-    sha256: str
+    version: str
+    urls: tuple[str, ...]  # public archives of the commit, tried in order
+    file: str  # the name a mirror holds it under
+    sha256: str  # that file's bytes: `git archive` of the commit | gzip -n -9
+    tree: str  # tree-sha256 of its content: any packing of the same tree
+
+
+class Unavailable(WolfError):
+    """No mirror holds the file and no URL could be downloaded (not a verification failure)."""
 
 
 @cache
-def snapshots() -> dict[str, Snapshot]:
+def pins() -> dict[str, Pin]:
     data = tomllib.loads((paths.DATA_DIR / "upstream.toml").read_text())
-    return {n: Snapshot(name=n, **v) for n, v in data["snapshot"].items()}
+    return {n: Pin(name=n, **{**v, "urls": tuple(v["urls"])}) for n, v in data["pin"].items()}
 
 
-def snapshot(name: str) -> Snapshot:
+def pin(name: str) -> Pin:
     try:
-        return snapshots()[name]
+        return pins()[name]
     except KeyError:
-        known = ", ".join(sorted(snapshots()))
-        raise WolfError(f"no upstream snapshot named {name!r}", hint=f"known: {known}") from None
+        known = ", ".join(sorted(pins()))
+        raise WolfError(f"no upstream pin named {name!r}", hint=f"known: {known}") from None
+
+
+# --- where to look ------------------------------------------------------------------------
+
+_given_dirs: list[Path] = []
+_given_urls: list[str] = []
+
+
+def use_mirrors(dirs: Sequence[str] = (), urls: Sequence[str] = ()) -> None:
+    """The task's --sources DIR and --sources-url URL: looked at before the environment's."""
+    for u in urls:
+        if not u.startswith(("http://", "https://")):
+            raise WolfError(f"--sources-url {u!r} is not an http:// or https:// URL")
+    _given_dirs[:0] = [Path(d).expanduser() for d in dirs]
+    _given_urls[:0] = [u.rstrip("/") for u in urls]
 
 
 def shared_dir() -> Path:
@@ -53,43 +93,164 @@ def shared_dir() -> Path:
     return (Path(env).expanduser() if env else paths.PROJECT_ROOT.parent / "shared") / "openwrt"
 
 
+def given_dirs() -> list[Path]:
+    """The mirror directories named by --sources and $OPENWRT_WOLF_SOURCES (not ../shared)."""
+    env = [Path(d).expanduser() for d in os.environ.get(SOURCES_ENV, "").split(":") if d]
+    return [*_given_dirs, *env]
+
+
+def mirror_dirs() -> list[Path]:
+    return [*given_dirs(), shared_dir()]
+
+
+def mirror_urls() -> list[str]:
+    env = [u.strip().rstrip("/") for u in os.environ.get(SOURCES_URL_ENV, "").split(",")]
+    return [*_given_urls, *(u for u in env if u)]
+
+
+def download_dir() -> Path:
+    return paths.cache_dir() / "upstream" / "dl"
+
+
+# --- verification -------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a file remembered by (size, mtime), so tests do not re-hash 11 MB each time."""
+    st = path.stat()
+    key = f"{st.st_size}:{st.st_mtime_ns}"
+    memo = paths.cache_dir() / "upstream" / f"{path.name}.sha256"
+    try:
+        k, v = memo.read_text().split()
+        if k == key:
+            return v
+    except (OSError, ValueError):
+        pass
+    digest = file_sha256(path)
+    _write(memo, f"{key} {digest}\n")
+    return digest
+
+
+def _tree(path: Path, sha256: str) -> str:
+    """The tree digest of a file, remembered by the file's sha256."""
+    memo = paths.cache_dir() / "upstream" / "trees" / sha256
+    try:
+        return memo.read_text().strip()
+    except OSError:
+        pass
+    digest = tree_sha256(path)
+    _write(memo, digest + "\n")
+    return digest
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def verify(p: Pin, path: Path, where: str) -> str:
+    """How the file was found to be the pinned one; a WolfError when it is not."""
+    sha256 = _sha256(path)
+    if sha256 == p.sha256:
+        return "verified: its sha256 is the pinned file's"
+    got = _tree(path, sha256)
+    if got == p.tree:
+        return "verified: its tree-sha256 is the pinned tree's; the bytes are another packing"
+    raise WolfError(
+        f"{where}: neither its sha256 nor its tree-sha256 {got[:16]}… is the pinned "
+        f"{p.tree[:16]}… of {p.project} {p.commit[:12]}",
+        hint=f"replace it with {p.project} at {p.commit[:12]} ({p.urls[0]})",
+    )
+
+
+# --- fetching -----------------------------------------------------------------------------
+
+_said: set[tuple[str, str]] = set()
+_failed: dict[tuple[str, ...], str] = {}  # downloads that failed in this process: not retried
+
+
+def _say(p: Pin, path: Path, origin: str, how: str) -> None:
+    if (p.name, origin) not in _said:  # one line per file and process
+        _said.add((p.name, origin))
+        log.info("upstream: %s from %s; %s", p.file, origin, how)
+
+
 def tarball(name: str) -> Path:
-    """The snapshot's tarball, its sha256 checked against data/upstream.toml."""
-    snap = snapshot(name)
-    path = shared_dir() / snap.file
-    if not path.is_file():
-        raise WolfError(
-            f"source snapshot {snap.file} not found in {shared_dir()}",
-            hint=f"set {SHARED_ENV} to a folder holding openwrt/{snap.file}",
-        )
-    got = _sha256_cached(path)
-    if got != snap.sha256:
-        raise WolfError(
-            f"{path}: sha256 {got} is not the recorded {snap.sha256}",
-            hint=f"replace it with {snap.upstream} at {snap.commit[:12]}",
-        )
-    return path
+    """The pinned archive: from a mirror directory, the cache, a mirror URL or a public URL;
+    verified. Raises Unavailable when nothing holds it."""
+    p = pin(name)
+    for d in mirror_dirs():
+        cand = d / p.file
+        if cand.is_file():
+            _say(p, cand, str(d), verify(p, cand, str(cand)))
+            return cand
+    dest = download_dir() / p.file
+    with locked(download_dir() / f"{p.file}.lock"):
+        if dest.is_file():
+            try:
+                how = verify(p, dest, str(dest))
+            except WolfError:
+                dest.unlink()  # a damaged cache entry: fetch it again
+            else:
+                _say(p, dest, "the download cache", how)
+                return dest
+        urls = [f"{m}/{p.file}" for m in mirror_urls()] + list(p.urls)
+        tried = (p.name, str(dest), *urls)
+        if tried in _failed:
+            raise _unavailable(p, _failed[tried])
+        failures: list[str] = []
+        for url in urls:
+            try:
+                downloads.download(
+                    url, dest, f"{p.file} ({url.split('/')[2]})", max_bytes=MAX_DOWNLOAD
+                )
+            except (requests.RequestException, OSError) as e:
+                failures.append(f"{url}: {downloads.reason(e)}")
+                continue
+            try:
+                how = verify(p, dest, url)
+            except WolfError:
+                dest.unlink()
+                raise
+            _say(p, dest, url, how)
+            return dest
+        _failed[tried] = "; ".join(failures)
+    raise _unavailable(p, _failed[tried])
+
+
+def _unavailable(p: Pin, failures: str) -> Unavailable:
+    places = ", ".join(str(d) for d in mirror_dirs())
+    return Unavailable(
+        f"source {p.file} ({p.project} {p.commit[:12]}) not found: no mirror directory holds "
+        f"it ({places}) and no download worked ({failures})",
+        hint=f"put it in {shared_dir()} or a folder named by --sources DIR / ${SOURCES_ENV}, "
+        f"or allow network access to {p.urls[0]}",
+    )
 
 
 def source_dir(name: str) -> Path:
-    """The snapshot extracted into the cache (once); its top folder."""
-    snap = snapshot(name)
-    src = tarball(name)
+    """The pinned tree extracted into the cache (once); its top folder."""
+    p = pin(name)
     root = paths.cache_dir() / "upstream"
-    dest = root / snap.name
-    with locked(root / f"{snap.name}.lock"):
+    dest = root / p.name
+    with locked(root / f"{p.name}.lock"):
         stamp = dest / STAMP
-        if stamp.is_file() and stamp.read_text().strip() == snap.sha256:
+        # The stamp names the pin by its file's sha256: a verified archive of either packing
+        # extracts to the same tree.
+        if stamp.is_file() and stamp.read_text().strip() == p.sha256:
             return dest
+        src = tarball(name)
         shutil.rmtree(dest, ignore_errors=True)
         root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{snap.name}.", dir=root))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", dir=root))
         try:
-            proc.run(["tar", "-xzf", str(src), "-C", str(tmp)], timeout=EXTRACT_TIMEOUT)
-            tops = [p for p in tmp.iterdir() if p.is_dir()]
+            proc.run(["tar", "-xf", str(src), "-C", str(tmp)], timeout=EXTRACT_TIMEOUT)
+            tops = [q for q in tmp.iterdir() if q.is_dir()]
             if len(tops) != 1:
                 raise WolfError(f"{src}: expected one top folder, found {len(tops)}")
-            (tops[0] / STAMP).write_text(snap.sha256 + "\n")
+            (tops[0] / STAMP).write_text(p.sha256 + "\n")
             os.replace(tops[0], dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -98,8 +259,8 @@ def source_dir(name: str) -> Path:
 
 def openwrt_tree(release: str) -> Path:
     """An OpenWrt tree of the release: $OPENWRT_TREE_<release> (dots as underscores, e.g.
-    OPENWRT_TREE_24_10_8), or $OPENWRT_TREE for the stable release, else the release's snapshot
-    extracted into the cache."""
+    OPENWRT_TREE_24_10_8), or $OPENWRT_TREE for the stable release, else the release's pinned
+    tree fetched and extracted into the cache."""
     from ..catalogue import releases
 
     names = [f"{TREE_ENV}_{release.replace('.', '_')}"]
@@ -112,30 +273,9 @@ def openwrt_tree(release: str) -> Path:
                 raise WolfError(f"${var}={tree} is not an OpenWrt tree (no include/target.mk)")
             return tree
     name = f"openwrt-{release}"
-    if name not in snapshots():
-        raise WolfError(f"no OpenWrt {release} snapshot is recorded", hint=f"set ${names[0]}")
+    if name not in pins():
+        raise WolfError(f"no OpenWrt {release} tree is pinned", hint=f"set ${names[0]}")
     try:
         return source_dir(name)
-    except WolfError as e:
-        raise WolfError(
-            f"no OpenWrt {release} tree: {e}", hint=f"set ${names[-1]} or ${SHARED_ENV}"
-        ) from None
-
-
-def _sha256_cached(path: Path) -> str:
-    """sha256 of a tarball, remembered by (size, mtime) so tests do not re-hash 11 MB each time."""
-    st = path.stat()
-    memo = paths.cache_dir() / "upstream" / f"{path.name}.sha256"
-    key = f"{st.st_size}:{st.st_mtime_ns}"
-    try:
-        k, v = memo.read_text().split()
-        if k == key:
-            return v
-    except (OSError, ValueError):
-        pass
-    digest = file_sha256(path)
-    memo.parent.mkdir(parents=True, exist_ok=True)
-    tmp = memo.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(f"{key} {digest}\n")
-    os.replace(tmp, memo)
-    return digest
+    except Unavailable as e:
+        raise Unavailable(f"no OpenWrt {release} tree (or set ${names[-1]}): {e}") from None

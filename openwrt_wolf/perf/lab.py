@@ -20,7 +20,7 @@ from ..footprint import spec, toolchain, userland
 from ..host import hosttools
 from ..results import store
 from ..targets.router.ssh import Login
-from . import crypto, handshake, memory, net, netlab, places, programs, soak
+from . import crypto, handshake, memory, net, netlab, places, programs, soak, wifi
 from .model import (
     CRYPTO,
     HANDSHAKE,
@@ -30,6 +30,7 @@ from .model import (
     Handshakes,
     HeapUse,
     Soak,
+    WifiConnections,
     record_key,
 )
 from .place import Place, QemuPlace
@@ -37,7 +38,7 @@ from .runner import QemuRunner
 
 FLAVOURS = ("mbedtls", "wolfssl", "openssl")
 TARGETS = ("qemu", "router", "vm")
-TESTS = ("crypto", "handshake", "memory", "soak")
+TESTS = ("crypto", "handshake", "memory", "soak", "wifi")
 NetTest = Callable[[netlab.NetLab], Handshakes | HeapUse | Soak]
 NET_TESTS: dict[str, tuple[str, NetTest]] = {
     "handshake": (HANDSHAKE, handshake.measure),
@@ -45,7 +46,8 @@ NET_TESTS: dict[str, tuple[str, NetTest]] = {
     "soak": (SOAK, soak.measure),
 }
 NET_TARGETS = ("qemu",)  # where uhttpd/uclient-fetch run today (perf/runner.py)
-Result = CryptoSpeed | Handshakes | HeapUse | Soak
+WIFI_TARGETS = ("vm",)  # the x86_64 guest with mac80211_hwsim radios (perf/wifi.py)
+Result = CryptoSpeed | Handshakes | HeapUse | Soak | WifiConnections
 
 
 @dataclass(frozen=True)
@@ -76,16 +78,34 @@ def _config(req: Request, flavour: str) -> tuple[str, str | None]:
 
 
 def _tests(req: Request, say: Callable[[str], None]) -> tuple[str, ...]:
-    """The network tests run on qemu only (yet): asked for by name elsewhere, one line; left
-    out of the default "all" there, with a line that says so."""
-    net_asked = [t for t in req.tests if t in NET_TESTS]
+    """The network tests run on qemu only (yet), the Wi-Fi test on vm only: asked for by name
+    elsewhere, one line; left out of the default "all" there, with a line that says so."""
+    asked_all = req.tests == TESTS
+    tests = req.tests
+    if "wifi" in tests and req.target not in WIFI_TARGETS:
+        if not asked_all:
+            raise WolfError(
+                f"--test wifi runs on --target vm only, not {req.target}",
+                hint="its guest is built and booted by the lab: docs/perf.md, Wi-Fi",
+            )
+        tests = tuple(t for t in tests if t != "wifi")
+        if req.target != "router":
+            say(f"perf: {req.target}: wifi left out (it runs on --target vm)")
+    net_asked = [t for t in tests if t in NET_TESTS]
     if req.target in NET_TARGETS or not net_asked:
-        return req.tests
-    if req.tests != TESTS:
+        return tests
+    if not asked_all:
         raise WolfError(
             f"--test {','.join(net_asked)} runs on --target qemu only (for now), not {req.target}",
             hint="use --test crypto on a router or VM; docs/perf.md, Targets",
         )
+    if req.target == "vm":
+        if req.image:
+            say("perf: vm: crypto (on --image) and wifi (handshake, memory and soak run on "
+                "qemu for now)")  # fmt: skip
+            return ("crypto", "wifi")
+        say("perf: vm: wifi only (crypto needs --image; handshake, memory and soak run on qemu)")
+        return ("wifi",)
     say(f"perf: {req.target}: crypto only (handshake, memory and soak run on qemu for now)")
     return ("crypto",)
 
@@ -100,6 +120,21 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
     req = dataclasses.replace(req, tests=_tests(req, say))
+    results: list[Result] = []
+    others = tuple(t for t in req.tests if t != "wifi")
+    if others:
+        results += _run_place(dataclasses.replace(req, tests=others), say)
+    if "wifi" in req.tests:
+        other_wolfssl = (req.wolfssl_config, req.ecc) != ("minimal", "sp-p256")
+        if req.toolchain or ("wolfssl" in req.flavours and other_wolfssl):
+            say("perf: wifi: wpad links the userland's libraries (x86_64, wolfSSL minimal "
+                "sp-p256), not --wolfssl-config/--ecc/--toolchain")  # fmt: skip
+        results += wifi.run(req.flavours, quick=req.quick, store_dir=req.store, say=say)
+    return results
+
+
+def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
+    """The tests that run at a place (crypto, and the network tests on qemu)."""
     vm = places.VmOptions(req.image, req.initrd, req.append) if req.image else None
     with places.opened(req.target, login=req.login, vm=vm, say=say) as remote:
         arch_name = req.arch if remote is None else places.lab_arch(remote.platform, remote.target)

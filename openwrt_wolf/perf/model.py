@@ -3,17 +3,19 @@ store.Record(kind=<KIND>, flavour=<flavour>, key=<flavour>-<target>-<test>, data
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
+
+from ..trust import untrusted
 
 CRYPTO = "perf-crypto"
 
 T = TypeVar("T")
 
 
-def _from_dict(cls: type[T], d: dict[str, Any]) -> T:
-    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    return cls(**{k: v for k, v in d.items() if k in known})
+def _from_dict(cls: type[T], d: Any, where: str | None) -> T:
+    """A record of the lab read back: every field checked, nested ones too (untrusted.typed)."""
+    return untrusted.typed(cls, d, where or f"{cls.__name__} record")
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,8 @@ class CryptoSpeed:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CryptoSpeed:
-        return _from_dict(cls, {**d, "where": Where(**d["where"])})
+    def from_dict(cls, d: Any, where: str | None = None) -> CryptoSpeed:
+        return _from_dict(cls, d, where)
 
 
 def record_key(flavour: str, target: str, test: str) -> str:
@@ -113,8 +115,8 @@ class Handshakes:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Handshakes:
-        return _from_dict(cls, {**d, "common": _common(d)})
+    def from_dict(cls, d: Any, where: str | None = None) -> Handshakes:
+        return _from_dict(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,8 @@ class HeapUse:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> HeapUse:
-        return _from_dict(cls, {**d, "common": _common(d),
-                                "download": HeapPhase(**d["download"]),
-                                "server": [HeapPhase(**p) for p in d["server"]]})  # fmt: skip
+    def from_dict(cls, d: Any, where: str | None = None) -> HeapUse:
+        return _from_dict(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -169,8 +169,61 @@ class Soak:
         return _flat(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Soak:
-        return _from_dict(cls, {**d, "common": _common(d)})
+    def from_dict(cls, d: Any, where: str | None = None) -> Soak:
+        return _from_dict(cls, d, where)
+
+
+WIFI = "perf-wifi"
+
+
+@dataclass(frozen=True)
+class WifiMode:
+    """One security mode (sae-hnp, sae-h2e, owe) of one flavour: a witness connection with
+    both daemons at debug level, then `connections` timed ones at their default level.
+
+    Times are the station's own event lines (wpa_supplicant -t): from its first "SME: Trying
+    to authenticate" of a connection to its CTRL-EVENT-CONNECTED (auth_ms: to "Trying to
+    associate"; SAE's commit/confirm happen there, OWE's Diffie-Hellman in the association).
+    CPU: each daemon's time on a CPU over the connection (/proc/PID/schedstat), in ms."""
+
+    name: str
+    title: str
+    connections: int  # timed connections asked for
+    ok: int
+    failed: int
+    ms: list[float]  # every ok connection
+    auth_ms: list[float]
+    median_ms: float | None
+    spread_ms: dict[str, float]  # min, p25, p75, max of ms
+    ap_cpu_ms: list[float]  # hostapd, per ok connection
+    sta_cpu_ms: list[float]  # wpa_supplicant
+    negotiated: dict[str, str]  # key_mgmt, group (, h2e) as the daemons reported them
+    witness: dict[str, str]  # "hostapd"/"wpa_supplicant": their lines of the witness connection;
+    # "wpa_cli status": the station's answer after it
+    heap_idle: HeapPhase | None  # hostapd with the AP up, before any station
+    heap_connections: HeapPhase | None  # hostapd over the timed connections
+    missing: str = ""  # why there is no figure (the daemons' own lines)
+    errors: list[str] = field(default_factory=list)  # first failures, as reported
+    # "wpa_supplicant"/"hostapd": their -t lines of the timed connections (the times' source)
+    log: dict[str, str] = field(default_factory=dict)
+    heap_report: str = ""  # heaptrack's raw lines from hostapd
+
+
+@dataclass(frozen=True)
+class WifiConnections:
+    """perf --test wifi: wpad-basic-<flavour> (hostapd + wpa_supplicant) in the Wi-Fi guest."""
+
+    common: NetCommon
+    modes: dict[str, WifiMode]
+    wpad: dict[str, Any]  # the build: source, patches, make options, wpad's size (x86_64)
+    guest: dict[str, str]  # kernel package and release, QEMU options
+
+    def to_dict(self) -> dict[str, Any]:
+        return _flat(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str | None = None) -> WifiConnections:
+        return _from_dict(cls, d, where)
 
 
 def _flat(obj: Any) -> dict[str, Any]:
@@ -178,11 +231,6 @@ def _flat(obj: Any) -> dict[str, Any]:
     emulated there)."""
     d = asdict(obj)
     return {**d["common"], **d}
-
-
-def _common(d: dict[str, Any]) -> NetCommon:
-    c = d["common"]
-    return _from_dict(NetCommon, {**c, "where": Where(**c["where"])})
 
 
 def metric(value: float, unit: str) -> dict[str, Any]:

@@ -69,6 +69,27 @@ def make_pki(d: Path, page_bytes: int, download_bytes: int) -> Pki:
     return Pki(d, d / "ca.crt", d / "srv.crt", d / "srv.key", www)
 
 
+def s_server_session(trace: str) -> tuple[str, str] | None:
+    """(version, group) from `openssl s_server -trace`'s record of the session: its last
+    ServerHello (after a HelloRetryRequest, the real one) and, for TLS 1.2, its
+    ServerKeyExchange; None when it sent no ServerHello."""
+    if "ServerHello, Length=" not in trace:
+        return None
+    hello = trace.rsplit("ServerHello, Length=", 1)[1].split("Record\n", 1)[0]
+    if m := re.search(r"supported_versions\(43\), length=2\n\s+(TLS 1\.\d)", hello):
+        version = m.group(1)
+        group = re.search(r"NamedGroup: (\S+)", hello)
+    else:
+        legacy = re.search(r"server_version=0x[0-9a-f]+ \((TLS 1\.\d)\)", hello)
+        if legacy is None:
+            return None
+        version = legacy.group(1)
+        group = re.search(r"named_curve: (\S+)", trace)
+    names = {"ecdh_x25519": "X25519", "secp256r1": "P-256"}
+    found = group.group(1) if group else "?"
+    return version.replace("TLS ", ""), names.get(found, found)
+
+
 # --- the probe ----------------------------------------------------------------------------
 
 
@@ -194,9 +215,13 @@ WAN_DELAY = 0.5  # s: see relay()
 
 
 @contextlib.contextmanager
-def relay(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
+def relay(
+    port: int, delay: float = WAN_DELAY, connections: list[threading.Thread] | None = None
+) -> Iterator[int]:
     """A TCP relay to 127.0.0.1:port that holds the server's first bytes of every connection
-    for `delay` seconds, as a network between a router and a server does.
+    for `delay` seconds, as a network between a router and a server does. `connections`, if
+    given, collects one thread per connection, done once both ends have closed it: joined, it
+    says that the server has read everything the client sent.
 
     Why: upstream's OpenSSL ustream backend (ustream-openssl.c at 99bd3d2, and at OpenWrt's
     pin 99f1c0db) checks the certificate's name against the peer CN that uclient hands over
@@ -241,7 +266,10 @@ def relay(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
                 client, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=serve_one, args=(client,), daemon=True).start()
+            conn = threading.Thread(target=serve_one, args=(client,), daemon=True)
+            conn.start()
+            if connections is not None:
+                connections.append(conn)
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
@@ -249,6 +277,8 @@ def relay(port: int, delay: float = WAN_DELAY) -> Iterator[int]:
         yield int(listener.getsockname()[1])
     finally:
         stop.set()
+        with contextlib.suppress(OSError):  # wakes the blocked accept() (close alone does not)
+            listener.shutdown(socket.SHUT_RDWR)
         listener.close()
         thread.join(10)
 

@@ -6,9 +6,11 @@ Row labels of the network tests are the comparison report's (data/comparison.tom
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from rich.table import Table
 
+from ..errors import WolfError
 from ..report.comparison import metrics as comparison_metrics
 from ..results import store
 from .crypto import settings
@@ -17,11 +19,13 @@ from .model import (
     HANDSHAKE,
     MEMORY,
     SOAK,
+    WIFI,
     CryptoSpeed,
     Handshakes,
     HeapUse,
     NetCommon,
     Soak,
+    WifiConnections,
     record_key,
 )
 
@@ -36,26 +40,36 @@ class Stored:
     handshake: dict[str, Handshakes] = field(default_factory=dict)
     memory: dict[str, HeapUse] = field(default_factory=dict)
     soak: dict[str, Soak] = field(default_factory=dict)
+    wifi: dict[str, WifiConnections] = field(default_factory=dict)
 
     def flavours(self) -> list[str]:
-        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak}
+        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak, **self.wifi}
         return [f for f in TITLES if f in seen] + sorted(set(seen) - set(TITLES))
 
     def __bool__(self) -> bool:
-        return bool(self.crypto or self.handshake or self.memory or self.soak)
+        return bool(self.crypto or self.handshake or self.memory or self.soak or self.wifi)
 
 
 def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
+    """The lab's records of each flavour; one of the wrong shape is skipped with the store's
+    warning naming its file and field."""
     out = Stored()
+    kinds: tuple[tuple[str, str, Any, dict[str, Any]], ...] = (
+        (CRYPTO, "crypto", CryptoSpeed, out.crypto),
+        (HANDSHAKE, "handshake", Handshakes, out.handshake),
+        (MEMORY, "memory", HeapUse, out.memory),
+        (SOAK, "soak", Soak, out.soak),
+        (WIFI, "wifi", WifiConnections, out.wifi),
+    )
     for f in flavours:
-        if rec := st.get(CRYPTO, record_key(f, target, "crypto")):
-            out.crypto[f] = CryptoSpeed.from_dict(rec.data)
-        if rec := st.get(HANDSHAKE, record_key(f, target, "handshake")):
-            out.handshake[f] = Handshakes.from_dict(rec.data)
-        if rec := st.get(MEMORY, record_key(f, target, "memory")):
-            out.memory[f] = HeapUse.from_dict(rec.data)
-        if rec := st.get(SOAK, record_key(f, target, "soak")):
-            out.soak[f] = Soak.from_dict(rec.data)
+        for kind, test, model, into in kinds:
+            rec = st.get(kind, record_key(f, target, test))
+            if rec is None:
+                continue
+            try:
+                into[f] = model.from_dict(rec.data, f"{kind} record {rec.path}")
+            except WolfError as e:
+                store.skipped(e)
     return out
 
 
@@ -67,7 +81,7 @@ def _num(v: float | None) -> str:
     return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}"
 
 
-def _ratio(v: float | None, base: float | None) -> str:
+def ratio(v: float | None, base: float | None) -> str:
     if v is None or not base:
         return "–"
     return f"{v / base:.2f}×"
@@ -108,6 +122,7 @@ def _commons(s: Stored) -> dict[str, dict[str, NetCommon]]:
         "handshake": {f: r.common for f, r in s.handshake.items()},
         "memory": {f: r.common for f, r in s.memory.items()},
         "soak": {f: r.common for f, r in s.soak.items()},
+        "wifi": {f: r.common for f, r in s.wifi.items()},
     }
 
 
@@ -135,7 +150,7 @@ def _table(title: str, flavours: list[str], rows: Rows) -> Table:
         t.add_column(f"{TITLES.get(f, f)} / Mbed TLS", justify="right")
     for label, unit, vals in rows:
         base = vals[flavours.index(BASE)] if BASE in flavours else None
-        ratios = [_ratio(vals[flavours.index(f)], base) for f in others]
+        ratios = [ratio(vals[flavours.index(f)], base) for f in others]
         t.add_row(label, unit, *[_num(v) for v in vals], *ratios)
     return t
 
@@ -171,6 +186,8 @@ def caption(s: Stored) -> str:
     for test, records in _commons(s).items():
         for f, c in records.items():
             w = c.where
+            if test == "wifi":
+                continue  # below, with its modes
             lines.append(
                 f"{TITLES.get(f, f)} {test}: uhttpd/uclient-fetch ({c.backend}) with {c.library};"
                 f" {w.target} ({w.machine}), {'EMULATED' if w.emulated else 'hardware'}"
@@ -179,6 +196,23 @@ def caption(s: Stored) -> str:
     for f, h in s.handshake.items():
         for group, why in h.missing.items():
             lines.append(f"{TITLES.get(f, f)}: no {group} handshake: {why}")
+    for f, wr in s.wifi.items():
+        c, w = wr.common, wr.common.where
+        modes = "; ".join(
+            f"{m.name} none"
+            if m.missing
+            else f"{m.name} {m.ok}/{m.connections} ok"
+            + (f", group {m.negotiated.get('group')}" if m.ok else "")
+            + (f", {m.median_ms:.1f} ms [{m.spread_ms['min']:.1f}–{m.spread_ms['max']:.1f}]"
+               if m.median_ms is not None else "")
+            for m in wr.modes.values()
+        )  # fmt: skip
+        lines.append(f"{TITLES.get(f, f)} wifi: {c.backend} with {c.library}; {w.target} "
+                     f"({w.machine}), {'EMULATED' if w.emulated else 'hardware'}, "
+                     f"{w.clock} clock{', quick' if c.quick else ''}: {modes}")  # fmt: skip
+        for m in wr.modes.values():
+            if m.missing:
+                lines.append(f"{TITLES.get(f, f)}: no {m.name} connection: {m.missing}")
     for f, k in s.soak.items():
         lines.append(f"{TITLES.get(f, f)} soak: {k.requests_ok}/{k.requests} requests "
                      f"({k.jobs} at a time), {k.downloads_ok}/{k.downloads} downloads ok"

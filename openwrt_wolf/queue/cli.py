@@ -4,6 +4,7 @@ router's or VM host's named queue (`invoke measure-memory --queue redis://...#ro
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from rq.job import JobStatus
 
 from .. import paths, term
 from ..build.jobs import Options, Outcome
+from ..cli import integer
 from ..errors import WolfError
 from ..results import store
 from . import artifacts, coordinator, engine, jobs, measure
@@ -28,9 +30,9 @@ def build(
 
     q = QueueURL.parse(queue)
     s = coordinator.Settings(
-        retries=_int("--retries", retries if retries is not None else 2, 0),
-        timeout=_int(
-            "--worker-timeout", worker_timeout if worker_timeout is not None else 4 * 3600, 1
+        retries=integer(retries, "--retries", default=2, minimum=0, maximum=100),
+        timeout=integer(
+            worker_timeout, "--worker-timeout", default=4 * 3600, minimum=1, maximum=7 * 86400
         ),
     )
     run = coordinator.build(opts, q, s)
@@ -47,14 +49,7 @@ def build(
     return outs
 
 
-def _int(name: str, v: int | str, low: int) -> int:
-    try:
-        n = int(v)
-    except ValueError:
-        raise WolfError(f"{name} {v!r} is not a number") from None
-    if n < low:
-        raise WolfError(f"{name} {n}: at least {low}")
-    return n
+WORKER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}$")
 
 
 def worker(
@@ -71,7 +66,7 @@ def worker(
 ) -> None:
     """Serve one queue until stopped (Ctrl-C finishes the job in hand first)."""
     q = QueueURL.parse(queue)
-    beat = _int("--heartbeat", heartbeat, 1)
+    beat = integer(heartbeat, "--heartbeat", default=engine.HEARTBEAT, minimum=1, maximum=3600)
     if artifacts_to and not artifacts.is_url(artifacts_to):
         d = Path(artifacts_to).expanduser()
         if not d.is_dir() or not os.access(d, os.W_OK):
@@ -82,8 +77,13 @@ def worker(
     for opt, p in (("--key", key), ("--known-hosts", known_hosts)):
         if p and not Path(p).expanduser().is_file():
             raise WolfError(f"{opt} {p}: no such file")
-    conn = q.connect()
     wname = name or f"{socket.gethostname()}-{os.getpid()}"
+    if not WORKER_NAME.match(wname):  # it is printed, logged by rq and stored in Redis
+        raise WolfError(
+            f"--name {wname[:64]!r}: not a worker name",
+            hint="letters, digits, '.', '_', ':', '@' and '-', e.g. --name lab-pc-1",
+        )
+    conn = q.connect()
     jobs.configure(
         jobs.Settings(
             name=wname,

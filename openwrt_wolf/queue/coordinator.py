@@ -88,9 +88,15 @@ def build(opts: Options, q: QueueURL, s: Settings = Settings()) -> Run:
     todo: dict[str, Job] = {}
     for job in planned:
         rec = None if opts.force else st.get(KIND, job.key)
+        cached = None
         if rec is not None:
+            try:
+                cached = BuildRecord.from_dict(rec.data, f"build record {rec.path}")
+            except WolfError as e:  # built again: the new record replaces it
+                con.print(f"rebuild {job.label}: {e}", markup=False, soft_wrap=True)
+        if cached is not None:
             path = st.root / KIND / f"{job.key}.json"
-            run.outcomes[job.key] = Outcome(job, BuildRecord.from_dict(rec.data), True, path)
+            run.outcomes[job.key] = Outcome(job, cached, True, path)
             con.print(f"cached  {job.label}: {path}", markup=False, soft_wrap=True)
         else:
             todo.setdefault(job.key, job)

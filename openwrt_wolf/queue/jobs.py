@@ -16,12 +16,11 @@ from typing import Any
 from ..build import driver
 from ..build.jobs import Job, Options, plan
 from ..build.record import BuildRecord
-from ..catalogue import devices, flavours, releases
+from ..catalogue import devices, flavours, names, releases
 from ..errors import WolfError
 from . import artifacts
 
 QUEUE_BACKENDS = ("imagebuilder", "sdk")  # buildroot needs a tree: not a queue job
-_PACKAGE = re.compile(r"^[-@]?[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 _KEY = re.compile(r"^[0-9a-f]{32}$")
 BUILD_FIELDS = {
     "release": str,
@@ -79,9 +78,7 @@ def build_options(args: Any, s: Settings) -> Options:
         raise WolfError(f"job device {a['device']!r}: one catalogue profile per job")
     if a["backend"] not in QUEUE_BACKENDS:
         raise WolfError(f"job backend {a['backend']!r}: one of {', '.join(QUEUE_BACKENDS)}")
-    pk = a["packages"]
-    if not all(isinstance(p, str) and _PACKAGE.match(p) for p in pk) or len(pk) > 200:
-        raise WolfError("job packages: names of packages, '-name' to remove")
+    pk = names.packages(a["packages"], "job packages")
     if not _KEY.match(a["key"]):
         raise WolfError("job key: not a request hash")
     return Options(
@@ -94,7 +91,7 @@ def build_options(args: Any, s: Settings) -> Options:
         force=a["force"],
         store=s.store,
         luci_https=a["luci_https"],
-        packages=tuple(pk),
+        packages=pk,
     )
 
 

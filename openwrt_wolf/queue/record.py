@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..build.record import BuildRequest
+from ..trust import untrusted
 
 KIND = "build-failure"
 
@@ -28,5 +29,5 @@ class QueueFailure:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> QueueFailure:
-        return cls(**{**d, "request": BuildRequest.from_dict(d["request"])})
+    def from_dict(cls, d: Any, where: str = "build-failure record") -> QueueFailure:
+        return untrusted.typed(cls, d, where)

@@ -4,13 +4,13 @@ whose build records in the store are the baseline. Deltas are current minus base
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..catalogue import releases
 from ..errors import WolfError
+from ..trust import untrusted
 from .model import Baseline, CellDelta
 from .sizereport import SCHEMA, Cell, DeviceReport
 
@@ -28,44 +28,55 @@ class BaseCell:
     margin: int | None = None
 
 
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
+@dataclass(frozen=True)
+class _SavedCell:
+    source: str | None = None
+    tls_xz: int | None = None
+    rootfs: int | None = None
+    image: int | None = None
+    erase_blocks: int | None = None
+    headroom: int | None = None
+    headroom_blocks: int | None = None
+    margin: int | None = None
+
+
+@dataclass(frozen=True)
+class _SavedDevice:
+    profile: str
+    release: str | None = None
+    cells: dict[str, _SavedCell] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SavedReport:
+    """What a baseline reads of a saved JSON report (schema SCHEMA), every field typed."""
+
+    schema: str
+    devices: list[_SavedDevice] = field(default_factory=list)
+    created: str | None = None
+
+
+HINT = "save one with `size-report --format json --output FILE`"
 
 
 def from_report_json(path: Path) -> tuple[dict[tuple[str, str], BaseCell], str]:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise WolfError(
-            f"--baseline {path}: not a readable JSON report ({e})",
-            hint="save one with `size-report --format json --output FILE`",
-        ) from None
+    doc = untrusted.load_json(path, "--baseline", hint=HINT)
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if schema != SCHEMA:
+        shown = schema[:40] if isinstance(schema, str) else schema
         raise WolfError(
-            f"--baseline {path}: schema {schema!r}, this tool reads {SCHEMA}",
+            f"--baseline {path}: schema {shown!r}, this tool reads {SCHEMA}",
             hint="save the baseline with this version's `size-report --format json`",
         )
+    saved = untrusted.typed(SavedReport, doc, f"--baseline {path}")
     out = {}
-    for dev in doc.get("devices", []):
-        for flav, c in (dev.get("cells") or {}).items():
-            out[(dev["profile"], flav)] = BaseCell(
-                source=f"{path}: {c.get('source')}",
-                release=dev.get("release"),
-                **{
-                    k: _int(c.get(k))
-                    for k in (
-                        "tls_xz",
-                        "rootfs",
-                        "image",
-                        "erase_blocks",
-                        "headroom",
-                        "headroom_blocks",
-                        "margin",
-                    )
-                },
-            )
-    return out, f"report {path} ({doc.get('created', 'undated')})"
+    for dev in saved.devices:
+        for flav, c in dev.cells.items():
+            out[(dev.profile, flav)] = BaseCell(
+                f"{path}: {c.source}", dev.release, c.tls_xz, c.rootfs, c.image,
+                c.erase_blocks, c.headroom, c.headroom_blocks, c.margin,
+            )  # fmt: skip
+    return out, f"report {path} ({saved.created or 'undated'})"
 
 
 def from_devices(devices: list[DeviceReport]) -> dict[tuple[str, str], BaseCell]:
@@ -88,11 +99,10 @@ def from_devices(devices: list[DeviceReport]) -> dict[tuple[str, str], BaseCell]
 
 def kind_of(ref: str) -> str:
     """'report', 'store' or 'release'; one error line when REF is none of them."""
-    p = Path(ref)
-    if p.is_file():
-        return "report"
-    if p.is_dir():
+    if os.path.isdir(ref):
         return "store"
+    if os.path.lexists(ref):  # a file, or what stands there: from_report_json says what
+        return "report"
     if ref in releases.releases():
         return "release"
     raise WolfError(

@@ -6,30 +6,25 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import term
+from .. import outputs, paths, term
 from ..catalogue import releases
 from ..errors import WolfError
-from ..results.store import write_atomic
 from . import history, sizereport
 from .render import FORMATS, render
 
 
-def _emit(text: str, fmt: str, output: str | None) -> None:
+def _inputs(store: str | None, from_dirs: list[str] | None = None) -> list[Path]:
+    """What a report reads, which its --output must not overwrite: the store's records and
+    the output directories measured."""
+    return [paths.store_dir(store), *(sizereport.parse_from(d)[1] for d in from_dirs or [])]
+
+
+def _emit(text: str, fmt: str, output: str | None, inputs: list[Path]) -> None:
     if output:
-        write_atomic(Path(output), text)
+        outputs.write_text(output, text, inputs=inputs)
         term.console(stderr=True).print(f"wrote {output}", markup=False)
     else:
         sys.stdout.write(text)
-
-
-def _check_output(path: Path) -> None:
-    """Refuse an --output that cannot become a file before measuring anything."""
-    if path.is_dir():
-        raise WolfError(
-            f"--output {path} is a directory", hint=f"give a file name, e.g. {path / 'report.md'}"
-        )
-    if not path.parent.is_dir():
-        raise WolfError(f"--output {path}: directory {path.parent} does not exist")
 
 
 def main(
@@ -50,8 +45,9 @@ def main(
         raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")
     if release is not None:
         releases.get(release)  # unknown: one line naming the known ones, not "nothing to report"
+    inputs = _inputs(store, from_dirs)
     if output:
-        _check_output(Path(output))
+        outputs.check(output, inputs=inputs)  # before anything is measured
     con = term.console(stderr=True)
     with con.status("measuring artifacts (xz -9e of the TLS libraries; cached after)"):
         report = sizereport.build(
@@ -68,10 +64,10 @@ def main(
     for dev in report.devices:
         con.print(f"device: {dev.profile} ({dev.title})", markup=False, highlight=False)
     if output:
-        _emit(render(report, fmt, width=200), fmt, output)
+        _emit(render(report, fmt, width=200), fmt, output, inputs)
     else:
         width = None if sys.stdout.isatty() else 200
-        _emit(render(report, fmt, width=width), fmt, None)
+        _emit(render(report, fmt, width=width), fmt, None, inputs)
     from .render.cells import gate_lines
 
     for line in gate_lines(report):
@@ -94,6 +90,9 @@ def history_main(
 
     if fmt not in HFORMATS:
         raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(HFORMATS)}")
+    inputs = _inputs(store)
+    if output:
+        outputs.check(output, inputs=inputs)
     h = history.build(store=store, device=device, flavour=flavour, release=release)
     width = 200 if output or not sys.stdout.isatty() else None
-    _emit(render_history(h, fmt, width=width), fmt, output)
+    _emit(render_history(h, fmt, width=width), fmt, output, inputs)

@@ -12,7 +12,7 @@ from .. import paths
 from ..catalogue import devices, flavours
 from ..errors import WolfError
 from ..results.store import FileStore, Record, now_utc
-from .sizereport import _build_artifacts, _median_kb, cell_from_artifacts
+from .sizereport import _median_kb, cell_from_artifacts, read_builds
 
 SCHEMA = "openwrt-wolf/history/1"
 
@@ -73,15 +73,13 @@ def build(
     (dev,) = devices.resolve_many(device, release)[:1]
     wanted = {f.name for f in flavours.resolve_many(flavour)} if flavour else None
     fs = FileStore(paths.store_dir(store))
-    builds = [
-        r for r in fs.history("build", device=dev.profile) if not wanted or r.flavour in wanted
-    ]
+    read = read_builds(
+        [r for r in fs.history("build", device=dev.profile) if not wanted or r.flavour in wanted]
+    )
+    builds = [rec for rec, _a in read]
     mems = fs.history("memory", device=dev.profile)
     points = []
-    for i, rec in enumerate(builds):
-        a = _build_artifacts(rec, fs.root)
-        if a is None:
-            continue
+    for i, (rec, a) in enumerate(read):
         flav = rec.flavour or a.flavour or "unknown"
         c = cell_from_artifacts(flav, a, f"store:build/{rec.key}")
         later = next(

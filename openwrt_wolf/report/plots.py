@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
+from ..trust import escape
 from .model import Row
 
 KIB = 1024
@@ -35,6 +36,7 @@ def _mpl() -> Any:
             "font.family": "sans-serif",
             "axes.spines.top": False,
             "axes.spines.right": False,
+            "text.parse_math": False,  # a "$" in a name is text, not a formula to parse
         }
     )
     from matplotlib.figure import Figure
@@ -44,13 +46,34 @@ def _mpl() -> Any:
 
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
+    # bbox "tight": the figure grows to hold its longest tick label instead of cutting it
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     text = buf.getvalue()
     text = text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE: inlined in HTML
     start, end = text.find("<metadata>"), text.find("</metadata>")
     if 0 <= start < end:  # matplotlib's RDF block: names a generator, says nothing to a reader
         text = text[:start] + text[end + len("</metadata>") :]
-    return text
+    return escape.printable(text)  # names in labels: no control character in the page
+
+
+def _tick(v: float, _pos: object = None) -> str:
+    """A tick label with thousands separators and no exponent: 1,200 or 0.25, never 1e6."""
+    return f"{round(v, 6):,.12g}"
+
+
+def _separators(ax: Any, axis: str = "x") -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(FuncFormatter(_tick))
+
+
+# Units the report's rows use for bytes, in bytes (/proc/meminfo's kB are KiB).
+BYTE_UNITS = {"B": 1, "kB": KIB, "KiB": KIB}
+
+
+def byte_scale(largest: float) -> tuple[int, str]:
+    """The axis unit for byte values up to ``largest``: KiB below 10 MiB, else MiB."""
+    return (KIB, "KiB") if largest < 10 * KIB * KIB else (KIB * KIB, "MiB")
 
 
 def colour(flavour: str) -> str:
@@ -139,6 +162,7 @@ def _fit_figure(groups: Sequence[tuple[str, int | None, list[tuple[str, dict[str
     ax.set_ylim(y - 0.4, -0.6)
     ax.set_xlim(0, xmax * 1.04 if xmax else 1)
     ax.set_xlabel("KiB (white lines: erase-block boundaries)")
+    _separators(ax)
     handles: list[Any] = [Patch(color=colour(f), label=f) for f in flavours]
     handles += [Patch(color=ROOM, label="headroom"), Patch(color=TOO_BIG, label="over the limit")]
     handles.append(Line2D([], [], color="black", lw=1.4, label="limit"))
@@ -168,12 +192,19 @@ def grouped_bars(rows: Sequence[Row], columns: Sequence[str], title: str) -> str
             labels.append(f"{_short(r.label)} · {f}")
             y += 1
         y += 0.5
+    units = sorted({r.unit for r in rows})
+    label = ", ".join(units)
+    if len(units) == 1 and units[0] in BYTE_UNITS:  # bytes read in KiB or MiB, never "1e6"
+        per_unit = BYTE_UNITS[units[0]]
+        largest = max((w * per_unit for _, ws in per.values() for w in ws), default=0.0)
+        div, label = byte_scale(largest)
+        per = {f: (ys, [w * per_unit / div for w in ws]) for f, (ys, ws) in per.items()}
     for f, (ys, ws) in per.items():
         ax.barh(ys, ws, height=0.7, color=colour(f), label=f)
     ax.set_yticks(ticks, labels, fontsize=7)
     ax.set_ylim(y - 0.3, -0.8)
-    units = sorted({r.unit for r in rows})
-    ax.set_xlabel(", ".join(units))
+    ax.set_xlabel(label)
+    _separators(ax)
     ax.set_title(title, fontsize=9, loc="left")
     return _svg(fig)
 
@@ -218,6 +249,7 @@ def history_lines(
         fontsize=6,
     )
     ax.set_ylabel("firmware image, KiB")
+    _separators(ax, "y")
     ax.set_title(title, fontsize=9, loc="left")
     ax.legend(fontsize=7, frameon=False)
     return _svg(fig)

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+from ..build.record import Artifact
 from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
 from ..firmware import artifacts
 from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
-from ..results.store import FileStore, Record, now_utc
+from ..results.store import FileStore, Record, now_utc, skipped
+from ..trust import untrusted
 from .model import Baseline, GateResult, MatrixRow, Table
 
 SCHEMA = "openwrt-wolf/size-report/1"
@@ -156,12 +158,13 @@ class SizeReport:
 def cell_from_artifacts(
     flavour: str, a: Artifacts, source: str, created: str | None = None
 ) -> Cell:
-    fit = a.fit or {}
+    fit = untrusted.typed(FitFigures, a.fit or {}, f"{source}: fit")
+    factory = fit.factory or FactoryFigures()
     sysupgrade = a.sysupgrade
     image = sysupgrade.size if sysupgrade else None
     computed = False
-    if image is None and fit:
-        image = fit.get("final_size") or fit.get("checked_size")
+    if image is None and a.fit:
+        image = fit.final_size or fit.checked_size
         computed = image is not None
     rootfs = a.rootfs
     return Cell(
@@ -172,23 +175,20 @@ def cell_from_artifacts(
         rootfs=rootfs.size if rootfs else None,
         image=image,
         image_computed=computed,
-        erase_blocks=fit.get("erase_blocks"),
-        padding=fit.get("padding"),
-        limit=fit.get("limit"),
-        limit_name=fit.get("limit_name"),
-        headroom=fit.get("rootfs_room"),
-        headroom_blocks=fit.get("headroom_blocks"),
-        margin=fit.get("margin", fit.get("headroom")),  # "headroom" in records before rootfs_room
-        verdict=fit.get("verdict", "UNKNOWN"),
-        factory_name=(fit.get("factory") or {}).get("name"),
-        factory_verdict=(fit.get("factory") or {}).get("verdict"),
-        factory_room=(fit.get("factory") or {}).get("rootfs_room"),
+        erase_blocks=fit.erase_blocks,
+        padding=fit.padding,
+        limit=fit.limit,
+        limit_name=fit.limit_name,
+        headroom=fit.rootfs_room,
+        headroom_blocks=fit.headroom_blocks,
+        margin=fit.margin if fit.margin is not None else fit.headroom,  # "headroom" before
+        verdict=fit.verdict,
+        factory_name=factory.name,
+        factory_verdict=factory.verdict,
+        factory_room=factory.rootfs_room,
         libraries=[asdict(lib) for lib in rootfs.tls_libraries] if rootfs else [],
         packages=[asdict(p) for p in rootfs.packages] if rootfs else [],
-        notes=list(a.notes)
-        + list(fit.get("notes", ()))
-        + list((fit.get("factory") or {}).get("notes", ()))
-        + _unstripped(rootfs),
+        notes=list(a.notes) + fit.notes + factory.notes + _unstripped(rootfs),
         created=created,
     )
 
@@ -239,39 +239,92 @@ class _Collected:
         self.meta[profile] = (release or old[0], target or old[1])
 
 
-def _build_artifacts(rec: Record, where: Path) -> Artifacts | None:
+@dataclass(frozen=True)
+class FactoryFigures:
+    name: str | None = None
+    verdict: str | None = None
+    rootfs_room: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FitFigures:
+    """What the report reads of a record's fit report (fit.FitReport.to_dict(), or an older
+    or partial one): every field optional, every value typed."""
+
+    verdict: str = "UNKNOWN"
+    final_size: int | None = None
+    checked_size: int | None = None
+    erase_blocks: int | None = None
+    padding: int | None = None
+    limit: int | None = None
+    limit_name: str | None = None
+    rootfs_room: int | None = None
+    headroom_blocks: int | None = None
+    margin: int | None = None
+    headroom: int | None = None  # "margin" in records before rootfs_room
+    metadata_size: int | None = None
+    notes: list[str] = field(default_factory=list)
+    factory: FactoryFigures | None = None
+
+
+@dataclass(frozen=True)
+class BuildJobData:
+    """A build job's record as the report reads it (build.record.BuildRecord)."""
+
+    artifacts: list[Artifact]
+    fit: dict[str, Any] | None = None
+    manifest: dict[str, str] = field(default_factory=dict)
+    openwrt_warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _build_artifacts(rec: Record) -> Artifacts | None:
     """A build record's artifacts: our Artifacts dict (schema openwrt-wolf/artifacts/1), or
     the build job's file list (data["artifacts"] = [{name, path, sha256, size, type}] with
-    data["fit"] and data["manifest"])."""
+    data["fit"] and data["manifest"]). Every field is checked (untrusted.typed): a record of
+    the wrong shape is a WolfError naming its file and the field."""
     art = rec.data.get("artifacts")
     if not art or not rec.device:
         return None
-    try:
-        if isinstance(art, dict):
-            return Artifacts.from_dict(art)
-        fit = rec.data.get("fit")
-        manifest = rec.data.get("manifest")
-        warnings = [f"OpenWrt printed: {w.strip()}" for w in rec.data.get("openwrt_warnings") or []]
-        return artifacts.from_build_files(
-            list(art),
-            fit if isinstance(fit, dict) else None,
+    where = f"build record {rec.path or rec.key}"
+    if isinstance(art, dict):
+        a = Artifacts.from_dict(art, f"{where}: artifacts")
+    else:
+        job = untrusted.typed(BuildJobData, rec.data, where, "data")
+        a = artifacts.from_build_files(
+            [asdict(f) for f in job.artifacts],
+            job.fit,
             profile=rec.device,
             release=rec.release,
             flavour=rec.flavour,
-            manifest=manifest if isinstance(manifest, dict) else None,
-            notes=warnings + [str(n) for n in rec.data.get("notes") or []],
+            manifest=job.manifest,
+            notes=[f"OpenWrt printed: {w.strip()}" for w in job.openwrt_warnings] + job.notes,
         )
-    except (TypeError, KeyError, AttributeError) as e:
-        raise WolfError(
-            f"build record {rec.key} in {where}: artifacts unreadable ({e})",
-            hint="re-run that build, or delete the record",
-        ) from None
+    if a.fit is not None:
+        untrusted.typed(FitFigures, a.fit, where, "fit")
+    return a
+
+
+def read_builds(records: list[Record]) -> list[tuple[Record, Artifacts]]:
+    """Build records with artifacts, read; a record of the wrong shape is skipped with the
+    store's one warning line naming its file and field (one bad record must not hide the
+    others)."""
+    out = []
+    for rec in records:
+        try:
+            a = _build_artifacts(rec)
+        except WolfError as e:
+            skipped(e)
+            continue
+        if a is not None:
+            out.append((rec, a))
+    return out
 
 
 def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
-    for rec in store.query("build", release=release):  # oldest first: latest wins
-        a = _build_artifacts(rec, store.root)
-        if a is None or rec.device is None:
+    for rec, a in read_builds(store.query("build", release=release)):  # oldest first
+        if rec.device is None:
             continue
         flav = rec.flavour or a.flavour or "unknown"
         cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}", rec.created)
@@ -312,7 +365,7 @@ def _median_kb(data: dict[str, Any]) -> dict[str, int]:
     for key in MEMORY_FIELDS:
         spread = summary.get(key) if summary else None
         v = spread.get("median") if isinstance(spread, dict) else data.get(flat[key])
-        if isinstance(v, int | float):
+        if isinstance(v, int | float) and not isinstance(v, bool):
             out[key] = round(v)
     return out
 
@@ -333,22 +386,40 @@ def _memory(store: FileStore, got: _Collected, release: str | None) -> None:
         got.meta.setdefault(rec.device, (rec.release, None))
 
 
+@dataclass(frozen=True)
+class FootprintData:
+    """What the report reads of a footprint record (footprint.model.Footprint), typed."""
+
+    library: str | None = None
+    config: str = "?"
+    ecc: str | None = None
+    arch: str | None = None
+    version: str | None = None
+    installed: int | None = None
+    xz: int | None = None
+    squashfs_cost: int | None = None
+
+
 def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
     """Newest footprint record per (flavour, config with its ECC choice, arch)."""
     latest: dict[tuple[str, str, str], Footprint] = {}
     for rec in store.query("footprint"):
-        d = rec.data
-        flav = rec.flavour or d.get("library")
+        try:
+            d = untrusted.typed(FootprintData, rec.data, f"footprint record {rec.path}", "data")
+        except WolfError as e:
+            skipped(e)
+            continue
+        flav = rec.flavour or d.library
         if not flav or (wanted and flav not in wanted):
             continue
         fp = Footprint(
             flavour=flav,
-            config=str(d.get("config", "?")) + (f" ({d['ecc']})" if d.get("ecc") else ""),
-            arch=d.get("arch"),
-            version=d.get("version"),
-            installed=d.get("installed"),
-            xz=d.get("xz"),
-            squashfs_cost=d.get("squashfs_cost"),
+            config=d.config + (f" ({d.ecc})" if d.ecc else ""),
+            arch=d.arch,
+            version=d.version,
+            installed=d.installed,
+            xz=d.xz,
+            squashfs_cost=d.squashfs_cost,
             source=f"store:footprint/{rec.key}",
             created=rec.created,
         )

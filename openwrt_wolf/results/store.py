@@ -5,23 +5,25 @@ half-written or lost. Layout: <root>/<kind>/<key>.json; a replaced record is kep
 
 from __future__ import annotations
 
-import contextlib
-import errno
+import dataclasses
 import json
 import logging
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import outputs
 from ..errors import WolfError
+from ..outputs import WriteError as WriteError  # callers catch store.WriteError
+from ..trust import untrusted
 
 SCHEMA_VERSION = 1
+write_atomic = outputs.write_text  # the one writer (outputs.py), by the name callers use
 _KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 HISTORY = ".history"  # <kind>/.history/<key>/<created>.json: replaced records
 log = logging.getLogger("openwrt_wolf.store")
@@ -55,9 +57,12 @@ class Record:
     data: dict[str, Any]
     created: str = field(default_factory=now_utc)
     schema_version: int = SCHEMA_VERSION
+    path: str | None = field(default=None, compare=False)  # the file it was read from
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": f"openwrt-wolf/record/{self.schema_version}", **asdict(self)}
+        d = asdict(self)
+        del d["path"]
+        return {"schema": f"openwrt-wolf/record/{self.schema_version}", **d}
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "record") -> Record:
@@ -77,12 +82,54 @@ class Record:
             # bool is an int to Python, never a schema version
             if not isinstance(d[name], types) or isinstance(d[name], bool):
                 want = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-                raise WolfError(
-                    f"{where}: field {name!r} is {json.dumps(d[name])[:40]}, not {want}"
-                )
+                what = untrusted.describe(d[name])
+                raise WolfError(f"{where}: field {name} is {what}, not {want}")
         if not _KEY.match(d["kind"]) or not _KEY.match(d["key"]):
             raise WolfError(f"{where}: kind/key {d['kind']!r}/{d['key']!r} are not record names")
         return cls(**{k: d[k] for k in _TYPES})
+
+
+MAX_RECORD = untrusted.MAX_JSON
+
+
+def skipped(e: WolfError) -> None:
+    """The one warning for a record that is not read (its file named in ``e``)."""
+    log.warning("warning: skipped result record %s (delete it or re-run the job that "
+                "wrote it)", e)  # fmt: skip
+
+
+def _listable(d: Path, what: str) -> bool:
+    """Whether ``d`` is a directory to list: False when it is absent, WolfError when it is
+    there but cannot be listed (unreadable, a symlink loop) or is no directory."""
+    try:
+        st = d.stat()
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise WolfError(f"{what} {d}: {untrusted.os_reason(e)}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise WolfError(f"{what} {d} is {untrusted.kind_of(st.st_mode)}, not a directory")
+    return True
+
+
+def _records_in(d: Path) -> list[Path]:
+    return [p for p in untrusted.listdir(d, "store directory") if p.name.endswith(".json")]
+
+
+def _subdirs(d: Path) -> list[Path]:
+    """The directories in ``d`` (kinds, or a record's kept versions); no hidden ones."""
+    if not _listable(d, "store directory"):
+        return []
+    out = []
+    for p in untrusted.listdir(d, "store directory"):
+        if p.name.startswith("."):
+            continue
+        try:
+            if stat.S_ISDIR(p.stat().st_mode):
+                out.append(p)
+        except OSError:
+            continue  # a dangling link or a loop among the kinds: no kind of ours
+    return out
 
 
 class Store(Protocol):
@@ -97,55 +144,6 @@ class Store(Protocol):
         flavour: str | None = None,
         since: str | None = None,
     ) -> list[Record]: ...
-
-
-class WriteError(WolfError):
-    """A result file could not be written (disk full, read-only, no permission)."""
-
-
-def _umask() -> int:
-    # /proc says it without changing it (os.umask can only be read by setting it)
-    with contextlib.suppress(OSError, ValueError, StopIteration):
-        status = Path("/proc/self/status").read_text().splitlines()
-        return int(next(ln for ln in status if ln.startswith("Umask:")).split()[1], 8)
-    old = os.umask(0o022)
-    os.umask(old)
-    return old
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text so readers see the old file or the new one, never a partial one.
-
-    A symlink is written through (the file it points to is replaced, the link stays); the
-    file keeps the mode of the one it replaces, and a new one gets 0666 less the umask, as
-    any tool's output. WriteError (one line) when it cannot be written."""
-    path = Path(path)
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
-    try:
-        mode = path.stat().st_mode & 0o7777
-    except OSError:
-        mode = 0o666 & ~_umask()
-    tmp: str | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fchmod(fh.fileno(), mode)
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-        if isinstance(e, IsADirectoryError):
-            raise WriteError(f"cannot write {path}: it is a directory") from None
-        if isinstance(e, OSError):
-            what = "disk full" if e.errno == errno.ENOSPC else (e.strerror or str(e))
-            raise WriteError(f"cannot write {path}: {what}") from None
-        raise
 
 
 class FileStore:
@@ -170,10 +168,13 @@ class FileStore:
     def _keep(self, path: Path) -> None:
         """Records are only ever added: the one a put replaces (a forced rebuild of the same
         request) stays as <kind>/.history/<key>/<its created>.json. A hard link, made before
-        the new file is renamed over the old, so no reader sees the record missing."""
+        the new file is renamed over the old, so no reader sees the record missing. What is
+        no file (a FIFO, a directory) is not kept; a file that does not read is, by its mtime."""
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return
         try:
-            created = str(json.loads(path.read_text()).get("created", ""))
-        except (OSError, ValueError):
+            created = self._load(path).created
+        except WolfError:
             created = ""
         stamp = re.sub(r"[^0-9A-Za-z]", "", created) or f"mtime{path.stat().st_mtime_ns}"
         dest = path.parent / HISTORY / path.stem / f"{stamp}.json"
@@ -194,10 +195,13 @@ class FileStore:
         flavour: str | None = None,
     ) -> list[Record]:
         """Every record of a kind the store ever held (current and replaced), oldest first."""
-        out = {(r.key, r.created): r for r in self.query(kind, release=release, device=device,
-                                                         flavour=flavour)}
+        out = {
+            (r.key, r.created): r
+            for r in self.query(kind, release=release, device=device, flavour=flavour)
+        }
         old = self.root / kind / HISTORY
-        for path in sorted(old.glob("*/*.json")) if old.is_dir() else []:
+        kept = [p for d in _subdirs(old) for p in _records_in(d)]
+        for path in sorted(kept):
             r = self._load_or_warn(path)
             if r is None:
                 continue
@@ -217,30 +221,28 @@ class FileStore:
         return self._load_or_warn(path)
 
     def _load(self, path: Path) -> Record:
-        try:
-            if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would hang the read
-                raise WolfError(f"{path}: not a regular file")
-            return Record.from_dict(json.loads(path.read_bytes()), str(path))
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
-            raise WolfError(f"{path}: not JSON ({e})") from None
-        except OSError as e:
-            raise WolfError(f"{path}: cannot read it ({e.strerror or e})") from None
+        """The record in a file, read through untrusted.py: a regular file of at most
+        MAX_RECORD bytes, JSON with finite 64-bit numbers, the envelope checked."""
+        doc = untrusted.load_json(path, "", MAX_RECORD)
+        return dataclasses.replace(Record.from_dict(doc, str(path)), path=str(path))
 
     def _load_or_warn(self, path: Path) -> Record | None:
         try:
             return self._load(path)
         except WolfError as e:
-            log.warning("warning: skipped result record %s (delete it or re-run the job that "
-                        "wrote it)", e)  # fmt: skip
+            skipped(e)
             return None
 
     def _paths(self, kind: str | None) -> Iterator[Path]:
-        if not self.root.is_dir():
+        """The record files of a kind (every kind: None). A kind directory that cannot be
+        listed is an error, not an empty kind: a report or a --fail-on gate must not pass on
+        records it never saw."""
+        if not _listable(self.root, "store"):
             return
-        kinds = [self.root / kind] if kind else sorted(p for p in self.root.iterdir() if p.is_dir())
+        kinds = [self.root / kind] if kind else sorted(_subdirs(self.root))
         for d in kinds:
-            if d.is_dir():
-                yield from sorted(d.glob("*.json"))
+            if _listable(d, "store directory"):
+                yield from sorted(_records_in(d))
 
     def query(
         self,

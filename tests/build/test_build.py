@@ -25,10 +25,12 @@ from openwrt_wolf.build import download, imagebuilder, packages
 from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
-from openwrt_wolf.firmware import fit, imageformats
+from openwrt_wolf.firmware import artifacts, fit, imageformats
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests.conftest import need_tools, preparing, unavailable
+from openwrt_wolf.targets.router import packages as router_packages
+from tests.conftest import free_port, need_tools, preparing, unavailable
 from tests.standin import make_standin
+from tests.standin.kit import Kit
 from tests.standin.server import serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +44,10 @@ SAFELOADER_MAX = 0x710000  # openwrt-facts.md: kernel+rootfs limit of the TL-WR9
 
 @pytest.fixture(scope="session")
 def mirror_dir(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> Path:
     need_tools(*TOOLS)
     with preparing("the stand-in ImageBuilder mirror for ath79/generic and ramips/mt76x8"):
@@ -51,6 +56,7 @@ def mirror_dir(
             ("ath79/generic", "ramips/mt76x8"),
             tree=openwrt_tree_25125,
             tools=openwrt_tools,
+            kit=standin_kit,
         )
 
 
@@ -156,7 +162,7 @@ def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     sums = download.parse_sha256sums((img.parent / "sha256sums").read_text())
     assert sums[img.name] == sha256(img)
     pj = json.loads((img.parent / "profiles.json").read_text())
-    entry = pj["profiles"][device]["images"][0]
+    entry = next(i for i in pj["profiles"][device]["images"] if i["type"] == "sysupgrade")
     assert (entry["name"], entry["size"]) == (img.name, img.stat().st_size)
     board = o.record.request.target.replace("/", "-")
     assert img.name == f"openwrt-25.12.5-{board}-{device}-squashfs-sysupgrade.bin"
@@ -250,6 +256,44 @@ def check_record_is_complete(matrix: Any) -> None:
     assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["artifacts"])
     rootfs = next(Path(f["path"]) for f in d["artifacts"] if f["type"] == "rootfs")
     assert unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
+
+
+def check_abi_names_through_manifest_rootfs_and_router_check(matrix: Any, tmp_path: Path) -> None:
+    """25.12 names packages with their ABI version. The image's .manifest (apk list --manifest)
+    and the rootfs's apk database carry them; the record's manifest (make manifest STRIP_ABI=1)
+    does not. On the rootfs, OpenWrt's own apk lists them (the oracle), and router flash
+    verification, size-report's reading of the output directory and the TLS library versions
+    work with those names."""
+    outs, base, _ = matrix
+    apk = next((base / "cache" / "imagebuilder").rglob("staging_dir/host/bin/apk"))
+    for flavour, abi_name in (("mbedtls", "libmbedtls21"), ("wolfssl", "libwolfssl5.9.1."),
+                              ("openssl", "libopenssl3")):  # fmt: skip
+        rec = outs[f"{V1}/{flavour}"].record
+        bin_dir = Path(rec.log).parent / "bin"
+        manifest = next(bin_dir.glob("*.manifest")).read_text()
+        assert re.search(rf"^{re.escape(abi_name)}\S* - ", manifest, re.M), manifest
+        assert f"libustream-{flavour}20201210 - " in manifest
+        assert f"libustream-{flavour}" in rec.manifest and not any(
+            n.startswith(f"libustream-{flavour}2") for n in rec.manifest
+        )
+        root = tmp_path / f"root-{flavour}"
+        rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
+        subprocess.run(["unsquashfs", "-d", str(root), "-no-xattrs", str(rootfs)],
+                       capture_output=True, check=True, timeout=120)  # fmt: skip
+        argv = [str(apk), "--root", str(root), "list", "--installed"]
+        listed = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+        pkgs = router_packages.parse_apk(listed.stdout)
+        db = (root / "lib/apk/db/installed").read_text()
+        assert set(pkgs) == set(re.findall(r"^P:(.*)$", db, re.M))
+        assert dict(zip(re.findall(r"^P:(.*)$", db, re.M), re.findall(r"^V:(.*)$", db, re.M),
+                        strict=True)) == pkgs  # fmt: skip
+        for other in ("mbedtls", "wolfssl", "openssl"):
+            assert router_packages.check("apk", pkgs, other).ok == (other == flavour), other
+        art = artifacts.measure_dir(bin_dir, [V1])[0]
+        assert art.flavour == flavour
+        assert {p.name for p in art.manifest} >= {f"libustream-{flavour}20201210"}
+        want = {"mbedtls": {"mbedtls"}, "wolfssl": {"mbedtls", "wolfssl"}, "openssl": {"openssl"}}
+        assert rec.library_versions.keys() == want[flavour]
 
 
 def check_size_report_reads_the_build_records(matrix: Any) -> None:
@@ -386,6 +430,33 @@ def test_unreachable_server_names_mirror_and_imagebuilder(wolf_env: dict[str, Pa
     assert "unreachable" in line and "--mirror" in line and "--imagebuilder" in line
 
 
+@pytest.mark.parametrize("server", ["mirror-down", "no-network"])
+def test_offline_main_job_says_what_runs_without_servers(
+    wolf_env: dict[str, Path], server: str
+) -> None:
+    """The README's first command with no server: the error line names --mirror and
+    --imagebuilder, and the line under it names commands that exist with those options."""
+    need_tools(*TOOLS)
+    closed = f"http://127.0.0.1:{free_port()}"
+    if server == "mirror-down":
+        p = cli("--flavour", "all", "--device", "tl-wr902ac", "--mirror", closed)
+    else:  # the default server; a proxy nobody answers on stands for no network
+        env = {"HTTPS_PROXY": closed, "https_proxy": closed, "NO_PROXY": "", "no_proxy": ""}
+        p = cli("--flavour", "all", "--device", "tl-wr902ac", env=env)
+    line = error_line(p)
+    assert "unreachable" in line and "--mirror" in line and "--imagebuilder" in line
+    last = p.stderr.strip().splitlines()
+    assert last[-2] == line and "without OpenWrt's servers" in last[-1]
+    commands = re.findall(r"\./wolf ([a-z-]+)((?: --?[a-z-]+(?: [a-z0-9_]+)?)*)", last[-1])
+    assert [c for c, _ in commands] == ["footprint", "perf"]
+    for task, opts in commands:
+        helped = subprocess.run([str(ROOT / "wolf"), "--help", task], capture_output=True,
+                                text=True, timeout=120).stdout  # fmt: skip
+        for opt in re.findall(r"--[a-z-]+", opts):
+            assert f"{opt}" in helped, (task, opt)
+    assert "qemu" in helped  # perf --target qemu is one of its targets
+
+
 def test_checksum_mismatch_removes_the_file(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -446,32 +517,25 @@ def test_missing_host_tools_are_listed_with_packages(
 def test_imagebuilder_prerequisite_failure_names_debian_packages(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
-    # everything our check wants, but not gawk, which the ImageBuilder's prereq check wants
-    names = [
-        "make",
-        "perl",
-        "python3",
-        "unzip",
-        "bzip2",
-        "wget",
-        "file",
-        "patch",
-        "zstd",
-        "sh",
-        "dd",
-        "mkimage",
-        "rm",
-        "cat",
-    ]
-    only = _tool_dir(tmp_path, names)
+    """A host without GNU awk (Debian's awk is mawk): OpenWrt's own include/prereq-build.mk
+    refuses it when the ImageBuilder builds, and the error names the Debian package."""
+    only = tmp_path / "tools"
+    only.mkdir()
+    for d in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        for f in Path(d).iterdir() if Path(d).is_dir() else ():
+            gnu = f.name == "gawk" or f.resolve().name == "gawk"  # awk, nawk: alternatives
+            if not gnu and not (only / f.name).exists() and os.access(f, os.X_OK):
+                (only / f.name).symlink_to(f.resolve())
+    (only / "awk").unlink(missing_ok=True)
+    (only / "awk").symlink_to(shutil.which("mawk") or "/usr/bin/mawk")
     (only / "python3").unlink(missing_ok=True)  # a real interpreter, not a version-manager shim
     (only / "python3").symlink_to(os.path.realpath(sys.executable))
     p = cli(
         "--flavour", "mbedtls", "--device", V1, "--imagebuilder", str(tree(mirror_dir)),
-        env={"PATH": str(only)}, timeout=120,
+        env={"PATH": str(only)}, timeout=300,
     )  # fmt: skip
     line = error_line(p)
-    assert "prerequisite check failed: missing gawk (gawk)" in line
+    assert "prerequisite check failed: missing awk (gawk)" in line  # its check is named awk
 
 
 def test_make_failure_shows_last_20_lines_and_log(
@@ -479,14 +543,14 @@ def test_make_failure_shows_last_20_lines_and_log(
 ) -> None:
     broken = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), broken, symlinks=True)
-    script = broken / "scripts" / "ib.py"
-    script.write_text(
-        script.read_text().replace(
-            "def cmd_image(a: dict[str, str]) -> None:\n",
-            "def cmd_image(a: dict[str, str]) -> None:\n"
-            "    for i in range(30):\n        print(f'line {i}')\n    raise SystemExit(2)\n",
-        )
-    )
+    makefile = broken / "Makefile"  # OpenWrt's ImageBuilder Makefile, its image step failing
+    text = makefile.read_text()
+    assert "\n_call_image: staging_dir/host/.prereq-build\n" in text
+    makefile.write_text(text.replace(
+        "\n_call_image: staging_dir/host/.prereq-build\n",
+        "\n_call_image: staging_dir/host/.prereq-build\n"
+        "\tfor i in $$(seq 0 29); do echo line $$i; done; exit 2\n",
+    ))  # fmt: skip
     with pytest.raises(CommandError) as e:
         build(Options(flavour="mbedtls", device=V1, imagebuilder=broken))
     details = e.value.details().splitlines()
@@ -508,9 +572,10 @@ def test_device_not_in_release_and_not_in_imagebuilder(
         build(Options(flavour="mbedtls", device=V1, imagebuilder=tree(mirror_dir, "ramips/mt76x8")))
     lacking = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), lacking, symlinks=True)
-    info = json.loads((lacking / ".standin.json").read_text())
-    del info["profiles"][V1]
-    (lacking / ".standin.json").write_text(json.dumps(info))
+    info = (lacking / ".targetinfo").read_text()  # what `make info` lists the profiles from
+    start = info.index(f"Target-Profile: DEVICE_{V1}\n")
+    end = info.index("Target-Profile: ", start + 1)
+    (lacking / ".targetinfo").write_text(info[:start] + info[end:])
     with pytest.raises(WolfError, match=rf"device {V1} is not in the ImageBuilder"):
         build(Options(flavour="mbedtls", device=V1, imagebuilder=lacking))
 
@@ -569,11 +634,22 @@ def _store_files(store: Path) -> list[Path]:
     return list(store.rglob("*.json")) + list(store.rglob("*.tmp"))
 
 
+def slow_checksums(ib: Path) -> None:
+    """In a copy of the ImageBuilder: its checksum step (the last of `make image`) first sleeps
+    $STANDIN_IMAGE_DELAY seconds, so a test can interrupt a build that is surely running."""
+    makefile = ib / "Makefile"
+    text = makefile.read_text()
+    step = "\t@echo Calculating checksums...\n"
+    assert step in text
+    makefile.write_text(text.replace(step, step + "\t@sleep $${STANDIN_IMAGE_DELAY:-0}\n"))
+
+
 def test_killed_build_leaves_no_record_and_restarts(
     mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
 ) -> None:
     ib = tmp_path / "ib"
     shutil.copytree(tree(mirror_dir), ib, symlinks=True)
+    slow_checksums(ib)
     args = [
         sys.executable,
         "-m",
@@ -596,8 +672,8 @@ def test_killed_build_leaves_no_record_and_restarts(
             break
     proc.send_signal(signal.SIGTERM)
     rest = proc.communicate(timeout=60)[1]
-    assert proc.returncode == 130, "".join(seen) + rest
-    assert "error: interrupted" in rest
+    assert proc.returncode == 143, "".join(seen) + rest
+    assert "error: interrupted by SIGTERM" in rest
     assert _store_files(wolf_env["store"]) == []
     # make and its children are gone: nothing runs in the ImageBuilder any more
     with contextlib.suppress(FileNotFoundError):
@@ -640,12 +716,51 @@ def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None
         check_flavours_install_their_tls_library(m)
         check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)
         check_record_is_complete(m)
+        check_abi_names_through_manifest_rootfs_and_router_check(m, tmp_path)
         check_size_report_reads_the_build_records(m)
         check_second_run_is_served_from_the_store_without_make(m, tmp_path)
         check_force_rebuilds(m, mirror_dir)
 
 
 # --- archive names and the pinned hash (no network) --------------------------------------
+
+
+def test_standin_packages_are_openwrts_formats(
+    mirror_dir: Path, openwrt_tree_25125: Path, tmp_path: Path
+) -> None:
+    """The 25.12.5 stand-in's packages/ as a 25.12 ImageBuilder holds it: APK v3 (ADB) packages
+    apk reads, packages.adb signed with the test's key (apk verify accepts it with that key
+    and refuses it without), index.json in format 2, and names with the ABI suffix the tree's
+    Makefiles give (ABI_VERSION:=21 in package/libs/mbedtls, 20201210 in ustream-ssl)."""
+    ib = tree(mirror_dir)
+    pkgdir = ib / "packages"
+    apk = ib / "staging_dir" / "host" / "bin" / "apk"
+    for f in sorted(pkgdir.glob("*.apk")):
+        assert f.read_bytes()[:4] == b"ADBd", f.name  # ADB, deflate-compressed
+        dump = subprocess.run([str(apk), "adbdump", "--format", "json", str(f)],
+                              capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+        info = json.loads(dump.stdout)["info"]
+        assert f.name == f"{info['name']}-{info['version']}.apk"
+    ok = subprocess.run([str(apk), "verify", "--keys-dir", str(ib / "keys"), "packages.adb"],
+                        cwd=pkgdir, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (tmp_path / "keys").mkdir()
+    argv = [str(apk), "verify", "--keys-dir", str(tmp_path / "keys"), "packages.adb"]
+    bad = subprocess.run(argv, cwd=pkgdir, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0
+    v2 = json.loads((pkgdir / "index.json").read_text())
+    assert v2["version"] == 2 and v2["architecture"] == "mips_24kc"
+    abi = {}
+    for rel, name in (("package/libs/mbedtls", "libmbedtls"),
+                      ("package/libs/ustream-ssl", "libustream-mbedtls")):  # fmt: skip
+        m = re.search(
+            r"^\s*ABI_VERSION:=(\d+)$", (openwrt_tree_25125 / rel / "Makefile").read_text(), re.M
+        )
+        assert m, rel
+        abi[name] = m.group(1)
+        assert name in v2["packages"]  # index.json names it without the suffix
+        assert len(list(pkgdir.glob(f"{name}{m.group(1)}-*.apk"))) == 1, name
+    assert abi == {"libmbedtls": "21", "libustream-mbedtls": "20201210"}
 
 
 def test_archive_names_follow_openwrts_download_tree() -> None:

@@ -256,14 +256,9 @@ def _tree_packages(tree: Path) -> set[str]:
 def test_flavour_packages_exist_in_the_releases_tree(release: str) -> None:
     """Every package a flavour swaps in or out on the release is a package of that release's
     tree (package/*/Makefile `define Package/<name>`); LuCI's live in the luci feed."""
-    try:
-        tree = upstream.openwrt_tree(release)
-    except WolfError as e:
-        from tests.conftest import unavailable
+    from tests.conftest import _openwrt_tree
 
-        unavailable(f"needs the OpenWrt {release} tree: {e}")
-    assert tree is not None
-    have = _tree_packages(tree)
+    have = _tree_packages(_openwrt_tree(release))
     for fl in FLAVOURS:
         r = packages.rules(fl, release)
         named = {p for pair in r.replace for p in pair} | set(r.add) | set(r.remove)
@@ -298,12 +293,15 @@ def test_release_missing_from_the_mirror_is_one_line(tmp_path: Path) -> None:
 def test_release_whose_tree_is_missing_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("OPENWRT_WOLF_SHARED", str(tmp_path / "empty"))
-    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("OPENWRT_TREE_24_10_8", raising=False)
-    with pytest.raises(WolfError) as e:
+    from tests.conftest import offline_upstream
+
+    offline_upstream(monkeypatch, tmp_path / "cache")
+    with pytest.raises(upstream.Unavailable) as e:
         upstream.openwrt_tree(RELEASE)
-    assert "\n" not in str(e.value) and "openwrt-24.10.8.tar.gz not found" in str(e.value)
+    line = str(e.value)
+    assert "\n" not in line
+    assert "source openwrt-24.10.8.tar.gz (openwrt/openwrt 0b795ce79e23)" in line
+    assert "--sources DIR" in line and "OPENWRT_TREE_24_10_8" in line
     monkeypatch.setenv("OPENWRT_TREE_24_10_8", str(tmp_path))
     with pytest.raises(WolfError, match="is not an OpenWrt tree"):
         upstream.openwrt_tree(RELEASE)

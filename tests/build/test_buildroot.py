@@ -32,6 +32,7 @@ from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
 from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
+from tests.standin.kit import Kit
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = ROOT / "tests" / "standin" / "buildroot-patches"
@@ -41,13 +42,16 @@ V1, AR300 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16"
 
 @pytest.fixture(scope="module")
 def pristine(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> Path:
     need_tools(*TOOLS)
     with preparing("the stand-in buildroot tree for ath79/generic"):
         return make_standin.make_buildroot(
             tmp_path_factory.mktemp("br"), "ath79/generic", tree=openwrt_tree_25125,
-            tools=openwrt_tools,
+            tools=openwrt_tools, kit=standin_kit,
         )  # fmt: skip
 
 
@@ -116,9 +120,11 @@ def test_wolfssl_build_on_tl_wr902ac_with_the_patch_set(tree: Path, tmp_path: Pa
     assert any(f.startswith("/usr/lib/libwolfssl.so") for f in files)
     assert "/lib/libustream-ssl.so" in files and "/usr/sbin/wpad" in files
     manifest = (bin_dir / f"openwrt-ath79-generic-{V1}.manifest").read_text()
-    assert "libustream-wolfssl - " in manifest and "libustream-mbedtls" not in manifest
+    # Image/Manifest: `apk list --manifest`, names with their ABI suffix
+    assert "libustream-wolfssl20201210 - " in manifest and "libustream-mbedtls" not in manifest
     assert "wpad-basic-mbedtls" not in manifest and "apk-mbedtls - " in manifest
-    assert rec.library_versions == {"mbedtls": "3.6.6-r1", "wolfssl": "5.9.1-r1"}
+    # the v25.12.5 tree's versions (package/libs/{mbedtls,wolfssl}: PKG_RELEASE 2 and 1)
+    assert rec.library_versions == {"mbedtls": "3.6.6-r2", "wolfssl": "5.9.1-r1"}
     assert "patch set openwrt: applied" in rec.notes
     # a second run on the patched tree: already applied is fine
     (again,) = build(opts(tree, force=True))
@@ -245,7 +251,7 @@ def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) 
             break
     p.send_signal(signal.SIGTERM)
     rest = p.communicate(timeout=60)[1]
-    assert p.returncode == 130, "".join(seen) + rest
+    assert p.returncode == 143, "".join(seen) + rest
     assert "error: interrupted" in rest
     assert not list((tmp_path / "store").rglob("*.json"))
     # make and its children are gone: nothing runs in the tree any more

@@ -1,13 +1,17 @@
 """`invoke what-if`: a flavour's rootfs and fit predicted from another flavour's image, checked
-against the real build of that flavour. The stand-in ImageBuilder (tests/standin/) makes every
-image the way OpenWrt does: root.squashfs by OpenWrt's mksquashfs4 with include/image.mk's
-options, sysupgrade.bin and factory.bin by the device's own recipe and OpenWrt's tools (which
-delete what does not fit). The oracles are that build's files: the real rootfs's size (stat,
-and Debian's unsquashfs -s), its file list (unsquashfs4 -lls), and which images OpenWrt kept.
-PACKAGES for each flavour are written out here, as a user passes them to `make image`."""
+against the real build of that flavour. The stand-in 25.12.5 ImageBuilder (tests/standin/) is
+OpenWrt's own Makefile with real apk-tools over APK v3 packages and packages.adb: apk installs,
+include/rootfs.mk prepares the rootfs, include/image.mk packs it with OpenWrt's mksquashfs4, and
+the device's own recipes and OpenWrt's tools make sysupgrade.bin and factory.bin (deleting what
+does not fit). The oracles are that build's files: the real rootfs's bytes (cmp), its size
+(stat, and Debian's unsquashfs -s), its file list (unsquashfs4 -lls), which images OpenWrt
+kept, and apk's own reading of the packages (index.json by the tree's make-index-json.py,
+`apk extract`). PACKAGES for each flavour are written out here, as a user passes them to
+`make image`."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -28,6 +32,7 @@ from openwrt_wolf.firmware import pkgsource, whatif
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.conftest import need_tools, preparing
 from tests.standin import make_standin
+from tests.standin.kit import Kit
 
 ROOT = Path(__file__).resolve().parents[2]
 V1, AR300, V3 = "tplink_tl-wr902ac-v1", "glinet_gl-ar300m16", "tplink_tl-wr902ac-v3"
@@ -68,26 +73,33 @@ def _ib(top: Path, target: str) -> Path:
     return top / f"openwrt-imagebuilder-25.12.5-{target.replace('/', '-')}.Linux-x86_64"
 
 
-def _build_lab(top: Path, tree: Path, tools: OpenWrtTools) -> None:
+def _make_image(ib: Path, profile: str, flavour: str, bin_dir: Path, rootfs: Path) -> None:
+    """`make image` with the flavour's PACKAGES; $(KDIR)/root.squashfs kept as rootfs (it stays
+    when OpenWrt's tools delete an image that does not fit)."""
+    p = subprocess.run(
+        ["make", "-C", str(ib), "image", f"PROFILE={profile}", f"PACKAGES={PACKAGES[flavour]}",
+         f"BIN_DIR={bin_dir}"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    shutil.copyfile(next(ib.glob("build_dir/target-*_musl/linux-*/root.squashfs")), rootfs)
+
+
+def _build_lab(top: Path, tree: Path, tools: OpenWrtTools, kit: Kit) -> None:
     for target in (ATH79, MT76X8):
-        ib = make_standin.make_tree(top, target, tree=tree, tools=tools)
-        kdir = next(ib.glob("build_dir/target-*_musl/linux-*"))
+        ib = make_standin.make_tree(top, target, tree=tree, tools=tools, kit=kit)
         for t, profile, flavour in BUILDS:
-            if t != target:
-                continue
-            p = subprocess.run(
-                ["make", "-C", str(ib), "image", f"PROFILE={profile}",
-                 f"PACKAGES={PACKAGES[flavour]}", f"BIN_DIR={top / f'bin-{profile}-{flavour}'}"],
-                capture_output=True, text=True, timeout=600,
-            )  # fmt: skip
-            assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-            shutil.copyfile(kdir / "root.squashfs", top / f"root-{profile}-{flavour}.squashfs")
+            if t == target:
+                _make_image(ib, profile, flavour, top / f"bin-{profile}-{flavour}",
+                            top / f"root-{profile}-{flavour}.squashfs")  # fmt: skip
     (top / ".done").write_text("")
 
 
-@pytest.fixture(scope="module")
-def lab(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+def make_lab(
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> dict[tuple[str, str], Built]:
     """Stand-in ImageBuilders for ath79/generic and ramips/mt76x8 and their builds: the
     TL-WR902AC v1 in three flavours, the GL-AR300M16 with LuCI over HTTPS in two, the
@@ -99,8 +111,8 @@ def lab(
         if not (top / ".done").is_file():
             shutil.rmtree(top, ignore_errors=True)
             top.mkdir()
-            with preparing("stand-in ImageBuilder builds for what-if (1 to 4 min)"):
-                _build_lab(top, openwrt_tree_25125, openwrt_tools)
+            with preparing("stand-in ImageBuilder builds for what-if (3 to 7 min)"):
+                _build_lab(top, openwrt_tree_25125, openwrt_tools, standin_kit)
     return {
         (profile, flavour): Built(flavour, profile, top / f"bin-{profile}-{flavour}",
                                   top / f"root-{profile}-{flavour}.squashfs",
@@ -181,10 +193,15 @@ def test_prediction_matches_real_build(
     error = w["rootfs_to"] - real_size
     print(f"what-if {profile} {frm}->{to} ({how}): predicted {w['rootfs_to']:,} B, "
           f"real {real_size:,} B, error {error:+,} B")  # fmt: skip
-    assert abs(error) <= real_size // 100
+    assert error == 0  # docs/whatif.md: 0 B
     assert predicted.stat().st_size == w["rootfs_to"]
     assert lls(openwrt_tools, predicted) == lls(openwrt_tools, real.rootfs)
+    assert predicted.read_bytes() == real.rootfs.read_bytes()  # the very squashfs
     assert w["rootfs_from"] == src.rootfs.stat().st_size
+    # the names of a 25.12 image: ABI-suffixed in its manifest, plain in what-if's swap
+    manifest = sorted(real.bin_dir.glob("*.manifest"))[0].read_text()
+    assert re.search(r"^libustream-\w+20201210 - ", manifest, re.M), manifest
+    assert all(not n[-1].isdigit() for n in w["removed"] + w["added"] if n.startswith("libust"))
 
 
 def test_verdicts_match_what_openwrt_kept(
@@ -217,15 +234,17 @@ def test_luci_https_follows_the_flavour(
     src, real = lab[(AR300, "mbedtls+luci")], lab[(AR300, "wolfssl+luci")]
     w, predicted = run_whatif(tmp_path, src, "wolfssl")
     assert "luci-ssl" in w["removed"] and "px5g-wolfssl" in w["added"]
+    idx = pkgsource.load(src.packages)  # the manifests' names carry the ABI suffix
     manifest = sorted(real.bin_dir.glob("*.manifest"))[0].read_text()
-    names = {ln.split(" - ")[0] for ln in manifest.splitlines()}
-    before = {ln.split(" - ")[0] for ln in sorted(src.bin_dir.glob("*.manifest"))[0]
+    names = {idx.base(ln.split(" - ")[0]) for ln in manifest.splitlines()}
+    before = {idx.base(ln.split(" - ")[0]) for ln in sorted(src.bin_dir.glob("*.manifest"))[0]
               .read_text().splitlines()}  # fmt: skip
     assert before - set(w["removed"]) | set(w["added"]) == names
     error = w["rootfs_to"] - real.rootfs.stat().st_size
     print(f"what-if {AR300} mbedtls+luci-ssl->wolfssl: error {error:+,} B")
-    assert abs(error) <= real.rootfs.stat().st_size // 100
+    assert error == 0
     assert lls(openwrt_tools, predicted) == lls(openwrt_tools, real.rootfs)
+    assert predicted.read_bytes() == real.rootfs.read_bytes()
 
 
 def test_tree_options_are_what_whatif_passes(openwrt_tree_25125: Path) -> None:
@@ -255,12 +274,17 @@ def test_bad_inputs(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
     os.mkfifo(fifo)
     junk = tmp_path / "junk.bin"
     junk.write_bytes(b"\x27\x05\x19\x56" + bytes(4000))  # a uImage magic and nothing else
-    not_tar = tmp_path / "pk"  # the packages with libustream-openssl in APK v3 (ADB) form
-    shutil.copytree(pk, not_tar)
-    index = json.loads((not_tar / "index.json").read_text())
-    adb = next(p["file"] for p in index if p["name"] == "libustream-openssl")
-    (not_tar / adb).write_bytes(b"ADBd" + bytes(100))
+    # the packages with libustream-openssl's .apk broken (beside packages/, so the
+    # ImageBuilder's own apk reads them)
+    broken = Path(pk).parent / f"packages-broken-{os.getpid()}"
+    shutil.rmtree(broken, ignore_errors=True)
+    shutil.copytree(pk, broken)
+    (adb,) = broken.glob("libustream-openssl20201210-*.apk")
+    adb.write_bytes(b"ADBd" + bytes(100))
     good_dir = str(lab[(V1, "mbedtls")].bin_dir)
+    v2_only = tmp_path / "v2"  # OpenWrt's index.json (format 2) names versions, nothing else
+    v2_only.mkdir()
+    shutil.copyfile(Path(pk) / "index.json", v2_only / "index.json")
     # a cache of its own (to see leftovers) that shares OpenWrt's tools, built once
     cache = tmp_path / "cache"
     cache.mkdir()
@@ -281,8 +305,10 @@ def test_bad_inputs(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
         "no packages": (["--from", good_dir, "--flavour", "wolfssl"], "--packages"),
         "packages not a dir": (["--from", good_dir, "--flavour", "wolfssl", "--packages",
                                 str(junk)], "packages directory not found"),
-        "APK v3 package": (["--from", good_dir, "--flavour", "openssl", "--packages",
-                            str(not_tar)], "not a tar archive"),
+        "broken APK v3 package": (["--from", good_dir, "--flavour", "openssl", "--packages",
+                                   str(broken)], "apk cannot read"),
+        "index.json v2 alone": (["--from", good_dir, "--flavour", "openssl", "--packages",
+                                 str(v2_only)], "format 2"),
         "output dir missing": (["--from", good_dir, "--flavour", "wolfssl", "--packages", pk,
                                 "--output", str(tmp_path / "no/such.squashfs")], "does not exist"),
     }  # fmt: skip
@@ -292,6 +318,7 @@ def test_bad_inputs(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
         assert p.returncode == 2, (what, p.stderr[-2000:])
         assert len(errors) == 1 and says in errors[0], (what, p.stderr[-2000:])
         assert "Traceback" not in p.stderr, what
+    shutil.rmtree(broken)
     left = list((cache / "what-if").glob("run-*")) if (cache / "what-if").is_dir() else []
     assert left == []
 
@@ -344,3 +371,118 @@ def test_plan_refuses_a_conflict(tmp_path: Path) -> None:
     have = {"foo", "libustream-mbedtls", "libmbedtls21"}
     with pytest.raises(WolfError, match=r"libustream-mbedtls \(needed by foo\), which conflict"):
         whatif.plan(have, idx, "25.12.5", "mbedtls", "openssl")
+
+
+# --- OpenWrt's own package formats, read through apk -----------------------------------------
+
+
+def test_adb_index_is_what_apk_and_make_index_json_say(lab: dict[tuple[str, str], Built]) -> None:
+    """packages.adb read through apk: every package's ABI-less name and version are those of
+    index.json, which the tree's scripts/make-index-json.py wrote from apk's own adbdump; a
+    package with an ABI version provides its plain name."""
+    pk = lab[(V1, "mbedtls")].packages
+    idx = pkgsource.load(pk)
+    v2 = json.loads((pk / "index.json").read_text())
+    assert v2["version"] == 2
+    assert {p.base: p.version for p in idx.packages.values()} == v2["packages"]
+    abi = {p.name: p for p in idx.packages.values() if p.abi}
+    assert {"libmbedtls21", "libustream-mbedtls20201210", "libopenssl3"} <= set(abi)
+    assert all(p.base in p.provides and p.name.startswith(p.base) for p in abi.values())
+    assert idx.get("libwolfssl") is not None and idx.get("libwolfssl").name.startswith(  # type: ignore[union-attr]
+        "libwolfssl5.9.1."
+    )
+
+
+def test_adb_files_are_what_apk_extracts(lab: dict[tuple[str, str], Built], tmp_path: Path) -> None:
+    """A package's files as what-if reads them (path, size, sha256) are the regular files
+    `apk extract` writes, measured with stat and hashlib."""
+    idx = pkgsource.load(lab[(V1, "mbedtls")].packages)
+    for name in ("libwolfssl", "libustream-mbedtls", "base-files", "apk-openssl"):
+        pkg = idx.get(name)
+        assert pkg is not None and pkg.format == "adb"
+        dest = tmp_path / name
+        dest.mkdir()
+        subprocess.run([str(pkg.apk), "extract", "--allow-untrusted", "--destination", str(dest),
+                        str(pkg.file)], check=True, capture_output=True, timeout=120)  # fmt: skip
+        on_disk = {
+            "/" + str(f.relative_to(dest)): (f.stat().st_size,
+                                             hashlib.sha256(f.read_bytes()).hexdigest())
+            for f in dest.rglob("*") if f.is_file() and not f.is_symlink()
+        }  # fmt: skip
+        assert {f.path: (f.size, f.sha256) for f in pkg.files()} == on_disk, name
+        assert f"/lib/apk/packages/{pkg.name}.list" in on_disk
+
+
+def test_tools_come_from_the_imagebuilder(
+    lab: dict[tuple[str, str], Built], tmp_path: Path
+) -> None:
+    """Given an ImageBuilder's packages/, what-if runs its staging_dir/host/bin (apk,
+    mksquashfs4, unsquashfs4) and needs neither ../shared nor OpenWrt's tools in the cache;
+    packages without an ImageBuilder around them and no ../shared: one line naming both."""
+    src = lab[(V1, "mbedtls")]
+    env = {"OPENWRT_WOLF_SHARED": str(tmp_path / "no-shared"),
+           "OPENWRT_WOLF_CACHE": str(tmp_path / "empty-cache")}  # fmt: skip
+    p = cli("--from", str(src.bin_dir), "--flavour", "wolfssl", "--packages", str(src.packages),
+            "--store", str(tmp_path / "store"), "--json", env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-2000:]
+    host_bin = src.packages.parent / "staging_dir" / "host" / "bin"
+    ran = [ln for ln in p.stderr.splitlines() if ln.startswith("$ ")]
+    for tool in ("unsquashfs4", "mksquashfs4", "apk"):
+        assert any(ln.split()[1] == str(host_bin / tool) or f"{host_bin / tool} " in ln
+                   for ln in ran), tool  # fmt: skip
+    assert not (tmp_path / "empty-cache" / "openwrt-tools").exists()
+    alone = tmp_path / "packages"
+    shutil.copytree(src.packages, alone)
+    p = cli("--from", str(src.bin_dir), "--flavour", "wolfssl", "--packages", str(alone),
+            "--store", str(tmp_path / "store"), env=env)  # fmt: skip
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(errors) == 1, p.stderr[-2000:]
+    assert "staging_dir/host/bin/apk" in errors[0] and "Traceback" not in p.stderr
+
+
+# --- 24.10: opkg's Packages and .ipk ---------------------------------------------------------
+
+# the opkg database of the stand-in 24.10 build (usr/lib/opkg/status, info/<pkg>.control and
+# .list, written by its ib.py: opkg's source is not at hand) is not rewritten by what-if:
+# the removed packages' entries stay, the added ones' are missing (docs/whatif.md)
+OPKG_DB_ERROR = -16
+
+
+@pytest.fixture(scope="module")
+def lab_2410(
+    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_24108: Path, openwrt_tools: OpenWrtTools
+) -> dict[str, Built]:
+    need_tools("make", "unsquashfs", "gcc")
+    top = tmp_path_factory.mktemp("whatif-2410")
+    with preparing("the stand-in 24.10.8 ImageBuilder (opkg) and two builds, ~1 min"):
+        ib = make_standin.make_tree(top, ATH79, "24.10.8", tree=openwrt_tree_24108,
+                                    tools=openwrt_tools)  # fmt: skip
+        out = {}
+        for flavour in ("mbedtls", "wolfssl"):
+            bin_dir, rootfs = top / f"bin-{flavour}", top / f"root-{flavour}.squashfs"
+            _make_image(ib, V1, flavour, bin_dir, rootfs)
+            out[flavour] = Built(flavour, V1, bin_dir, rootfs, ib / "packages")
+    return out
+
+
+def test_opkg_release_prediction(
+    lab_2410: dict[str, Built], openwrt_tools: OpenWrtTools, tmp_path: Path
+) -> None:
+    """24.10.8 (opkg): the .ipk files of the tree's ipkg-build with the Packages index of its
+    ipkg-make-index.sh; names in the manifest carry the ABI suffix (libustream-mbedtls20201210)
+    and are matched through ABIVersion. The prediction against the real wolfSSL build: every
+    file but opkg's own database equal, and the size off by exactly that database's share."""
+    src, real = lab_2410["mbedtls"], lab_2410["wolfssl"]
+    assert (src.packages / "Packages").is_file() and not (src.packages / "packages.adb").exists()
+    w, predicted = run_whatif(tmp_path, src, "wolfssl")
+    assert w["release"] == "24.10.8"
+    assert set(w["removed"]) >= {"libustream-mbedtls", "wpad-basic-mbedtls"}
+    assert {"libustream-wolfssl", "wpad-basic-wolfssl"} <= set(w["added"])
+    assert any(n.startswith("libwolfssl") for n in w["added"])
+    db = "/usr/lib/opkg/"
+    got = [r for r in lls(openwrt_tools, predicted) if db not in r]
+    want = [r for r in lls(openwrt_tools, real.rootfs) if db not in r]
+    assert got == want
+    error = w["rootfs_to"] - real.rootfs.stat().st_size
+    print(f"what-if 24.10.8 {V1} mbedtls->wolfssl: error {error:+,} B (opkg database)")
+    assert error == OPKG_DB_ERROR

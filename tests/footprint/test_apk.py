@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.errors import WolfError
 from openwrt_wolf.footprint import apk
-from tests.conftest import need_tools, unavailable
+from tests.conftest import need_tools, upstream_source
 from tests.footprint.adbfile import ADB, SIG, AdbFile, signature_block
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds
@@ -49,15 +48,8 @@ def _run(*argv: str | Path, check: bool = True) -> subprocess.CompletedProcess[s
 @pytest.fixture(scope="module")
 def apks() -> dict[str, Path]:
     need_tools(*TOOLS)
-    out = {}
-    for lib in LIBS:
-        try:
-            out[lib] = apk.native_build(lib, version=VERSIONS.get(lib)).binary
-        except WolfError as e:
-            if "apk-tools" in e.message and "not found" in e.message.lower():
-                unavailable(e.message)
-            raise
-    return out
+    upstream_source(str(apk.data()["apk"]["upstream"]))  # apk-tools, through the fetcher
+    return {lib: apk.native_build(lib, version=VERSIONS.get(lib)).binary for lib in LIBS}
 
 
 @pytest.fixture(scope="module")
@@ -280,3 +272,88 @@ def test_wolfssl_build_uses_only_wolfcrypt(apks: dict[str, Path]) -> None:
     wolf = sorted(line.split()[-1] for line in out.splitlines() if "wc_" in line or "wolf" in line)
     assert "wc_ecc_verify_hash" in wolf and "wc_RsaSSL_VerifyInline" in wolf
     assert all(n.startswith(("wc_", "wolfCrypt_")) for n in wolf), wolf
+
+
+# --- apk-wolfssl under attack: every forged or damaged signature is refused ---------------
+# Each attack starts from a package apk-wolfssl signed (accepted first, by the same verifier)
+# and changes one thing; apk must answer UNTRUSTED (adb.c: any signature that does not
+# verify with a trusted key leaves the file untrusted). The forged signatures are made by
+# `openssl dgst -sign` over the exact message apk's format defines (adbfile.py).
+
+ATTACKS = (
+    "flipped-signature",  # one bit of the signature value
+    "truncated-signature",  # the last byte of the signature cut off
+    "empty-signature",  # the signature block's header alone
+    "trailing-byte",  # one byte appended to the signature
+    "grafted-signature",  # the signature block of another package, same key
+    "other-key-relabelled",  # a valid signature by an untrusted key, given the trusted key id
+    "ec-signature-for-rsa-key",  # EC key signs, labelled with the trusted RSA key's id
+    "rsa-signature-for-ec-key",  # RSA key signs, labelled with the trusted EC key's id
+    "flipped-signed-data",  # one byte of the signed ADB block
+)
+
+
+def _signed(apks: dict[str, Path], keys: Path, tmp: Path, key: str, name: str) -> AdbFile:
+    pkg = _mkpkg(apks["wolfssl"], tmp / f"{name}-{key}.apk", tmp, keys / f"{key}.pem", name)
+    return AdbFile.parse(pkg.read_bytes())
+
+
+def _with_signature(adb: AdbFile, payload: bytes) -> AdbFile:
+    blocks = [(k, payload if k == SIG else p) for k, p in adb.blocks]
+    return AdbFile(adb.schema, blocks)
+
+
+def _forge(adb: AdbFile, keys: Path, tmp: Path, signer: str, label: str) -> AdbFile:
+    """`signer`'s real signature over adb's message, the header naming `label`'s key id."""
+    header = signature_block(_key_id(keys, label), b"")
+    (tmp / "msg").write_bytes(adb.signed_message(header))
+    _run("openssl", "dgst", "-sha512", "-sign", keys / f"{signer}.pem", "-out", tmp / "sig",
+         tmp / "msg")  # fmt: skip
+    return _with_signature(adb, header + (tmp / "sig").read_bytes())
+
+
+def _attack(name: str, apks: dict[str, Path], keys: Path, tmp: Path) -> tuple[AdbFile, str]:
+    """(the attacked file, the keys dir that trusts the key it claims)"""
+    key = "rsa" if name == "ec-signature-for-rsa-key" else "ec"
+    adb = _signed(apks, keys, tmp, key, "hello")
+    sig = adb.payload(SIG)
+    header, value = sig[:18], bytearray(sig[18:])
+    if name == "flipped-signature":
+        value[len(value) // 2] ^= 0x01
+        return _with_signature(adb, header + value), key
+    if name == "truncated-signature":
+        return _with_signature(adb, header + value[:-1]), key
+    if name == "empty-signature":
+        return _with_signature(adb, header), key
+    if name == "trailing-byte":
+        return _with_signature(adb, header + value + b"\0"), key
+    if name == "grafted-signature":
+        other = _signed(apks, keys, tmp, key, "grafted")
+        return _with_signature(adb, other.payload(SIG)), key
+    if name == "other-key-relabelled":
+        return _forge(adb, keys, tmp, "other", "ec"), key
+    if name == "ec-signature-for-rsa-key":
+        return _forge(adb, keys, tmp, "ec", "rsa"), "rsa"
+    if name == "rsa-signature-for-ec-key":
+        return _forge(adb, keys, tmp, "rsa", "ec"), "ec"
+    assert name == "flipped-signed-data"
+    i = [k for k, _ in adb.blocks].index(ADB)
+    body = bytearray(adb.blocks[i][1])
+    body[body.index(b"hello")] ^= 0x01
+    adb.blocks[i] = (ADB, bytes(body))
+    return adb, key
+
+
+@pytest.mark.parametrize("verifier", LIBS)
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_attacked_signature_is_rejected(
+    apks: dict[str, Path], keys: Path, tmp_path: Path, attack: str, verifier: str
+) -> None:
+    key = "rsa" if attack == "ec-signature-for-rsa-key" else "ec"
+    pristine = _mkpkg(apks["wolfssl"], tmp_path / "pristine.apk", tmp_path, keys / f"{key}.pem")
+    _ok(_verify(apks[verifier], keys / f"keys-{key}", pristine), pristine)
+    adb, trusted = _attack(attack, apks, keys, tmp_path)
+    bad = tmp_path / f"{attack}.apk"
+    bad.write_bytes(adb.serialize())
+    assert bad.read_bytes() != pristine.read_bytes()
+    _rejected(_verify(apks[verifier], keys / f"keys-{trusted}", bad), bad)

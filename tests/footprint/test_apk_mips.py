@@ -12,7 +12,7 @@ import pytest
 
 from openwrt_wolf.footprint import apk, lab, report, spec
 from openwrt_wolf.footprint.model import Footprint
-from tests.conftest import need_tools
+from tests.conftest import need_tools, upstream_source
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds
 
@@ -46,6 +46,7 @@ def _run(
 @pytest.fixture(scope="module")
 def wolf(tmp_path_factory: pytest.TempPathFactory) -> Footprint:
     need_tools(*TOOLS)
+    upstream_source(str(apk.data()["apk"]["upstream"]))  # apk-tools, through the fetcher
     req = lab.Request(
         libraries=("wolfssl",),
         configs=("minimal",),

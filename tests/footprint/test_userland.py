@@ -23,12 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.errors import WolfError
 from openwrt_wolf.footprint import apk, stack, userland
-from openwrt_wolf.host import upstream
 from openwrt_wolf.patchset import symbols
 from openwrt_wolf.perf import net as perfnet
-from tests.conftest import _openwrt_tree, need_tools, unavailable
+from tests.conftest import free_port, need_tools, unavailable, userland_sources
 
 # A cold run builds the libraries (OpenSSL: minutes) inside the first test's fixture, and a
 # second xdist worker waits on the same build's lock: pytest's 900 s default is too short then.
@@ -164,12 +162,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _build(flavour: str, arch: str) -> userland.UserlandBuild:
     need_tools(*HOST_TOOLS, *(MIPS_TOOLS if arch == "mips_24kc" else ()))
-    try:  # the sources: ../shared/openwrt snapshots (skip without them; fail in CI)
-        for name in userland.COMPONENTS:
-            upstream.tarball(name)
-    except WolfError as e:
-        unavailable(f"needs OpenWrt's source snapshots: {e}")
-    _openwrt_tree(userland.release())
+    userland_sources()
     return userland.build(flavour, arch=arch)
 
 
@@ -184,12 +177,6 @@ def _mips(flavour: str) -> userland.UserlandBuild:
 
 
 # --- peers --------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -224,7 +211,7 @@ PAGE = "HTTP/1.0 200 OK\r\nContent-Length: 20\r\nConnection: close\r\n\r\nserved
 def _s_server(pki: Path, version: str, group: str, cert: str = "srv") -> Iterator[int]:
     """openssl s_server -HTTP for one connection, one version and one group, tracing the
     handshake (-trace) into pki/trace-<port>.txt: the peer's own record of the session."""
-    port = _free_port()
+    port = free_port()
     (pki / "page").write_text(PAGE)
     argv = [
         "openssl",
@@ -254,19 +241,9 @@ def _s_server(pki: Path, version: str, group: str, cert: str = "srv") -> Iterato
 
 
 def server_session(trace: str) -> tuple[str, str]:
-    """(version, group) the server chose, from its last ServerHello (after a
-    HelloRetryRequest, the real one) and, for TLS 1.2, its ServerKeyExchange."""
-    assert "ServerHello, Length=" in trace, trace[-2000:]
-    hello = trace.rsplit("ServerHello, Length=", 1)[1].split("Record\n", 1)[0]
-    if m := re.search(r"supported_versions\(43\), length=2\n\s+(TLS 1\.\d)", hello):
-        version = m.group(1)
-        group = re.search(r"NamedGroup: (\S+)", hello)
-    else:
-        version = re.search(r"server_version=0x[0-9a-f]+ \((TLS 1\.\d)\)", hello).group(1)  # type: ignore[union-attr]
-        group = re.search(r"named_curve: (\S+)", trace)
-    assert group, trace[-2000:]
-    names = {"ecdh_x25519": "X25519", "secp256r1": "P-256"}
-    return version.replace("TLS ", ""), names.get(group.group(1), group.group(1))
+    session = perfnet.s_server_session(trace)
+    assert session is not None and session[1] != "?", trace[-2000:]
+    return session
 
 
 def _wait_listening_quiet(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -333,7 +310,7 @@ def check_wrong_name(ub: userland.UserlandBuild, pki: Path) -> None:
 
 
 def check_uhttpd(ub: userland.UserlandBuild, pki: Path, version: str, group: str) -> None:
-    port = _free_port()
+    port = free_port()
     argv = ub.command(
         ub.uhttpd,
         "-f",

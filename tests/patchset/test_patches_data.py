@@ -110,10 +110,15 @@ def _new_file(patch: str, path: str, patches: Path = PATCHES) -> str:
             "package/libs/ustream-ssl/patches/100-add-native-wolfssl-backend.patch",
             "ustream-ssl/0001-add-native-wolfssl-backend.patch",
         ),
+        (
+            "0006-ustream-ssl-wolfssl-compat-names-and-tls12.patch",
+            "package/libs/ustream-ssl/patches/101-wolfssl-compat-names-and-tls12.patch",
+            "ustream-ssl/0002-wolfssl-compat-names-and-tls12.patch",
+        ),
     ],
 )
 def test_nested_source_patches_equal_the_projects(outer: str, path: str, source: str) -> None:
-    """Patches 0004/0005 carry patches/apk-tools and patches/ustream-ssl unchanged."""
+    """Patches 0004-0006 carry patches/apk-tools and patches/ustream-ssl unchanged."""
     if not (PATCHES / source).is_file():
         pytest.skip(f"patches/{source} not merged here")
     assert _new_file(outer, path) == (PATCHES / source).read_text()
@@ -179,6 +184,10 @@ def test_make_swap_function_of_patch_0002(tmp_path: Path) -> None:
         (
             "0005-ustream-ssl-native-wolfssl-backend.patch",
             "package/libs/ustream-ssl/patches/100-add-native-wolfssl-backend.patch",
+        ),
+        (
+            "0006-ustream-ssl-wolfssl-compat-names-and-tls12.patch",
+            "package/libs/ustream-ssl/patches/101-wolfssl-compat-names-and-tls12.patch",
         ),
     ],
 )

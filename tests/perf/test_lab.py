@@ -171,6 +171,12 @@ def test_report_only_reads_the_store(run: Run) -> None:
             "--test memory runs on --target qemu only",
         ),
         (("--target", "vm", "--test", "crypto,soak"), "--test soak runs on --target qemu only"),
+        # the Wi-Fi guest is the lab's own VM
+        (("--target", "qemu", "--test", "wifi"), "--test wifi runs on --target vm only, not qemu"),
+        (
+            ("--target", "router", "--host", "127.0.0.1", "--port", "9", "--test", "wifi"),
+            "--test wifi runs on --target vm only, not router",
+        ),
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:

@@ -10,23 +10,20 @@ for the soak; the comparison report and the printed table against the store."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import statistics
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from openwrt_wolf.footprint import lab as fp_lab
-from openwrt_wolf.locks import locked
 from openwrt_wolf.perf.model import HANDSHAKE, MEMORY, SOAK, Handshakes, HeapUse, Soak
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results import store
-from tests.conftest import need_tools
+from tests.conftest import need_tools, userland_sources
+from tests.perf import labrun
+from tests.perf.labrun import Run
 
-ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("mips-linux-gnu-gcc", "qemu-mips-static", "cmake", "autoreconf", "libtoolize", "perl",
          "make", "patch", "openssl", "gcc", "pkg-config", "/usr/include/crypt.h",
          "/usr/mips-linux-gnu/include/stdio.h")  # fmt: skip
@@ -38,34 +35,17 @@ FLAVOURS = ("mbedtls", "wolfssl", "openssl")
 RECORD = 16384
 LINE = re.compile(r"^heaptrack pid=\d+ event=(\w+) live=(\d+) peak=(\d+) allocs=(\d+) "
                   r"frees=(\d+)$", re.M)  # fmt: skip
-Run = tuple[subprocess.CompletedProcess[str], Path]
 
 # A cold run builds the three userlands (and OpenSSL for the host) inside the fixture
 pytestmark = pytest.mark.timeout(5400)
 
 
-def _wolf(*args: str, timeout: float = 5400) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "220"}
-    return subprocess.run([str(ROOT / "wolf"), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Run:
-    """One lab run for all xdist workers of this test run (pytest's base temp's parent is
-    shared by them): the first runs it, the others wait on the lock and read its output."""
     need_tools(*TOOLS)
-    shared = tmp_path_factory.getbasetemp().parent / f"perf-net-{testrun_uid}"
-    shared.mkdir(exist_ok=True)
-    st, saved = shared / "store", shared / "run.json"
-    with locked(shared / "lock"):
-        if not saved.exists():
-            r = _wolf("perf", "--flavour", "all", "--target", "qemu", "--quick", "--test",
-                      "handshake,memory,soak", "--store", str(st))  # fmt: skip
-            saved.write_text(json.dumps([r.args, r.returncode, r.stdout, r.stderr]))
-    args, rc, out, err = json.loads(saved.read_text())
-    assert rc == 0, err[-3000:]
-    return subprocess.CompletedProcess(args, rc, out, err), st
+    userland_sources()
+    return labrun.once(tmp_path_factory, testrun_uid, "perf-net", "--flavour", "all", "--target",
+                       "qemu", "--quick", "--test", "handshake,memory,soak")  # fmt: skip
 
 
 def _get(st: Path, kind: str) -> dict[str, store.Record]:

@@ -8,7 +8,6 @@ import contextlib
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.conftest import need_tools
+from tests.conftest import free_port, need_tools
 
 
 @dataclass(frozen=True)
@@ -29,12 +28,6 @@ class Redis:
 
     def url(self, db: int = 0, name: str = "") -> str:
         return f"redis://:{self.password}@127.0.0.1:{self.port}/{db}" + (f"#{name}" if name else "")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from tests.conftest import need_tools
 from tests.queue.redisd import Redis, free_port, redis_server
 from tests.sshd_router import _tree
 from tests.standin import make_standin
+from tests.standin.kit import Kit
 
 __all__ = ["redis_server"]
 
@@ -66,7 +67,10 @@ SAME = (
 
 @pytest.fixture(scope="module")
 def mirror(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
 ) -> Path:
     need_tools(*TOOLS)
     return make_standin.make_server(
@@ -74,6 +78,7 @@ def mirror(
         ("ath79/generic", "ramips/mt76x8"),
         tree=openwrt_tree_25125,
         tools=openwrt_tools,
+        kit=standin_kit,
     )
 
 

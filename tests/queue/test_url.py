@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.queue.url import ENV, QueueURL, redact, scrub
+from openwrt_wolf.trust import secrets
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def test_name_and_redaction() -> None:
@@ -38,3 +47,83 @@ def test_bad_urls_never_show_the_password(url: str, message: str) -> None:
     with pytest.raises(WolfError, match=message) as e:
         QueueURL.parse(url)
     assert "pw" not in str(e.value).replace("path", "")
+
+
+# --- every form a URL can carry a password in (issue 20) ---------------------------------
+
+SECRET = "SeCrEt-7f3a9c"
+FORMS = [
+    f"redis://:pa#ss-{SECRET}@127.0.0.1:9/0",  # '#': urlsplit reads a fragment
+    f"redis://:pa/ss-{SECRET}@127.0.0.1:9/0",  # '/': a path
+    f"redis://:pa?ss-{SECRET}@127.0.0.1:9/0",  # '?': a query
+    f"redis://:p@ss-{SECRET}@127.0.0.1:9/0",  # '@' in the password
+    f"redis://127.0.0.1:9/0?password={SECRET}",  # redis-py reads it
+    f"redis://{SECRET}@127.0.0.1:9/0",  # the user field alone
+    f"redis://user:{SECRET}@127.0.0.1:9/0",
+    f"redis://:{SECRET}@[::1/0",
+    f"rediss://:{SECRET}@127.0.0.1:9/0?ssl_cert_reqs=bogus",
+    f"redis://:{SECRET}@127.0.0.1:99999/0",
+    f"redis://:{SECRET}@127.0.0.1:9/0?db=x",
+    f"redis://:{SECRET}%40x@127.0.0.1:9/0",
+    f"http://user:{SECRET}@127.0.0.1:9/",
+]
+
+
+@pytest.mark.parametrize("url", FORMS)
+def test_no_form_shows_the_password(url: str) -> None:
+    assert SECRET not in redact(url)
+    try:
+        q = QueueURL.parse(url)
+    except WolfError as e:
+        assert SECRET not in str(e)
+    else:
+        assert SECRET not in q.shown()
+
+
+@pytest.mark.parametrize("url", FORMS)
+def test_no_task_prints_the_password(url: str, tmp_path: Path) -> None:
+    """Through the CLI: nothing on stdout or stderr holds it, whatever the task says."""
+    task = [["worker", "--burst"], ["build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac"],
+            ["measure-memory", "--host", "192.0.2.1"]][FORMS.index(url) % 3]  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", *task, "--queue", url],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OPENWRT_WOLF_CACHE": str(tmp_path / "c"),
+             "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
+    )  # fmt: skip
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert SECRET not in p.stdout + p.stderr
+    assert len([ln for ln in p.stderr.splitlines() if ln.startswith("error:")]) == 1
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("redis://[::1", "not a URL (bad host)"),
+        ("rediss://h:1/0?ssl_cert_reqs=bogus", "ssl_cert_reqs='bogus'"),
+        ("redis://h:1/0?ssl_cert_reqs=none", "ssl_cert_reqs='none'"),  # rediss:// only
+        ("redis://h:1/0?socket_timeout=abc", "unknown URL parameter 'socket_timeout'"),
+    ],
+)
+def test_bad_url_parts_are_one_line(url: str, says: str) -> None:
+    with pytest.raises(WolfError, match=re.escape(says)):
+        QueueURL.parse(url)
+
+
+def test_scrub_takes_a_remembered_password_out_of_any_text() -> None:
+    secrets.remember("redis://:s3cr%2Ft-xyz@h/0")
+    assert secrets.scrub("AUTH failed for s3cr/t-xyz and s3cr%2Ft-xyz") == (
+        "AUTH failed for *** and ***"
+    )
+
+
+@pytest.mark.parametrize("beat", ["99999999999999999999", "1" + "0" * 400, "0", "-5", "abc"])
+def test_heartbeat_out_of_range_is_one_line(beat: str, tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", "worker", "--burst", "--queue",
+         f"redis://:{SECRET}@127.0.0.1:9/0", "--heartbeat", beat],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ),
+    )  # fmt: skip
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(errors) == 1 and "--heartbeat" in errors[0], p.stderr
+    assert SECRET not in p.stdout + p.stderr

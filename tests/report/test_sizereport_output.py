@@ -1,13 +1,18 @@
-"""size-report's --output and --release under bad input: one error line each, nothing left
-behind. Oracles: data/releases.toml read here, the files on disk, a full tmpfs."""
+"""size-report's (and history's) --output and --release under bad input: one error line each,
+nothing left behind, no device, FIFO or input file replaced. Oracles: data/releases.toml read
+here, the files on disk, a full tmpfs, the target's file type before and after (lstat), the
+bytes a FIFO's reader got, the exit status a shell sees."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import stat
 import subprocess
 import sys
+import textwrap
+import threading
 import tomllib
 from pathlib import Path
 
@@ -17,13 +22,18 @@ from tests.conftest import need_tools, unavailable
 from tests.results.test_store import GOOD
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+XZ = "431484"  # the footprint record's xz size (GOOD), which the CSV report shows
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=ROOT, capture_output=True, text=True,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
 
 
 def report(*args: str, store: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", "size-report", "--store", str(store), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(os.environ),
-    )  # fmt: skip
+    return run("size-report", "--store", str(store), *args)
 
 
 def one_error(p: subprocess.CompletedProcess[str]) -> str:
@@ -60,7 +70,7 @@ def test_output_honours_the_umask_and_writes_through_a_symlink(store: Path, tmp_
     link = tmp_path / "link.csv"
     link.symlink_to(real)
     assert report("--format", "csv", "--output", str(link), store=store).returncode == 0
-    assert link.is_symlink() and "431484" in real.read_text()  # the footprint record's xz
+    assert link.is_symlink() and XZ in real.read_text()
     assert stat.S_IMODE(real.stat().st_mode) == 0o644  # the mode of the file it replaced
     new = tmp_path / "new.csv"
     p = subprocess.run(
@@ -98,3 +108,117 @@ def test_output_on_a_full_disk(store: Path, tmp_path: Path) -> None:
     assert "Traceback" not in p.stderr
     left = sorted(set(p.stdout.split()) - {"rc=2", ".", ".."})
     assert left == ["fill"], p.stdout  # no temporary file left on the full disk
+
+
+# --- --output targets of each kind (openwrt_wolf/outputs.py) -----------------------------
+
+
+def _mknod(path: Path, kind: int, major: int, minor: int) -> None:
+    try:
+        os.mknod(path, kind | 0o666, os.makedev(major, minor))
+    except PermissionError:
+        unavailable("making a device node needs root (CAP_MKNOD)")
+
+
+def _kind(path: Path) -> str:
+    return stat.filemode(path.lstat().st_mode)[0]
+
+
+def test_a_character_device_is_written_into_not_replaced(store: Path, tmp_path: Path) -> None:
+    null = tmp_path / "null"
+    _mknod(null, stat.S_IFCHR, 1, 3)  # the null device, as /dev/null is
+    p = run("size-report", "--store", str(store), "--format", "csv", "--output", str(null))
+    assert p.returncode == 0, p.stderr
+    assert _kind(null) == "c" and os.major(null.lstat().st_rdev) == 1
+    assert sorted(q.name for q in tmp_path.iterdir()) == sorted([store.name, "null"])
+
+
+def test_a_fifo_with_a_reader_gets_the_report(store: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    p = run("size-report", "--store", str(store), "--format", "csv", "--output", str(fifo))
+    reader.join(30)
+    assert p.returncode == 0, p.stderr
+    assert _kind(fifo) == "p" and XZ in got[0].decode()
+
+
+def test_a_fifo_without_a_reader_is_one_line_not_a_hang(store: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    line = one_error(run("size-report", "--store", str(store), "--output", str(fifo), timeout=60))
+    assert "no process reads" in line and _kind(fifo) == "p"
+
+
+@pytest.mark.parametrize("task", ["size-report", "history"])
+@pytest.mark.parametrize("kind", ["block device", "socket"])
+def test_a_block_device_or_socket_is_refused(
+    task: str, kind: str, store: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "target"
+    if kind == "block device":
+        _mknod(target, stat.S_IFBLK, 240, 7)  # a local-use major: no such disk, whatever happens
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(target))
+    before = _kind(target)
+    args = ["--device", "tl-wr902ac"] if task == "history" else []
+    line = one_error(run(task, "--store", str(store), *args, "--output", str(target)))
+    assert f"is a {kind}" in line and _kind(target) == before
+
+
+def test_the_store_is_never_the_output(store: Path, tmp_path: Path) -> None:
+    record = store / "footprint" / "good.json"
+    other_name = tmp_path / "alias.json"
+    os.link(record, other_name)  # the same file under a name outside the store
+    before = record.read_bytes()
+    for target in (record, other_name):
+        line = one_error(
+            run("size-report", "--store", str(store), "--format", "json", "--output", str(target))
+        )
+        assert "a file this run reads" in line
+    assert record.read_bytes() == before
+
+
+# --- SIGTERM while the report is made ------------------------------------------------------
+
+HARNESS = textwrap.dedent("""
+    import os, signal, sys
+    from openwrt_wolf.report.render import html
+
+    real = html.render_html
+
+    class Lost:
+        # Python drops an exception raised while a finalizer runs: a signal handled here
+        # loses its KeyboardInterrupt, as it can in any __del__ or weakref callback
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def render_html(report):
+        text = real(report)
+        if sys.argv[1] == "plain":
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            Lost()
+        return text
+
+    html.render_html = render_html
+    from invoke.main import program
+    program.run(["invoke", "size-report", *sys.argv[2:]])
+""")
+
+
+@pytest.mark.parametrize("how", ["plain", "in a finalizer"])
+def test_sigterm_while_the_report_is_made(how: str, store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "report.html"
+    out.parent.mkdir()
+    p = subprocess.run(
+        [sys.executable, "-c", HARNESS, how.split()[0], "--store", str(store),
+         "--format", "html", "--output", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode == 128 + 15, p.stderr[-2000:]  # what a shell shows for SIGTERM
+    assert "error: interrupted by SIGTERM" in p.stderr and "Traceback" not in p.stderr
+    assert list(out.parent.iterdir()) == []  # no report, no temporary file

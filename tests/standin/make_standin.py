@@ -39,6 +39,9 @@ import zstandard
 
 from openwrt_wolf.catalogue import devtree
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+from tests.standin import ib_assemble, package_pack
+from tests.standin.kit import Kit
+from tests.standin.package_pack import PkgInfo
 
 HERE = Path(__file__).resolve().parent
 RELEASE = "25.12.5"
@@ -80,16 +83,6 @@ def _incompressible(name: str, size: int) -> bytes:
         seed = hashlib.sha256(seed).digest()
         out += hashlib.shake_256(seed).digest(65536)
     return bytes(out[:size])
-
-
-def _apk(path: Path, files: dict[str, bytes]) -> None:
-    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
-        for name, data in sorted(files.items()):
-            info = tarfile.TarInfo(name.lstrip("/"))
-            info.size = len(data)
-            info.mode = 0o755
-            info.mtime = 1781000000
-            tar.addfile(info, io.BytesIO(data))
 
 
 def _control(
@@ -196,15 +189,21 @@ def _definitions(text: str, names: tuple[str, ...]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _image_machinery(top: Path, tree: Path, tools: OpenWrtTools) -> None:
-    """include/image-commands.mk, the helpers it calls, and OpenWrt's host tools."""
+def _kernel_machinery(top: Path, tree: Path) -> None:
+    """include/standin-image.mk and the helpers of the tree's image-commands.mk it calls."""
     inc = top / "include"
     shutil.copyfile(tree / "include/image-commands.mk", inc / "image-commands.mk")
+    shutil.copyfile(HERE / "imagebuilder/include/standin-image.mk", inc / "standin-image.mk")
     helpers = "".join(
         f"# from {rel}\n" + _definitions((tree / rel).read_text(), names)
         for rel, names in HELPERS.items()
     )
     (inc / "standin-helpers.mk").write_text(helpers)
+
+
+def _image_machinery(top: Path, tree: Path, tools: OpenWrtTools) -> None:
+    """include/image-commands.mk, the helpers it calls, and OpenWrt's host tools."""
+    _kernel_machinery(top, tree)
     bin_dir = top / "staging_dir" / "host" / "bin"
     bin_dir.mkdir(parents=True)
     for name in IB_TOOLS:
@@ -273,57 +272,37 @@ def _release_mk(top: Path, info: dict[str, object], kdir: Path) -> None:
     (top / "include" / "standin-release.mk").write_text(text)
 
 
-def make_tree(
-    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools
-) -> Path:
-    """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path.
-    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools."""
-    spec = tomllib.loads((HERE / "targets.toml").read_text())
+# base-files' own scripts the install steps run (package post-install, rc.common enable)
+BASE_FILES = ("lib/functions.sh", "lib/functions/*.sh", "etc/rc.common")
+
+
+def _kdir(top: Path, target: str) -> Path:
+    found = sorted(top.glob(f"build_dir/target-*_musl/linux-{target.replace('/', '_')}"))
+    if not found:
+        raise RuntimeError(f"{top}: no KDIR for {target}")
+    return found[0]
+
+
+def _payload(
+    pname: str, size: int, path: str, release: str, tree: Path | None = None
+) -> dict[str, bytes | Path]:
+    data = _incompressible(pname, size) if "/firmware/" in path else _code(pname, size)
+    files: dict[str, bytes | Path] = {path: data} if path else {}
+    if pname == "base-files":
+        files["/etc/init.d/dropbear"] = b"#!/bin/sh /etc/rc.common\nSTART=19\n"
+        files["/etc/openwrt_release"] = f"DISTRIB_RELEASE='{release}'\n".encode()
+        base = tree / "package/base-files/files" if tree else None
+        for pattern in BASE_FILES if base else ():
+            assert base is not None
+            for f in sorted(base.glob(pattern)):
+                files[f"/{f.relative_to(base)}"] = f
+    return files
+
+
+def _info(spec: dict[str, Any], release: str, target: str) -> dict[str, Any]:
     rel, tgt = spec["release"][release], spec["target"][target]
     t, s = target.split("/")
-    name = f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
-    top = dest / name
-    if top.exists():
-        shutil.rmtree(top)
-    shutil.copytree(HERE / "imagebuilder", top)
-    _image_machinery(top, tree, tools)
-    pkgdir = top / "packages"
-    pkgdir.mkdir()
-    opkg = rel.get("package_manager", "apk") == "opkg"
-    if opkg:
-        _opkg_machinery(top, tree)
-    index = []
-    for pname, (version, size, depends, conflicts, path) in release_packages(spec, release).items():
-        data = _incompressible(pname, size) if "/firmware/" in path else _code(pname, size)
-        files = {path: data} if path else {}
-        if pname == "base-files":
-            files["/etc/init.d/dropbear"] = b"#!/bin/sh /etc/rc.common\nSTART=19\n"
-            files["/etc/openwrt_release"] = f"DISTRIB_RELEASE='{release}'\n".encode()
-        if opkg:
-            abi = rel.get("abi", {}).get(pname, "")
-            ctl = _control(pname, version, depends, conflicts, abi, tgt["arch_packages"])
-            _ipk(top, tree, pname, ctl, files, rel["source_date_epoch"])
-            continue
-        fname = f"{pname}-{version}.apk"
-        _apk(pkgdir / fname, files)
-        index.append(
-            {
-                "name": pname,
-                "version": version,
-                "depends": depends,
-                "conflicts": conflicts,
-                "provides": [],
-                "file": fname,
-            }
-        )
-    if opkg:
-        package_index(top)
-        shutil.rmtree(top / "tmp", ignore_errors=True)
-    else:
-        (pkgdir / "index.json").write_text(json.dumps(index, indent=1))
-    kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
-    kdir.mkdir(parents=True)
-    info: dict[str, object] = {
+    return {
         "version": release,
         "version_code": rel["version_code"],
         "source_date_epoch": rel["source_date_epoch"],
@@ -336,20 +315,193 @@ def make_tree(
         "package_manager": rel.get("package_manager", "apk"),
         "mksquashfs_extra": rel.get("mksquashfs_extra", []),
     }
-    _release_mk(top, info, kdir)
+
+
+def _kernels(
+    top: Path, tree: Path, target: str, kdir: Path, spec: dict[str, Any]
+) -> dict[str, Any]:
+    """Each profile's kernel piece by its KERNEL recipe; returns the profiles' facts."""
     profiles = {}
-    for pid, p in tgt["profile"].items():
+    for pid, p in spec["target"][target]["profile"].items():
         dev = _device_mk(top, tree, target, pid, p)
         _kernel(top, kdir, pid, dev, p["kernel_input"])
         profiles[pid] = {k: v for k, v in p.items() if k != "kernel_input"}
         profiles[pid]["images"] = [i for i in dev["IMAGES"].split() if i.endswith(".bin")]
-    info["profiles"] = profiles
+    return profiles
+
+
+def make_tree(
+    dest: Path,
+    target: str,
+    release: str = RELEASE,
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
+    kit: Kit | None = None,
+) -> Path:
+    """Write one stand-in ImageBuilder tree for target "ath79/generic"; return its path.
+    `tree` is the OpenWrt source tree of the release, `tools` OpenWrt's host tools, `kit`
+    (apk releases) the host apk, the signing key and the TLS packages' real files."""
+    spec = tomllib.loads((HERE / "targets.toml").read_text())
+    rel = spec["release"][release]
+    if rel.get("package_manager", "apk") == "apk":
+        if kit is None:
+            raise RuntimeError("an apk release needs kit= (tests/standin/kit.py)")
+        return _make_apk_tree(dest, target, release, spec, tree=tree, tools=tools, kit=kit)
+    tgt = spec["target"][target]
+    t, s = target.split("/")
+    name = f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
+    top = dest / name
+    if top.exists():
+        shutil.rmtree(top)
+    shutil.copytree(HERE / "imagebuilder", top)
+    _image_machinery(top, tree, tools)
+    pkgdir = top / "packages"
+    pkgdir.mkdir()
+    _opkg_machinery(top, tree)
+    for pname, (version, size, depends, conflicts, path) in release_packages(spec, release).items():
+        files = _payload(pname, size, path, release)
+        abi = rel.get("abi", {}).get(pname, "")
+        ctl = _control(pname, version, depends, conflicts, abi, tgt["arch_packages"])
+        _ipk(top, tree, pname, ctl, files, rel["source_date_epoch"])
+    package_index(top)
+    shutil.rmtree(top / "tmp", ignore_errors=True)
+    kdir = top / "build_dir" / f"target-{tgt['arch_packages']}_musl" / f"linux-{t}_{s}"
+    kdir.mkdir(parents=True)
+    info = _info(spec, release, target)
+    _release_mk(top, info, kdir)
+    info["profiles"] = _kernels(top, tree, target, kdir, spec)
     (top / ".standin.json").write_text(json.dumps(info, indent=1))
     return top
 
 
-def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
-    """A stand-in SDK tree for the target (tests/standin/sdk/), named as OpenWrt names it."""
+def _tree_infos(top: Path, tree: Path, rel: dict[str, Any], arch: str) -> dict[str, PkgInfo]:
+    """_evaluate_tree_infos, kept per machine (the cache) for the same tree, target .config,
+    package list and evaluation recipe: every stand-in of a run evaluates the same Makefiles."""
+    from dataclasses import asdict
+
+    from openwrt_wolf import paths
+    from openwrt_wolf.locks import locked
+
+    h = hashlib.sha256(str(tree.resolve()).encode())
+    for part in ((top / ".config").read_bytes(), json.dumps(rel["tree_packages"]).encode(),
+                 (HERE / "pkginfo.mk").read_bytes(), (HERE / "package_pack.py").read_bytes(),
+                 (HERE / "make_standin.py").read_bytes(), arch.encode()):  # fmt: skip
+        h.update(hashlib.sha256(part).digest())
+    cache = paths.cache_dir() / "standin-pkginfo" / f"{h.hexdigest()[:16]}.json"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    with locked(cache.with_suffix(".lock")):
+        if cache.is_file():
+            return {k: PkgInfo(**v) for k, v in json.loads(cache.read_text()).items()}
+        out = _evaluate_tree_infos(top, tree, rel, arch)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_text(json.dumps({k: asdict(v) for k, v in out.items()}))
+        tmp.replace(cache)
+        return out
+
+
+def _evaluate_tree_infos(
+    top: Path, tree: Path, rel: dict[str, Any], arch: str
+) -> dict[str, PkgInfo]:
+    """package-pack.mk's values for [tree_packages], evaluated twice: the first pass writes
+    staging_dir/target-*/pkginfo/<name>.version as a build's package step does, so the second
+    gives each dependency its ABI suffix (feeds.mk's GetABISuffix)."""
+    by_dir: dict[tuple[str, str], list[str]] = {}
+    for name, where in rel["tree_packages"].items():
+        d, _, variant = where.partition(":")
+        by_dir.setdefault((d, variant), []).append(name)
+    out: dict[str, PkgInfo] = {}
+    for npass in (1, 2):
+        for (d, variant), names in by_dir.items():
+            for i in package_pack.evaluate(top, tree, d, variant, names, arch):
+                out[i.package] = i
+        if npass == 1:
+            pkginfo = top / "staging_dir" / f"target-{arch}_musl" / "pkginfo"
+            pkginfo.mkdir(parents=True, exist_ok=True)
+            abis = {**rel.get("abi", {}), **{i.package: i.abi for i in out.values() if i.abi}}
+            for name, abi in abis.items():
+                (pkginfo / f"{name}.version").write_text(f"{abi}\n")
+    return out
+
+
+def abi_suffix(name: str, abi: str) -> str:
+    """include/feeds.mk's FormatABISuffix: none for kmods, "-" before it after a digit."""
+    if not abi or name.startswith("kmod-"):
+        return ""
+    return f"-{abi}" if name[-1:].isdigit() else abi
+
+
+def _make_apk_tree(
+    dest: Path,
+    target: str,
+    release: str,
+    spec: dict[str, Any],
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
+    kit: Kit,
+) -> Path:
+    """A 25.12 ImageBuilder as target/imagebuilder/Makefile assembles it (ib_assemble), its
+    packages made as package-pack.mk makes them (package_pack) with real apk-tools."""
+    rel, tgt = spec["release"][release], spec["target"][target]
+    t, s = target.split("/")
+    arch = tgt["arch_packages"]
+    top = dest / f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"
+    if top.exists():
+        shutil.rmtree(top)
+    ib_assemble.copy_tree_parts(top, tree, t)
+    apk, key, payloads = kit.apk, kit.key, kit.payloads
+    ib_assemble.host_tools(top, tree, apk, {n: tools.tool(n) for n in (*IB_TOOLS, "unsquashfs4")})
+    shutil.copy2(HERE / "tools" / "lzma", top / "staging_dir/host/bin/lzma")
+    dirs = {w.partition(":")[0]: "" for w in rel["tree_packages"].values()}
+    ib_assemble.metadata(top, tree, t, s, dirs)
+    infos = _tree_infos(top, tree, rel, arch)
+    pkgdir = top / "packages"
+    work = top / "tmp" / "pack"
+    epoch = rel["source_date_epoch"]
+    versions: dict[str, str] = {}
+    for pname, (version, size, depends, _conflicts, path) in release_packages(
+        spec, release
+    ).items():
+        info = infos.get(pname)
+        if info is None:
+            if version == "tree":
+                raise RuntimeError(f"{pname}: version from the tree, but not in tree_packages")
+            abi = rel.get("abi", {}).get(pname, "")
+            info = package_pack.PkgInfo(
+                package=pname, name=pname + abi_suffix(pname, abi), version=version, abi=abi,
+                depends=list(depends), provides=[pname] if abi else [], arch=arch,
+                priority="10" if abi else "")  # fmt: skip
+        files: dict[str, bytes | Path] = dict(payloads[pname]) if pname in payloads else (
+            _payload(pname, size, path, release, tree))  # fmt: skip
+        package_pack.mkpkg(apk, info, files, pkgdir, work, epoch)
+        versions[pname] = info.version
+    # a standalone ImageBuilder: every package local, no remote feed to list
+    (top / "repositories").write_text("")
+    (top / "keys").mkdir()
+    shutil.copyfile(key.with_suffix(".pub"), top / "keys" / f"{key.stem}.pem")
+    package_pack.index(apk, pkgdir, key, tree, arch)
+    lk = rel["linux_kernel"]
+    ib_assemble.versions(top, {
+        "REVISION": rel["version_code"], "SOURCE_DATE_EPOCH": str(epoch),
+        "BASE_FILES_VERSION": versions["base-files"], "LIBC_VERSION": versions["libc"],
+        "KERNEL_VERSION": versions["kernel"]}, lk["vermagic"])  # fmt: skip
+    kdir = top / "build_dir" / f"target-{arch}_musl" / f"linux-{t}_{s}"
+    ib_assemble.kernel_config(top, kdir / f"linux-{lk['version']}")
+    info = _info(spec, release, target)
+    _kernel_machinery(top, tree)
+    _release_mk(top, info, kdir)
+    info["profiles"] = _kernels(top, tree, target, kdir, spec)
+    for f in top.glob("include/standin-*.mk"):  # the kernel recipe's helpers: not shipped
+        f.unlink()
+    ib_assemble.cleanup(top, dirs)
+    (top / ".standin.json").write_text(json.dumps(info, indent=1))
+    return top
+
+
+def make_sdk(dest: Path, target: str, release: str = RELEASE, *, kit: Kit | None = None) -> Path:
+    """A stand-in SDK tree for the target (tests/standin/sdk/), named as OpenWrt names it, with
+    apk-tools in staging_dir/host/bin (it packs with `apk mkpkg`)."""
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     tgt = spec["target"][target]
     t, s = target.split("/")
@@ -358,6 +510,9 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
     if top.exists():
         shutil.rmtree(top)
     shutil.copytree(HERE / "sdk", top)
+    if kit is not None:
+        (top / "staging_dir" / "host" / "bin").mkdir(parents=True)
+        shutil.copy2(kit.apk, top / "staging_dir" / "host" / "bin" / "apk")
     info = {"version": release, "target": t, "subtarget": s, "arch_packages": tgt["arch_packages"]}
     (top / ".standin.json").write_text(json.dumps(info, indent=1))
     (top / "feeds.conf.default").write_text(
@@ -368,7 +523,13 @@ def make_sdk(dest: Path, target: str, release: str = RELEASE) -> Path:
 
 
 def make_buildroot(
-    dest: Path, target: str, release: str = RELEASE, *, tree: Path, tools: OpenWrtTools
+    dest: Path,
+    target: str,
+    release: str = RELEASE,
+    *,
+    tree: Path,
+    tools: OpenWrtTools,
+    kit: Kit | None = None,
 ) -> Path:
     """A stand-in OpenWrt source tree for the target (tests/standin/buildroot/): the stand-in
     ImageBuilder's scripts/ib.py, packages and .standin.json reused, its kernels moved out of
@@ -377,13 +538,21 @@ def make_buildroot(
     top = dest / f"openwrt-{release}-{target.replace('/', '-')}"
     if top.exists():
         shutil.rmtree(top)
-    ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools)
+    ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools, kit=kit)
     shutil.copytree(HERE / "buildroot", top)
     shutil.copyfile(HERE / "imagebuilder" / "scripts" / "ib.py", top / "scripts" / "ib.py")
     shutil.move(ib / "packages", top / "packages")
     shutil.move(ib / "staging_dir", top / "staging_dir")
+    if (ib / "keys").is_dir():
+        shutil.move(ib / "keys", top / "keys")
+    if kit is not None:  # the recipe machinery the apk ImageBuilder does not ship
+        _kernel_machinery(ib, tree)
+        _release_mk(ib, json.loads((ib / ".standin.json").read_text()), _kdir(ib, target))
+        for pid, p in spec["target"][target]["profile"].items():
+            _device_mk(ib, tree, target, pid, p)
     for mk in ib.glob("include/*.mk"):  # the image recipe machinery (make_tree)
-        shutil.move(mk, top / "include" / mk.name)
+        if mk.name.startswith("standin-") or mk.name == "image-commands.mk" or kit is None:
+            shutil.move(mk, top / "include" / mk.name)
     t, _ = target.split("/")
     kernels = top / "target" / "linux" / t / "standin-kernels"
     kernels.mkdir(parents=True)
@@ -413,6 +582,7 @@ def make_server(
     *,
     tree: Path,
     tools: OpenWrtTools,
+    kit: Kit | None = None,
 ) -> Path:
     """A download-server directory: releases/<rel>/targets/<t>/<s>/{archive,sha256sums}."""
     work = root / ".trees"
@@ -421,8 +591,8 @@ def make_server(
         d = root / "releases" / release / "targets" / target
         d.mkdir(parents=True, exist_ok=True)
         lines = []
-        ib = make_tree(work, target, release, tree=tree, tools=tools)
-        for top in (ib, make_sdk(work, target, release)):
+        ib = make_tree(work, target, release, tree=tree, tools=tools, kit=kit)
+        for top in (ib, make_sdk(work, target, release, kit=kit)):
             archive = pack(top, d / f"{top.name}.tar.zst")
             lines.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()} *{archive.name}\n")
         (d / "sha256sums").write_text("".join(sorted(lines, key=lambda x: x.split("*")[1])))
@@ -431,6 +601,7 @@ def make_server(
 
 if __name__ == "__main__":
     from openwrt_wolf.host import openwrt_tools, upstream
+    from tests.standin.kit import make_kit
 
     print(
         make_server(
@@ -438,5 +609,6 @@ if __name__ == "__main__":
             tuple(sys.argv[2:]) or ("ath79/generic",),
             tree=upstream.openwrt_tree(RELEASE),
             tools=openwrt_tools.ensure(),
+            kit=make_kit(Path(sys.argv[1]) / ".kit"),
         )
     )

@@ -68,11 +68,21 @@ def test_apk_and_opkg_lists() -> None:
         "kmod-8021q-6.12.94-r1 mips_24kc {linux} (GPL-2.0-only) [installed]\n"
         "libmbedtls21-3.6.6-r1 mips_24kc {mbedtls} (GPL-2.0-or-later) [installed]\n"
         "WARNING: opening /etc/apk/repositories.d: No such file\n"
+        # 25.12's own names and versions: px5g has no -rN, udebug a ~hash only, wolfSSL's
+        # ABI suffix looks like a version
+        "px5g-mbedtls-11 mips_24kc {px5g-mbedtls} (LGPL-2.1) [installed]\n"
+        "libudebug-2026.01.16~875e1a7a mips_24kc {udebug} (GPL-2.0) [installed]\n"
+        "libwolfssl5.9.1.e624513f-5.9.1-r1 mips_24kc {wolfssl} (GPL-3.0) [installed]\n"
+        "libustream-wolfssl20201210-2026.03.01~99f1c0db-r1 mips_24kc {x} (ISC) [installed]\n"
     )
     assert packages.parse_apk(apk) == {
         "libustream-mbedtls": "2025.10.03~5a5d9a5b-r1",
         "kmod-8021q": "6.12.94-r1",
         "libmbedtls21": "3.6.6-r1",
+        "px5g-mbedtls": "11",
+        "libudebug": "2026.01.16~875e1a7a",
+        "libwolfssl5.9.1.e624513f": "5.9.1-r1",
+        "libustream-wolfssl20201210": "2026.03.01~99f1c0db-r1",
     }
     opkg = "libustream-mbedtls20201210 - 2024.07.28~99bd3d2b-r1\nlibmbedtls21 - 3.6.6-r1\n"
     assert packages.parse_opkg(opkg) == {

@@ -96,7 +96,7 @@ def test_sigterm_between_copy_and_flash_removes_the_copy(
     p.send_signal(signal.SIGTERM)
     _out, rest = p.communicate(timeout=120)
     err = "".join(seen) + rest
-    assert p.returncode == 130 and "error: interrupted" in err, err
+    assert p.returncode == 143 and "error: interrupted by SIGTERM" in err, err
     assert "Traceback" not in err
     assert f"removed /tmp/{img.name} from the router" in err
     assert not (Path("/tmp") / img.name).exists(), err

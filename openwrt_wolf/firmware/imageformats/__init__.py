@@ -65,7 +65,7 @@ def split_bytes(data: bytes, *, where: str = "image") -> SplitImage:
         )
     else:
         raise WolfError(
-            f"{where}: unknown image format (starts with {body[:8].hex()})",
+            f"{where}: unknown image format (no uImage, TP-Link or safeloader header)",
             hint="expected an OpenWrt sysupgrade image: uImage, TP-Link v1/v2 or safeloader",
         )
     sb = squashfs_sb.parse(body, r_off, where=where)

@@ -9,7 +9,6 @@ the JSON. ``crc32`` is the CRC of every byte of the file before the trailer, sta
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import WolfError
+from ...trust import untrusted
 
 MAGIC = b"FWx0"
 TRAILER = 16
@@ -57,10 +57,7 @@ def find(data: bytes, *, where: str = "image") -> Trailer | None:
             if size < TRAILER + HEADER:
                 raise WolfError(f"{where}: corrupt metadata chunk (size {size})")
             raw = bytes(view[start + HEADER : end - TRAILER])
-            try:
-                metadata = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                raise WolfError(f"{where}: metadata chunk is not JSON") from None
+            metadata = untrusted.loads_json(raw, f"{where}: metadata chunk")
         elif kind == SIGNATURE:
             signed = True
         end = start

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..model import Baseline, CellDelta, Figure, MatrixCell, MatrixRow, Source, Table
+from ...perf.report import BASE, ratio
+from ..model import Baseline, CellDelta, Figure, MatrixCell, MatrixRow, Row, Source, Table
 from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, Cell, DeviceReport, SizeReport
 
 DASH = "–"
@@ -55,21 +56,28 @@ def delta_text(dev: DeviceReport, flavour: str, row: str) -> str:
     return "" if d is None else f" ({signed(d)} vs {BASELINE})"
 
 
-def table_rows(dev: DeviceReport) -> list[tuple[str, list[str]]]:
-    """(label, one text per flavour column) for every row, memory rows when measured."""
+def table_cells(dev: DeviceReport) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(label, one (value, difference to mbedtls or '') per flavour column) for every row,
+    memory rows when measured. HTML sets the difference on a line of its own."""
     out = []
     for row, label in ROWS:
         out.append(
-            (
-                label,
-                [cell_text(dev, dev.cells[f], row) + delta_text(dev, f, row) for f in dev.flavours],
-            )
-        )
+            (label, [(cell_text(dev, dev.cells[f], row), delta_text(dev, f, row).strip())
+                     for f in dev.flavours])
+        )  # fmt: skip
     for key in MEMORY_FIELDS:
         if any(key in dev.cells[f].mem_kb for f in dev.flavours):
             vals = [dev.cells[f].mem_kb.get(key) for f in dev.flavours]
-            out.append((f"{key} (median, kB)", [num(v) for v in vals]))
+            out.append((f"{key} (median, kB)", [(num(v), "") for v in vals]))
     return out
+
+
+def table_rows(dev: DeviceReport) -> list[tuple[str, list[str]]]:
+    """(label, one text per flavour column): table_cells with the difference appended."""
+    return [
+        (label, [f"{text} {delta}" if delta else text for text, delta in cells])
+        for label, cells in table_cells(dev)
+    ]
 
 
 def notes(dev: DeviceReport) -> list[str]:
@@ -142,6 +150,17 @@ def source_text(s: Source) -> str:
     return ", ".join(p for p in parts if p)
 
 
+def ratio_text(r: Row, column: str) -> str:
+    """ " (0.85×)": a performance-lab figure against Mbed TLS's in the same row. Those figures
+    are often emulated, where only the ratios between flavours carry over to a router."""
+    base, fig = r.values.get(BASE), r.values.get(column)
+    if column == BASE or not r.id.startswith("perf:") or base is None or fig is None:
+        return ""
+    if not isinstance(fig.value, int | float) or not isinstance(base.value, int | float):
+        return ""
+    return f" ({ratio(fig.value, base.value)})" if base.value else ""
+
+
 def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str]]]:
     """(label, unit, texts with a [n] source mark) for the terminal and Markdown."""
     out = []
@@ -150,7 +169,7 @@ def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str
         for c in t.columns:
             fig = r.values.get(c)
             n = notes.ref(fig.source) if fig else None
-            vals.append(figure_text(fig) + (f" [{n}]" if n else ""))
+            vals.append(figure_text(fig) + ratio_text(r, c) + (f" [{n}]" if n else ""))
         out.append((r.label, r.unit, vals))
     return out
 

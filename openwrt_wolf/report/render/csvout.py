@@ -1,10 +1,13 @@
-"""CSV: one line per device, flavour and row; plain integers for spreadsheets."""
+"""CSV: one line per device, flavour and row; plain integers for spreadsheets. Every cell
+goes out through escape.csv_cell: numbers as numbers, text that cannot start a formula."""
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 
+from ...trust.escape import csv_cell
 from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, SizeReport
 
 HEADER = (
@@ -21,8 +24,12 @@ HEADER = (
 
 def render_csv(report: SizeReport) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(HEADER)
+    out = csv.writer(buf, lineterminator="\n")
+
+    def row(cells: Iterable[object]) -> None:
+        out.writerow(csv_cell(c) for c in cells)
+
+    row(HEADER)
     for dev in report.devices:
         for f in dev.flavours:
             c = dev.cells[f]
@@ -30,19 +37,13 @@ def render_csv(report: SizeReport) -> str:
             rows += [("headroom_blocks", c.headroom_blocks)]
             rows += [(f"mem_{k}_kb", c.mem_kb[k]) for k in MEMORY_FIELDS if k in c.mem_kb]
             base = report.baseline.deltas.get(dev.profile, {}).get(f) if report.baseline else None
-            for row, v in rows:
-                d = dev.deltas.get(f, {}).get(row)
-                b = getattr(base, row, None) if base else None
-                w.writerow(
-                    (dev.profile, f, row, "" if v is None else v, "" if d is None else d,
-                     c.verdict, c.source, "" if b is None else b)
-                )  # fmt: skip
+            for name, v in rows:
+                d = dev.deltas.get(f, {}).get(name)
+                b = getattr(base, name, None) if base else None
+                row((dev.profile, f, name, v, d, c.verdict, c.source, b))
     for t in report.comparison:  # the comparison's figures: row "<table>:<row id>"
         for r in t.rows:
             for f, fig in r.values.items():
-                value = "" if fig.value is None else fig.value
-                src = fig.source.record if fig.source else ""
-                w.writerow(
-                    (r.device or "", f, f"{t.id}:{r.id}", value, "", fig.verdict or "", src, "")
-                )
+                src = fig.source.record if fig.source else None
+                row((r.device, f, f"{t.id}:{r.id}", fig.value, None, fig.verdict, src, None))
     return buf.getvalue()

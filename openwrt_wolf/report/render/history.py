@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 
-import jinja2
-from rich.console import Console
 from rich.table import Table
 
+from ... import term
 from ...errors import WolfError
-from ...paths import PROJECT_ROOT
+from ...trust import escape
 from .. import plots
 from ..history import History, Point
 from .cells import DASH, num
@@ -66,24 +64,26 @@ def rows(h: History) -> list[list[str]]:
 def render_history(h: History, fmt: str, *, width: int | None = None) -> str:
     if fmt == "terminal":
         buf = io.StringIO()
-        con = Console(file=buf, width=width or 200, force_terminal=width is None, highlight=False)
-        t = Table(title=f"{h.title} ({h.device}): builds over time")
+        con = term.console(file=buf, width=width or 200, force_terminal=width is None,
+                           highlight=False)  # fmt: skip
+        t = Table(title=escape.markup(f"{h.title} ({h.device}): builds over time"))
         for i, col in enumerate(HEADER):
             t.add_column(col, justify="right" if 3 <= i <= 6 else "left")
         for r in rows(h):
-            t.add_row(*(x.replace("[", "\\[") for x in r))
+            t.add_row(*(escape.markup(x) for x in r))
         con.print(t)
         return buf.getvalue()
     if fmt == "markdown":
         out = [
-            f"### {h.title} (`{h.device}`): builds over time\n",
+            f"### {escape.markdown_cell(h.title)} ({escape.markdown_cell(h.device)}): "
+            "builds over time\n",
             "| " + " | ".join(HEADER) + " |",
             "|---|---|---|---:|---:|---:|---:|---|---|",
         ]
-        out += ["| " + " | ".join(r) + " |" for r in rows(h)]
+        out += ["| " + " | ".join(escape.markdown_cell(x) for x in r) + " |" for r in rows(h)]
         return "\n".join(out) + "\n"
     if fmt == "json":
-        return json.dumps(h.to_dict(), indent=2) + "\n"
+        return escape.json_text(h.to_dict(), "history")
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -105,7 +105,7 @@ def render_history(h: History, fmt: str, *, width: int | None = None) -> str:
         )
         for p in h.points:
             w.writerow(
-                "" if v is None else v
+                escape.csv_cell(v)
                 for v in (
                     p.created,
                     p.release,
@@ -131,10 +131,8 @@ def render_history(h: History, fmt: str, *, width: int | None = None) -> str:
         svg = plots.history_lines(
             {k: v for k, v in series.items() if v}, limits, f"{h.title}: firmware image over time"
         )
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(PROJECT_ROOT / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-        )
-        return env.get_template("history.html.j2").render(h=h, header=HEADER, rows=rows(h), svg=svg)
+        from .html import environment
+
+        page = environment().get_template("history.html.j2")
+        return page.render(h=h, header=HEADER, rows=rows(h), svg=svg)
     raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")

@@ -4,15 +4,19 @@ other formats; every figure links to its source in the footnotes."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from ...paths import PROJECT_ROOT
+from ...trust import escape
 from .. import plots
 from ..model import Figure, Table
 from ..sizereport import SizeReport
 from .cells import (
+    DASH,
     SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
@@ -22,26 +26,41 @@ from .cells import (
     notes,
     num,
     package_rows,
+    ratio_text,
     source_text,
     substitution_rows,
-    table_rows,
+    table_cells,
 )
 
 TEMPLATE = "size-report.html.j2"
 TLS_PLOT_ROWS = 12  # the TLS plot shows the cross-built libraries and the first devices
 
 
-def _cell(fig: Figure | None, sources: Footnotes) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HtmlCell:
+    """One table cell of the page, the same fields whether it holds a figure or not (the
+    template reads each of them; StrictUndefined makes a missing one an error)."""
+
+    text: str
+    value: int | float | str | None = ""  # data-value, for sorting
+    cls: str = "none"
+    ref: int | None = None  # footnote number
+    title: str = ""  # the source, as a tooltip
+
+
+EMPTY = HtmlCell(DASH)
+
+
+def _cell(fig: Figure | None, sources: Footnotes, ratio: str = "") -> HtmlCell:
     if fig is None:
-        return {"text": "–", "value": "", "ref": None, "cls": "none"}
-    cls = {"TOO_BIG": "bad", "FITS": "good"}.get(fig.verdict or "", "")
-    return {
-        "text": figure_text(fig),
-        "value": "" if fig.value is None else fig.value,
-        "ref": sources.ref(fig.source),
-        "title": source_text(fig.source) if fig.source else "",
-        "cls": cls,
-    }
+        return EMPTY
+    return HtmlCell(
+        text=figure_text(fig) + ratio,
+        value="" if fig.value is None else fig.value,
+        cls={"TOO_BIG": "bad", "FITS": "good"}.get(fig.verdict or "", ""),
+        ref=sources.ref(fig.source),
+        title=source_text(fig.source) if fig.source else "",
+    )
 
 
 def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
@@ -55,7 +74,7 @@ def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
                 "label": r.label,
                 "unit": r.unit,
                 "id": r.id,
-                "cells": [_cell(r.values.get(c), sources) for c in t.columns],
+                "cells": [_cell(r.values.get(c), sources, ratio_text(r, c)) for c in t.columns],
             }
             for r in t.rows
         ],
@@ -94,7 +113,7 @@ def _plots(report: SizeReport) -> list[dict[str, str]]:
                     "id": "plot-tls",
                     "title": "TLS libraries (xz)",
                     "caption": "xz -9e of each TLS library file, summed",
-                    "svg": plots.grouped_bars(tls, flash.columns, "TLS libraries, bytes"),
+                    "svg": plots.grouped_bars(tls, flash.columns, "TLS libraries (xz)"),
                 }
             )
     for tid in ("memory", "performance"):
@@ -102,25 +121,39 @@ def _plots(report: SizeReport) -> list[dict[str, str]]:
         if t and t.rows:
             for unit in dict.fromkeys(r.unit for r in t.rows):
                 rows = [r for r in t.rows if r.unit == unit]
+                # what the rows measure ("Heap peak during a TLS handshake"), else the unit
+                measures = {r.label.split(",")[0] for r in rows}
+                what = measures.pop() if len(measures) == 1 else unit
                 out.append(
                     {
                         "id": f"plot-{tid}-{len(out)}",
-                        "title": f"{t.title} ({unit})",
+                        "title": f"{t.title}: {what}",
                         "caption": "",
-                        "svg": plots.grouped_bars(rows, t.columns, unit),
+                        "svg": plots.grouped_bars(rows, t.columns, what),
                     }
                 )
     return out
 
 
-def _env() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
+    """The one jinja2 set-up of the HTML pages (size report, history): autoescape, every
+    value printable, a missing field an error."""
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(PROJECT_ROOT / "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=printable_value,
     )
+
+
+def printable_value(v: Any) -> Any:
+    """Every value the template prints, control characters shown (escape.printable) before
+    autoescape: the page stays safe to open, and to cat on a terminal."""
+    if isinstance(v, str) and not isinstance(v, markupsafe.Markup):  # not the plots' SVG
+        return escape.printable(v)
+    return v
 
 
 def render_html(report: SizeReport) -> str:
@@ -133,7 +166,11 @@ def render_html(report: SizeReport) -> str:
             "target": d.target,
             "release": d.release,
             "flavours": d.flavours,
-            "rows": table_rows(d) + baseline_rows(d, report.baseline),
+            "rows": table_cells(d)
+            + [
+                (label, [(v, "") for v in vals])
+                for label, vals in baseline_rows(d, report.baseline)
+            ],
             "packages": package_rows(d, report.top_packages) if report.top_packages else [],
             "notes": notes(d),
             "substitutions": substitution_rows(d),
@@ -150,20 +187,20 @@ def render_html(report: SizeReport) -> str:
             "release": r.release or "",
             "min": "" if r.min_headroom is None else r.min_headroom,
             "cells": [
-                {
-                    "text": matrix_text(r.cells[f]),
-                    "value": r.cells[f].headroom,
-                    "cls": {"TOO_BIG": "bad", "FITS": "good"}.get(r.cells[f].verdict, "none"),
-                }
+                HtmlCell(
+                    matrix_text(r.cells[f]),
+                    r.cells[f].headroom,
+                    {"TOO_BIG": "bad", "FITS": "good"}.get(r.cells[f].verdict, "none"),
+                )
                 if f in r.cells
-                else {"text": "–", "value": None, "cls": "none"}
+                else EMPTY
                 for f in columns
             ],
         }
         for r in report.matrix
     ]
     return (
-        _env()
+        environment()
         .get_template(TEMPLATE)
         .render(
             report=report,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
+from ...trust import escape
 from ..sizereport import SizeReport
 
 
 def render_json(report: SizeReport) -> str:
-    return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
+    return escape.json_text(report.to_dict(), "size report")

@@ -1,7 +1,11 @@
-"""Markdown: a table per device, like the published comparison, then notes."""
+"""Markdown: a table per device, like the published comparison, then notes. Every text goes
+in through escape.markdown_cell (in a line we began) or escape.markdown (where it begins a
+line): a name cannot add a heading, HTML or a table cell."""
 
 from __future__ import annotations
 
+from ...trust.escape import markdown as line
+from ...trust.escape import markdown_cell as md
 from ..sizereport import SizeReport
 from .cells import (
     SUBSTITUTION_COLUMNS,
@@ -18,33 +22,33 @@ from .cells import (
 )
 
 
-def _esc(s: str) -> str:
-    return s.replace("|", "\\|")
+def _row(*cells: str) -> str:
+    return "| " + " | ".join(md(c) for c in cells) + " |"
 
 
 def render_markdown(report: SizeReport) -> str:
     out: list[str] = []
     for dev in report.devices:
         where = ", ".join(x for x in (dev.target, dev.release and f"OpenWrt {dev.release}") if x)
-        out.append(f"### {dev.title} (`{dev.profile}`{', ' + where if where else ''})\n")
-        out.append("| | " + " | ".join(dev.flavours) + " |")
+        out.append(f"### {md(dev.title)} ({md(dev.profile)}{', ' + md(where) if where else ''})\n")
+        out.append(_row("", *dev.flavours))
         out.append("|---|" + "---:|" * len(dev.flavours))
         for label, vals in table_rows(dev) + baseline_rows(dev, report.baseline):
-            out.append(f"| {label} | " + " | ".join(_esc(v) for v in vals) + " |")
+            out.append(_row(label, *vals))
         out.append("")
         pkgs = package_rows(dev, report.top_packages) if report.top_packages else []
         if pkgs:
-            out.append("| package (bytes in the squashfs) | " + " | ".join(dev.flavours) + " |")
+            out.append(_row("package (bytes in the squashfs)", *dev.flavours))
             out.append("|---|" + "---:|" * len(dev.flavours))
-            out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in pkgs]
+            out += [_row(name, *vals) for name, vals in pkgs]
             out.append("")
         subs = substitution_rows(dev)
         if subs:
-            out.append("| " + " | ".join(SUBSTITUTION_COLUMNS) + " |")
+            out.append(_row(*SUBSTITUTION_COLUMNS))
             out.append("|---" * len(SUBSTITUTION_COLUMNS) + "|")
-            out += ["| " + " | ".join(_esc(v) for v in row) + " |" for row in subs]
+            out += [_row(*row) for row in subs]
             out.append("")
-        out += [f"- {_esc(n)}" for n in notes(dev)]
+        out += [f"- {line(n)}" for n in notes(dev)]
         if notes(dev):
             out.append("")
     if report.footprints:
@@ -53,36 +57,36 @@ def render_markdown(report: SizeReport) -> str:
         out.append("|---|---|---|---|---:|---:|---:|")
         for fp in report.footprints:
             out.append(
-                f"| {fp.flavour} | {fp.version or ''} | {fp.config} | {fp.arch or ''} | "
-                f"{num(fp.installed)} | {num(fp.xz)} | {num(fp.squashfs_cost)} |"
-            )
+                _row(fp.flavour, fp.version or "", fp.config, fp.arch or "", num(fp.installed),
+                     num(fp.xz), num(fp.squashfs_cost))
+            )  # fmt: skip
         out.append("")
     marks = Footnotes()
     out += _comparison(report, marks)
     if len(report.matrix) > 1:
         out += _matrix(report)
     out.append(f"Sizes in bytes. TLS libraries compressed with {report.xz_settings}.\n")
-    out += [f"{mark}. {_esc(text)}" for mark, text in marks.items()]
+    out += [f"{mark}. {md(text)}" for mark, text in marks.items()]
     if report.baseline:
-        out.append(f"\nBaseline: {_esc(report.baseline.label)}.")
-    out += [f"- {n}" for n in report.notes]
-    out += [f"- {_esc(line)}" for line in gate_lines(report)]
+        out.append(f"\nBaseline: {md(report.baseline.label)}.")
+    out += [f"- {line(n)}" for n in report.notes]
+    out += [f"- {line(g)}" for g in gate_lines(report)]
     return "\n".join(out) + "\n"
 
 
 def _comparison(report: SizeReport, marks: Footnotes) -> list[str]:
     out = []
     for t in report.comparison:
-        out.append(f"### {t.title}\n")
+        out.append(f"### {md(t.title)}\n")
         if not t.rows:
             out += ["No records in the store yet.", ""]
             continue
-        out.append("| | unit | " + " | ".join(t.columns) + " |")
+        out.append(_row("", "unit", *t.columns))
         out.append("|---|---|" + "---:|" * len(t.columns))
         for label, unit, vals in comparison_rows(t, marks):
-            out.append(f"| {_esc(label)} | {unit} | " + " | ".join(_esc(v) for v in vals) + " |")
+            out.append(_row(label, unit, *vals))
         out.append("")
-        out += [f"- note: {_esc(n)}" for n in t.notes]
+        out += [f"- note: {md(n)}" for n in t.notes]
     return out
 
 
@@ -90,11 +94,8 @@ def _matrix(report: SizeReport) -> list[str]:
     cols, rows = matrix_rows(report.matrix)
     out = [
         "### Fits: every device × flavour (headroom, tightest first)\n",
-        "| device | target | release | " + " | ".join(cols) + " |",
+        _row("device", "target", "release", *cols),
         "|---|---|---|" + "---:|" * len(cols),
     ]
-    out += [
-        f"| {r.profile} | {r.target or ''} | {r.release or ''} | " + " | ".join(vals) + " |"
-        for r, vals in rows
-    ]
+    out += [_row(r.profile, r.target or "", r.release or "", *vals) for r, vals in rows]
     return [*out, ""]

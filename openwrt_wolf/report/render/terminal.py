@@ -1,4 +1,5 @@
-"""Terminal: a rich table per device; 'does not fit' cells in red."""
+"""Terminal: a rich table per device; 'does not fit' cells in red. Every text from a record
+or a directory goes in through escape.markup (its [ escaped, control characters shown)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import io
 from rich.console import Console
 from rich.table import Table
 
+from ... import term
+from ...trust.escape import markup as esc
 from ..sizereport import SizeReport
 from .cells import (
     SUBSTITUTION_COLUMNS,
@@ -24,34 +27,37 @@ from .cells import (
 
 
 def _style(text: str) -> str:
+    """A cell's text, escaped, in red when it does not fit and green for 'yes'."""
     if text.startswith("does not fit"):
-        return f"[bold red]{text}[/]"
+        return f"[bold red]{esc(text)}[/]"
     if text == "yes":
         return f"[green]{text}[/]"
-    return text
+    return esc(text)
 
 
 def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
     buf = io.StringIO()
-    con = Console(file=buf, width=width or 200, force_terminal=width is None, highlight=False)
+    con = term.console(file=buf, width=width or 200, force_terminal=width is None,
+                       highlight=False)  # fmt: skip
     for dev in report.devices:
         where = ", ".join(x for x in (dev.target, dev.release and f"OpenWrt {dev.release}") if x)
-        con.print(f"{dev.title} ({dev.profile}{', ' + where if where else ''})", style="bold")
+        con.print(f"{dev.title} ({dev.profile}{', ' + where if where else ''})", style="bold",
+                  markup=False)  # fmt: skip
         t = Table()
         t.add_column("bytes", style="bold")
         for f in dev.flavours:
-            t.add_column(f, justify="right")
+            t.add_column(esc(f), justify="right")
         for label, vals in table_rows(dev) + baseline_rows(dev, report.baseline):
-            t.add_row(label, *(_style(v.replace("[", "\\[")) for v in vals))
+            t.add_row(esc(label), *(_style(v) for v in vals))
         con.print(t)
         pkgs = package_rows(dev, report.top_packages) if report.top_packages else []
         if pkgs:
             pt = Table(title="largest packages (bytes in the squashfs)")
             pt.add_column("package")
             for f in dev.flavours:
-                pt.add_column(f, justify="right")
+                pt.add_column(esc(f), justify="right")
             for name, vals in pkgs:
-                pt.add_row(name, *vals)
+                pt.add_row(esc(name), *vals)
             con.print(pt)
         subs = substitution_rows(dev)
         if subs:
@@ -70,7 +76,7 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
             t.add_column(col, justify="right" if col in numeric else "left")
         for fp in report.footprints:
             t.add_row(
-                fp.flavour, fp.version or "", fp.config, fp.arch or "",
+                esc(fp.flavour), esc(fp.version or ""), esc(fp.config), esc(fp.arch or ""),
                 num(fp.installed), num(fp.xz), num(fp.squashfs_cost),
             )  # fmt: skip
         con.print(t)
@@ -101,9 +107,9 @@ def _comparison(con: Console, report: SizeReport, marks: Footnotes) -> None:
         tab.add_column("", style="bold")
         tab.add_column("unit")
         for c in t.columns:
-            tab.add_column(c, justify="right")
+            tab.add_column(esc(c), justify="right")
         for label, unit, vals in comparison_rows(t, marks):
-            tab.add_row(label, unit, *(_style(v.replace("[", "\\[")) for v in vals))
+            tab.add_row(esc(label), esc(unit), *(_style(v) for v in vals))
         con.print(tab)
         for n in t.notes:
             con.print(f"  note: {n}", markup=False)
@@ -115,7 +121,8 @@ def _matrix(con: Console, report: SizeReport) -> None:
     for c in ("device", "target", "release"):
         tab.add_column(c)
     for c in cols:
-        tab.add_column(c, justify="right")
+        tab.add_column(esc(c), justify="right")
     for r, vals in rows:
-        tab.add_row(r.profile, r.target or "", r.release or "", *(_style(v) for v in vals))
+        tab.add_row(esc(r.profile), esc(r.target or ""), esc(r.release or ""),
+                    *(_style(v) for v in vals))  # fmt: skip
     con.print(tab)

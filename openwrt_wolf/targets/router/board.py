@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from ...errors import WolfError
+from ...trust import untrusted
 from ..target import Target
 
 
@@ -23,9 +23,9 @@ def board(
 ) -> Board:
     """`ubus call system board`; one clear line when the target does not answer it."""
     r = target.run("ubus call system board", timeout=timeout)
-    try:
-        d = json.loads(r.output) if r.exit_status == 0 else None
-    except json.JSONDecodeError:
+    try:  # the router's answer is untrusted: only finite 64-bit numbers, bounded nesting
+        d = untrusted.loads_json(r.output, "ubus") if r.exit_status == 0 else None
+    except WolfError:
         d = None
     if not isinstance(d, dict) or not d.get("board_name"):
         raise WolfError(

@@ -4,13 +4,14 @@ metadata, else profiles.json beside it, else the device catalogue."""
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...catalogue.devices import Device
 from ...errors import WolfError
+from ...firmware import artifacts
 from ...firmware.imageformats import fwtool
 from ...hashing import file_sha256
 from ...results.store import Record, Store
@@ -40,23 +41,21 @@ def _supported(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 
 
 def _from_profiles_json(image: Path) -> dict[str, Any] | None:
-    """The profiles.json entry that lists this image file, with the file's top-level fields."""
+    """The profiles.json entry that lists this image file, with the file's top-level fields
+    (read through artifacts.load_profiles_json: bounded, typed, plain names)."""
     pj = image.parent / "profiles.json"
-    if not pj.is_file():
+    if not os.path.lexists(pj):
         return None
-    try:
-        doc = json.loads(pj.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise WolfError(f"cannot read {pj}: {e}", hint="re-download or rebuild it") from None
-    for profile in (doc.get("profiles") or {}).values():
-        for img in profile.get("images") or []:
-            if img.get("name") == image.name:
+    doc = artifacts.load_profiles_json(pj)
+    for profile in doc.profiles.values():
+        for img in profile.images:
+            if img.name == image.name:
                 return {
-                    "supported_devices": profile.get("supported_devices") or [],
-                    "version_number": doc.get("version_number"),
-                    "version_code": doc.get("version_code"),
-                    "target": doc.get("target"),
-                    "sha256": img.get("sha256"),
+                    "supported_devices": profile.supported_devices,
+                    "version_number": doc.version_number,
+                    "version_code": doc.version_code,
+                    "target": doc.target,
+                    "sha256": img.sha256,
                 }
     return None
 
@@ -67,8 +66,8 @@ def inspect(path: Path, device: Device, *, flavour: str | None = None) -> FlashI
     if not path.is_file():
         raise WolfError(f"image not found: {path}", hint="give the sysupgrade image with --image")
     size = path.stat().st_size
+    meta = fwtool.read_metadata(path)  # a file no flash holds is refused here, before hashing
     digest = file_sha256(path)
-    meta = fwtool.read_metadata(path)
     pj = _from_profiles_json(path)
     if meta is not None:
         compat, devs = _supported(meta)

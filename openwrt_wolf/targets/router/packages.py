@@ -15,9 +15,11 @@ from ...errors import WolfError
 from ...paths import DATA_DIR
 from ..target import Target
 
-# apk prints name-version; the version starts at a "-<digit>" whose rest has no other "-"
-# before the final -rN (package names may contain "-<digit>" themselves: kmod-8021q).
-_APK_VERSION = re.compile(r"-(\d[^\s-]*-r\d+)$")
+# apk prints name-version. A version is apk's grammar (digits and dots, a letter, _suffixes,
+# a ~hash, an optional -rN): px5g-mbedtls-11, libudebug-2026.01.16~875e1a7a; the first "-"
+# whose rest is one splits, as names hold "-<digit>" too (kmod-8021q) and end in an ABI
+# version (libwolfssl5.9.1.e624513f-5.9.1-r1).
+_APK_VERSION = re.compile(r"\d+(\.\d+)*[a-z]?(_[a-z]+\d*)*(~[0-9a-f]+)?(-r\d+)?")
 
 
 @dataclass(frozen=True)
@@ -74,10 +76,12 @@ def parse_apk(output: str) -> dict[str, str]:
     out = {}
     for line in output.splitlines():
         token = line.split(" ", 1)[0].strip()
-        m = _APK_VERSION.search(token)
-        if not token or "[installed]" not in line or not m:
+        if not token or "[installed]" not in line:
             continue
-        out[token[: m.start()]] = m.group(1)
+        cut = next((i for i, c in enumerate(token) if c == "-" and i > 0
+                    and _APK_VERSION.fullmatch(token, i + 1)), None)  # fmt: skip
+        if cut is not None:
+            out[token[:cut]] = token[cut + 1 :]
     return out
 
 

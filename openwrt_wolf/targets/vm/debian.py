@@ -8,19 +8,22 @@ downloaded with ``apt-get download`` and unpacked with ``dpkg-deb -x``, cached b
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import getpass
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
+import tarfile
 import tempfile
 import time
 import tomllib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from ... import paths, proc
 from ...errors import CommandError, WolfError
@@ -183,20 +186,28 @@ class AptRoot:
             raise WolfError(f"apt-cache show {package} ({self.arch}) printed no Version")
         return m.group(1)
 
-    def fetch(self, package: str) -> Unpacked:
-        """Download and unpack the candidate version of ``package``; cached by version."""
+    def fetch(self, package: str, members: tuple[str, ...] = ()) -> Unpacked:
+        """Download and unpack the candidate version of ``package``; cached by version.
+        ``members``: only the regular files matching these patterns (fnmatch, e.g.
+        ``boot/vmlinuz-*``), for big packages of which a few files are needed."""
         hosttools.ensure(["apt-get", "dpkg-deb"])
         with locked(self.base / ".lock"):
             self.update()
             version = self.version(package)
-            dest = self.base / "unpacked" / f"{package}_{version.replace(':', '%3a')}"
+            name = f"{package}_{version.replace(':', '%3a')}"
+            if members:
+                name += "-" + hashlib.sha256(json.dumps(members).encode()).hexdigest()[:12]
+            dest = self.base / "unpacked" / name
             if (dest / ".complete").exists():
                 return Unpacked(package, version, self.arch, dest)
             deb = self._download(package, version)
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
             try:
-                proc.run(["dpkg-deb", "-x", deb, tmp], timeout=300)
+                if members:
+                    extract_members(deb, tmp, members)
+                else:
+                    proc.run(["dpkg-deb", "-x", deb, tmp], timeout=300)
                 (tmp / ".complete").write_text(f"{package} {version} {self.arch}\n")
                 if dest.exists():
                     shutil.rmtree(dest)
@@ -225,6 +236,68 @@ class AptRoot:
         if not have:
             raise WolfError(f"apt-get download {spec} left no .deb in {debs}")
         return have[-1]
+
+
+def _data_member(deb: Path) -> tuple[int, int, str]:
+    """(offset, size, name) of data.tar.* in a .deb (an ar archive: 8-byte magic, then
+    60-byte member headers, each member padded to an even size)."""
+    with deb.open("rb") as fh:
+        if fh.read(8) != b"!<arch>\n":
+            raise WolfError(f"{deb} is not a Debian package (no ar header)")
+        while True:
+            head = fh.read(60)
+            if len(head) < 60:
+                raise WolfError(f"{deb}: no data.tar member")
+            name = head[:16].decode("ascii", "replace").strip().rstrip("/")
+            try:
+                size = int(head[48:58].decode("ascii").strip())
+            except ValueError:
+                raise WolfError(f"{deb}: damaged ar header") from None
+            if name.startswith("data.tar"):
+                return fh.tell(), size, name
+            fh.seek(size + size % 2, os.SEEK_CUR)
+
+
+def extract_members(deb: Path, dest: Path, patterns: tuple[str, ...]) -> list[Path]:
+    """The package's regular files whose path (without "./") matches a pattern, into dest.
+    Names that would leave dest are refused; links and devices are skipped."""
+    offset, size, name = _data_member(deb)
+    if name not in ("data.tar.xz", "data.tar.gz", "data.tar"):
+        raise WolfError(f"{deb}: {name} is not a compression this reader takes (xz, gz, none)",
+                        hint="unpack it with dpkg-deb -x instead")  # fmt: skip
+    out = []
+    with deb.open("rb") as fh:
+        fh.seek(offset)
+        with tarfile.open(fileobj=cast(BinaryIO, _Limited(fh, size)), mode="r|*") as tar:
+            for m in tar:
+                rel = m.name.removeprefix("./")
+                if not m.isfile() or not any(fnmatch.fnmatch(rel, p) for p in patterns):
+                    continue
+                if rel.startswith("/") or ".." in Path(rel).parts:
+                    raise WolfError(f"{deb}: member {m.name!r} would leave the unpack folder")
+                target = dest / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                src = tar.extractfile(m)
+                assert src is not None  # a regular file
+                with target.open("wb") as w:
+                    shutil.copyfileobj(src, w, 1 << 20)
+                out.append(target)
+    if not out:
+        raise WolfError(f"{deb}: no member matches {', '.join(patterns)}")
+    return out
+
+
+class _Limited:
+    """A read-only view of ``size`` bytes of a file from its current position."""
+
+    def __init__(self, fh: Any, size: int) -> None:
+        self.fh, self.left = fh, size
+
+    def read(self, n: int = -1) -> bytes:
+        n = self.left if n < 0 else min(n, self.left)
+        data: bytes = self.fh.read(n)
+        self.left -= len(data)
+        return data
 
 
 def malta_kernel() -> MaltaKernel:

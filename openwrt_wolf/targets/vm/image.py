@@ -1,7 +1,8 @@
 """What we boot: a malta kernel (ELF, e.g. openwrt-malta-be-vmlinux-initramfs.elf or main's
 ...-generic-initramfs-kernel.bin) and optionally a rootfs image. The ELF header is read before
 QEMU starts: a file that is not a 32-bit MIPS ELF is a clear error, and its byte order picks
-qemu-system-mips or qemu-system-mipsel."""
+qemu-system-mips or qemu-system-mipsel. The Wi-Fi guest boots an x86 bzImage on QEMU's pc
+machine instead (``inspect_bzimage``)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ class Kernel:
     path: Path
     endian: str  # "big" or "little"
     entry: int
+    machine: str = "malta"  # QEMU's machine: malta (MIPS ELF) or pc (x86 bzImage)
 
     @property
     def arch(self) -> str:
+        if self.machine == "pc":
+            return "x86_64"
         return "mips" if self.endian == "big" else "mipsel"
 
 
@@ -56,6 +60,19 @@ def inspect_kernel(path: Path) -> Kernel:
             f"{path} is a MIPS ELF of type {e_type}, not an executable kernel", hint=hint
         )
     return Kernel(path=path, endian=endian, entry=entry)
+
+
+def inspect_bzimage(path: Path) -> Kernel:
+    """An x86 Linux kernel as QEMU's pc machine boots it with -kernel: the boot sector's
+    0xAA55 and the setup header's "HdrS" magic (Linux boot protocol, Documentation/x86/boot)."""
+    if not path.is_file():
+        raise WolfError(f"kernel image {path} does not exist")
+    with path.open("rb") as fh:
+        head = fh.read(0x206)
+    if len(head) < 0x206 or head[0x1FE:0x200] != b"\x55\xaa" or head[0x202:0x206] != b"HdrS":
+        raise WolfError(f"{path} is not an x86 Linux kernel (bzImage): no boot-protocol header",
+                        hint="pass a vmlinuz from a Debian amd64 linux-image package")  # fmt: skip
+    return Kernel(path=path, endian="little", entry=0, machine="pc")
 
 
 def raw_rootfs(path: Path) -> Path:

@@ -15,6 +15,35 @@ from ...errors import WolfError
 
 _MAGIC = b"070701"
 
+# A test guest's /init runs as PID 1 with busybox's ash: the start mounts what busybox's
+# programs need; the end is what the boot state machine waits for on the console
+# (machine.py: "Please press Enter", then a root@<host>:<dir># prompt). busybox's
+# reboot/poweroff/halt signal PID 1 (TERM/USR2/USR1), as they do procd. The shell runs in the
+# background so that `wait` returns when such a signal comes and the trap runs.
+_INIT_START = r"""#!/bin/sh
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /tmp /var/run /root
+hostname {host}
+"""
+_INIT_END = r"""trap 'sync; reboot -f' TERM
+trap 'sync; poweroff -f' USR2
+trap 'sync; halt -f' USR1
+while :; do
+    echo "Please press Enter to activate this console."
+    read -r _
+    HOME=/root PS1='root@{host}:\w# ' ENV= /bin/sh </dev/console >/dev/console 2>&1 &
+    wait $!
+done
+"""
+
+
+def init_script(host: str, body: str) -> str:
+    """A test guest's /init: the common start, ``body`` (its own steps), the console loop."""
+    return _INIT_START.replace("{host}", host) + body + _INIT_END.replace("{host}", host)
+
 
 @dataclass(frozen=True)
 class Entry:

@@ -97,7 +97,7 @@ class VM:
         echo: Callable[[bytes], None] | None = None,
     ) -> None:
         self.spec = spec
-        self.name = name or f"qemu-malta-{spec.kernel.arch}"
+        self.name = name or f"qemu-{spec.kernel.machine}-{spec.kernel.arch}"
         self.timeouts = {**state_timeouts(), **(timeouts or {})}
         self.state = "off"
         self.transitions: list[Transition] = []
@@ -185,7 +185,7 @@ class VM:
         hosttools.ensure([binary(self.spec.kernel)])
         self._rundir = reaper.rundir()
         sock = self._rundir / "console.sock"
-        if any(n.ssh for n in nics()) and self.ssh_port is None:
+        if any(n.ssh for n in nics(self.spec.kernel)) and self.ssh_port is None:
             self.ssh_port = free_port()
         spec = VmSpec(**{**self.spec.__dict__, "ssh_port": self.ssh_port})
         argv = command(spec, sock)

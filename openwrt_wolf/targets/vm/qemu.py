@@ -29,7 +29,10 @@ class Nic:
     ssh: bool = False
 
 
-def nics() -> list[Nic]:
+def nics(kernel: Kernel | None = None) -> list[Nic]:
+    """The malta guest's NICs; the pc guest (Wi-Fi) has none: its radios are mac80211_hwsim's."""
+    if kernel is not None and kernel.machine == "pc":
+        return []
     return [Nic(**n) for n in config()["nic"]]
 
 
@@ -46,7 +49,7 @@ class VmSpec:
     extra: tuple[str, ...] = field(default=())
 
     def memory(self) -> int:
-        mb = self.memory_mb or int(config()["qemu"]["memory_mb"])
+        mb = self.memory_mb or int(config()[_table(self.kernel)]["memory_mb"])
         if not 16 <= mb <= 2048:
             raise WolfError(
                 f"--memory {mb} MB is out of range", hint="use 16..2048 (malta uses up to 256)"
@@ -54,14 +57,21 @@ class VmSpec:
         return mb
 
 
+def _table(kernel: Kernel) -> str:
+    """data/vm.toml's table for the kernel's machine: [qemu] (malta) or [pc]."""
+    return "pc" if kernel.machine == "pc" else "qemu"
+
+
 def binary(kernel: Kernel) -> str:
+    if kernel.machine == "pc":
+        return str(config()["pc"]["binary"])
     return str(config()["qemu"]["binary"][kernel.endian])
 
 
 def command(spec: VmSpec, console_socket: Path) -> list[str]:
     """argv for QEMU. The serial console is a unix socket QEMU waits on (wait=on), so no early
     byte is lost before we connect; -no-reboot turns a guest reboot or panic into QEMU's exit."""
-    q = config()["qemu"]
+    q = config()[_table(spec.kernel)]
     argv = [
         binary(spec.kernel),
         "-M", q["machine"],
@@ -78,12 +88,16 @@ def command(spec: VmSpec, console_socket: Path) -> list[str]:
     append = spec.append
     if spec.initrd is not None:
         argv += ["-initrd", str(spec.initrd)]
+    if spec.rootfs is not None and spec.kernel.machine == "pc":
+        raise WolfError("the pc guest boots from its initramfs: no rootfs image")
     if spec.rootfs is not None:
         argv += ["-drive", f"file={spec.rootfs},format=raw"]
         append = " ".join(a for a in (append, q["rootfs_append"]) if a)
     if append:
         argv += ["-append", append]
-    for n in nics():
+    if not nics(spec.kernel):
+        argv += ["-nic", "none"]  # else QEMU adds its default NIC (and wants its PXE ROM)
+    for n in nics(spec.kernel):
         netdev = f"user,id={n.role}"
         if n.net:
             netdev += f",net={n.net}"

@@ -17,17 +17,10 @@ from pathlib import Path
 from ... import paths
 from ...errors import WolfError
 from . import debian
-from .initramfs import Archive
+from .initramfs import Archive, init_script
 
-# /init runs as PID 1 with busybox's ash.
-_INIT = r"""#!/bin/sh
-/bin/busybox --install -s
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mkdir -p /dev/pts /tmp /var/run /root
-hostname OpenWrt
-case " $(cat /proc/cmdline) " in
+# /init's own steps (initramfs.init_script adds the common start and the console loop)
+_INIT = r"""case " $(cat /proc/cmdline) " in
 *" wolf.test=panic "*) echo "wolf stand-in: init exits on purpose"; exit 1 ;;
 *" wolf.test=stall "*)
     echo "Please press Enter to activate this console."
@@ -44,17 +37,6 @@ esac
     # OpenWrt's default: dropbear on 22, root without a password may log in (-B).
     [ -x /usr/sbin/dropbear ] && mkdir -p /etc/dropbear && /usr/sbin/dropbear -R -B -p 22
 ) >/dev/null 2>&1 &
-# busybox's reboot/poweroff/halt signal PID 1 (TERM/USR2/USR1), as they do procd. The shell
-# runs in the background so that `wait` returns when such a signal comes and the trap runs.
-trap 'sync; reboot -f' TERM
-trap 'sync; poweroff -f' USR2
-trap 'sync; halt -f' USR1
-while :; do
-    echo "Please press Enter to activate this console."
-    read -r _
-    HOME=/root PS1='root@OpenWrt:\w# ' ENV= /bin/sh </dev/console >/dev/console 2>&1 &
-    wait $!
-done
 """
 
 # The one ubus call the boot state machine makes, with ubus's exit status (0 once the object
@@ -120,7 +102,7 @@ def build(*, ssh: bool = False) -> StandIn:
     a.chardev("dev/console", 5, 1)  # the kernel opens it for init before devtmpfs is mounted
     a.copy("bin/busybox", busybox, mode=0o755)
     a.symlink("bin/sh", "busybox")
-    a.file("init", _INIT, mode=0o755)
+    a.file("init", init_script("OpenWrt", _INIT), mode=0o755)
     a.file("usr/bin/ubus", _UBUS, mode=0o755)
     a.file("etc/banner", "stand-in for OpenWrt (Debian's kernel, busybox)\n")
     for m in mods:

@@ -81,7 +81,7 @@ def cmd_defconfig() -> None:
     profile = next((p for p in profiles if values.get(device_symbol(p)) == "y"), profiles[0])
     known = options()
     opts = {o: ("y" if values.get(o) == "y" else "n") for o in sorted(known)}
-    idx = ib.packages_index()
+    idx = ib.packages_index(reload=False)
     selected = [p for p in defaults(profile, opts.get("USE_WOLFSSL") == "y")
                 if f"PACKAGE_{p}" not in unset]  # fmt: skip
     selected += [
@@ -135,7 +135,7 @@ def cmd_world() -> None:
     shutil.copyfile(TOP / "target" / "linux" / T / "standin-kernels" / f"{profile}-kernel.bin",
                     k / f"{profile}-kernel.bin")  # fmt: skip
     step(2, "package/compile")
-    idx = ib.packages_index()
+    idx = ib.packages_index(reload=False)
     for name in sorted(chosen):
         step(3, f"package/{name}/compile")
         if not (TOP / "packages" / str(idx[name]["file"])).is_file():

@@ -5,15 +5,17 @@
 selected in .config (CONFIG_PACKAGE_<name>=y|m, after `make defconfig`), as in OpenWrt. Its
 Makefile gives the name (PKG_NAME, or luci-<LUCI_BASENAME> for LuCI packages), version
 (PKG_VERSION-rPKG_RELEASE) and dependencies (DEPENDS/LUCI_DEPENDS "+name"); files/ is packed
-into bin/packages/<arch>/<feed>/<name>-<version>.apk with a .PKGINFO the stand-in ImageBuilder
-reads."""
+into bin/packages/<arch>/<feed>/<name>-<version>.apk by apk-tools' `apk mkpkg`
+(staging_dir/host/bin/apk) as include/package-pack.mk calls it: an APK v3 package with
+lib/apk/packages/<name>.list and package-pack.mk's post-install script."""
 
-import io
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
-import tarfile
+import tempfile
 from pathlib import Path
 
 TOP = Path(os.environ.get("TOPDIR") or Path(__file__).resolve().parent.parent)
@@ -79,18 +81,32 @@ def compile_pkg(name: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
     apk = out / f"{pkg}-{version}.apk"
     print(f"Packaging {pkg} {version} -> {apk.relative_to(TOP)}", flush=True)
-    meta = json.dumps(
-        {"name": pkg, "version": version, "depends": depends, "conflicts": [], "provides": []}
-    ).encode()
-    with tarfile.open(apk, "w:gz") as tar:
-        info = tarfile.TarInfo(".PKGINFO")
-        info.size = len(meta)
-        tar.addfile(info, io.BytesIO(meta))
+    with tempfile.TemporaryDirectory(prefix="sdk-pkg-") as tmp:
+        idir = Path(tmp) / "ipkg"
         files = pdir / "files"
         if files.is_dir():
-            for f in sorted(files.rglob("*")):
-                if f.is_file():
-                    tar.add(f, arcname=str(f.relative_to(files)))
+            shutil.copytree(files, idir, symlinks=True)
+        meta = idir / "lib" / "apk" / "packages"
+        meta.mkdir(parents=True, exist_ok=True)
+        listed = sorted("/" + str(f.relative_to(idir)) for f in idir.rglob("*") if f.is_file())
+        (meta / f"{pkg}.list").write_text("".join(f"{f}\n" for f in listed))
+        script = Path(tmp) / "post-install"
+        script.write_text(
+            '#!/bin/sh\n[ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0\n'
+            "[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0\n"
+            f'. ${{IPKG_INSTROOT}}/lib/functions.sh\nexport root="${{IPKG_INSTROOT}}"\n'
+            f'export pkgname="{pkg}"\nadd_group_and_user\ndefault_postinst\n'
+        )
+        subprocess.run(
+            [str(TOP / "staging_dir" / "host" / "bin" / "apk"), "mkpkg",
+             "--info", f"name:{pkg}", "--info", f"version:{version}",
+             "--info", f"arch:{'noarch' if v.get('LUCI_TYPE') else INFO['arch_packages']}",
+             "--info", f"description:{v.get('LUCI_TITLE', pkg)}",
+             "--info", f"license:{v.get('PKG_LICENSE', '')}", "--info", f"origin:{pkg}",
+             "--info", f"depends:{' '.join(depends)}", "--script", f"post-install:{script}",
+             "--files", str(idir), "--output", str(apk)],
+            check=True,
+        )  # fmt: skip
 
 
 def main() -> None:

@@ -1,0 +1,76 @@
+"""Secrets never printed (docs/threat-model.md "Secrets"): passwords in queue, mirror and
+artifact URLs, in every form a URL can carry one —
+
+- the user field and the password (``scheme://user:PASSWORD@host``, ``scheme://SECRET@host``),
+  whatever characters the password holds (``#``, ``/``, ``?`` and ``@`` included, where a URL
+  parser would read a fragment, a path or a query instead);
+- query parameters that carry credentials (``?password=``, ``username``, ``token``, ...);
+- once a URL was parsed, its password anywhere in a text (as written and percent-decoded),
+  e.g. inside a library's error message.
+
+``redact`` shows one URL without them; ``scrub`` takes them out of any text. The terminal,
+the log and the one-line errors pass every line through ``scrub`` (term.clean), so a
+message that forgot to redact still prints no secret.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from urllib.parse import unquote
+
+HIDDEN = "***"
+# query parameters whose values are credentials (redis-py reads password and username)
+_QUERY_SECRET = re.compile(
+    r"([?&;](?:password|passwd|pass|pwd|username|user|token|secret|auth|api[_-]?key|key)=)"
+    r"[^&;#\s]*",
+    re.I,
+)
+# scheme://userinfo@ — the userinfo up to the LAST @ before the host, any characters but
+# whitespace (a password may hold #, /, ? and @)
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s]*)@")
+_known: set[str] = set()
+_lock = threading.Lock()
+
+
+def _hide_userinfo(m: re.Match[str]) -> str:
+    info = m.group("info")
+    user, sep, _password = info.partition(":")
+    if sep and all(c not in user for c in "/?#@"):
+        return f"{m.group('scheme')}{user}:{HIDDEN}@"
+    return f"{m.group('scheme')}{HIDDEN}@"
+
+
+def redact(url: str) -> str:
+    """The URL as printed: a password (or a user field alone) replaced by ***, credentials
+    in the query replaced by ***; the host, port, path and queue name kept."""
+    return _QUERY_SECRET.sub(rf"\1{HIDDEN}", _USERINFO.sub(_hide_userinfo, url))
+
+
+def remember(url: str) -> None:
+    """Scrub this URL's credentials from every text printed from now on (this process)."""
+    found: set[str] = set()
+    m = _USERINFO.search(url)
+    if m:
+        info = m.group("info")
+        _user, sep, password = info.partition(":")
+        found |= {info, unquote(info)}
+        if sep:
+            found |= {password, unquote(password)}
+    for q in _QUERY_SECRET.finditer(url):
+        if q.group(1)[1:].lower().startswith("user"):
+            continue  # a user name is hidden in the URL shown, but not searched for in texts
+        value = url[q.end(1) : q.end()]
+        found |= {value, unquote(value)}
+    with _lock:
+        _known.update(s for s in found if len(s) >= 3)  # "a" would scrub every "a"
+
+
+def scrub(text: str) -> str:
+    """``text`` without URL credentials and without any secret ``remember``ed."""
+    text = redact(text)
+    with _lock:
+        known = sorted(_known, key=len, reverse=True)
+    for s in known:
+        text = text.replace(s, HIDDEN)
+    return text
