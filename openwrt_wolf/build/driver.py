@@ -377,7 +377,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         report=report,
         openwrt_warnings=warnings,
         image_deleted=deleted,
-        notes=list(brf.notes(changes.notes)) + notes + more,
+        notes=list(brf.notes(changes.notes, cfg)) + notes + more,
         config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
         sources=subs.summary() if subs else {},
     )  # fmt: skip

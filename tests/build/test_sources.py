@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from openwrt_wolf.build.srcneeded import Needed
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.host import upstream
 from tests.conftest import need_tools, unavailable
+from tests.standin.server import serve
 
 UHTTPD = "package/network/services/uhttpd"
 USTREAM = "package/libs/ustream-ssl"
@@ -199,13 +201,106 @@ def test_closest_version() -> None:
 
 def test_bad_substitutions_file(tmp_path: Path) -> None:
     (tmp_path / sources.SUBSTITUTIONS).write_text("{not json")
-    with pytest.raises(WolfError, match="not a substitutions file"):
+    with pytest.raises(WolfError, match=r"substitutions file .*: not JSON"):
         sources.read_substitutions(tmp_path)
     (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps({"schema": 99, "files": []}))
     with pytest.raises(WolfError, match="schema"):
         sources.read_substitutions(tmp_path)
     with pytest.raises(WolfError, match="unknown class"):
         sources.parse_allow("exact,substitute")
+
+
+EDIT = {"path": "tools/bc/Makefile", "what": "PKG_VERSION", "old": "1.08.1", "new": "1.07.1"}
+GOOD_FILE = {
+    "file": "bc-1.08.1.tar.xz", "expected": "0" * 64, "dirs": ["tools/bc"], "class": "substitute",
+    "origin": "http://deb.debian.org/x", "placed": "bc-1.07.1.tar.xz", "sha256": "1" * 64,
+    "version": "1.07.1", "note": "n",
+    "edits": [EDIT],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"edits": [{**EDIT, "path": "../../etc/passwd"}]}, "path inside"),
+        ({"edits": [{**EDIT, "path": "/etc/passwd"}]}, "path inside"),
+        ({"dirs": ["tools/../../x"]}, "path inside"),
+        ({"placed": "../dl/x.tar.gz"}, "not a file name"),
+        ({"class": "trusted"}, "class"),
+        ({"sha256": 5}, r"files\[0\]\.sha256"),
+        ({"edits": "x"}, r"files\[0\]\.edits"),
+    ],
+)
+def test_substitutions_file_is_read_as_untrusted(
+    tmp_path: Path, change: dict[str, object], field: str
+) -> None:
+    """--redo/--revert write where an edit's path points and make reads `env`: a file that
+    points out of the tree or smuggles make code is one error line, before anything is used."""
+    doc = {"schema": 1, "tree": str(tmp_path), "created": "x", "allow": [],
+           "files": [{**GOOD_FILE, **change}], "env": {}}  # fmt: skip
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps(doc))
+    with pytest.raises(WolfError, match=field):
+        sources.read_substitutions(tmp_path)
+    doc["files"] = [GOOD_FILE]
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps(doc))
+    assert sources.read_substitutions(tmp_path) is not None  # the good file reads
+    doc["env"] = {"CMAKE_POLICY_VERSION_MINIMUM": "$(shell touch /tmp/x)"}
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps(doc))
+    with pytest.raises(WolfError, match="not a plain path or word for make"):
+        sources.read_substitutions(tmp_path)
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real HTTP server on 127.0.0.1 serving a directory, laid out as OpenWrt's sources
+    mirror (files by name)."""
+    root = tmp_path / "mirror"
+    root.mkdir()
+    with serve(root) as (url, _srv):
+        yield url, root
+
+
+def test_fill_from_a_mirror_url(tmp_path: Path, mirror: tuple[str, Path]) -> None:
+    """--sources-url: a file under OpenWrt's name with the pinned hash is exact; other bytes
+    under that name are not used (never silent, never placed); an unreachable mirror is a
+    missing file, not a traceback."""
+    from openwrt_wolf.build.sources import Filler
+
+    url, root = mirror
+    tree = tmp_path / "tree"
+    (tree / "dl").mkdir(parents=True)
+    (root / "good-1.0.tar.gz").write_bytes(b"the pinned bytes\n")
+    (root / "other-1.0.tar.gz").write_bytes(b"other bytes\n")
+    good = Needed(file="good-1.0.tar.gz", hash=hashlib.sha256(b"the pinned bytes\n").hexdigest(),
+                  dirs=("tools/good",), name="good", version="1.0")  # fmt: skip
+    other = dataclasses.replace(good, file="other-1.0.tar.gz", dirs=("tools/other",))
+    f = Filler(tree, local=[], allow=(), archive=None, log=tmp_path / "log", urls=[url])
+    r = f.resolve(good)
+    assert (r.cls, r.origin) == ("exact", f"{url}/good-1.0.tar.gz")
+    assert _sha(tree / "dl" / "good-1.0.tar.gz") == good.hash
+    assert f.resolve(other).cls == "missing"
+    assert not (tree / "dl" / "other-1.0.tar.gz").exists()
+    assert not [p for p in (tree / "dl").iterdir() if p.name.endswith(".part")]
+    dead = Filler(tree, local=[], allow=(), archive=None, log=tmp_path / "log",
+                  urls=["http://127.0.0.1:9"])  # fmt: skip
+    assert dead.resolve(dataclasses.replace(good, file="good-2.0.tar.gz")).cls == "missing"
+
+
+def test_one_task_two_modes() -> None:
+    """`sources` without --tree is the pin table; tree options without --tree, or pin
+    options with it, are one error line; the help names both modes."""
+    wolf = [str(Path(__file__).resolve().parents[2] / "wolf")]
+    p = subprocess.run([*wolf, "sources", "--allow", "substitute"], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert p.returncode != 0
+    assert "--allow: only with --tree" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([*wolf, "sources", "--tree", "/nonexistent", "--fetch", "all"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode != 0 and "not with --tree" in p.stderr
+    h = subprocess.run([*wolf, "--help", "sources"], capture_output=True, text=True, timeout=120)
+    assert h.returncode == 0
+    for opt in ("--tree", "--fetch", "--digest", "--sources-url", "--allow", "--redo"):
+        assert opt in h.stdout, opt
 
 
 def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) -> None:
