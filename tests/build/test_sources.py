@@ -143,12 +143,12 @@ def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
 
 
 def test_fill_from_debian(tree: Path, tmp_path: Path) -> None:
-    """Debian's source archive: Mbed TLS 3.6.6 is OpenWrt's exact file; bison's +dfsg
+    """Debian's source archive: Mbed TLS 3.6.6 is OpenWrt's exact file; zstd's +dfsg
     tarball is the same version with other bytes (hash overridden); bc 1.08.1 only exists as
     1.07.1 (version and hash overridden). Each placed file has the hash the tree's make now
     names, and its top directory is the one the tree unpacks into."""
     need_tools("apt-get")
-    dirs = ["package/libs/mbedtls", "tools/bison", "tools/bc"]
+    dirs = ["package/libs/mbedtls", "tools/zstd", "tools/bc"]
     needed = [_needed(tree, d) for d in dirs]
     log = tmp_path / "log"
     try:
