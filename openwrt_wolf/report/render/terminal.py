@@ -65,7 +65,7 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
             for col in SUBSTITUTION_COLUMNS:
                 st.add_column(col, overflow="fold")
             for row in subs:
-                st.add_row(*(v.replace("[", "\\[") for v in row))
+                st.add_row(*(esc(v) for v in row))
             con.print(st)
         for n in notes(dev):
             con.print(f"  note: {n}", markup=False)
