@@ -32,6 +32,7 @@ class Rules:
     luci_https: tuple[str, ...]
     notes: tuple[str, ...]
     sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # `@name` in --packages expands to these
 
     def needs_sdk(self, luci_https: bool) -> bool:
         """Whether the request is only complete with packages the SDK builds."""
@@ -74,7 +75,31 @@ def rules(flavour: str, release: str) -> Rules:
         luci_https=tuple(spec.get("luci_https", ())),
         notes=tuple(spec.get("notes", ())),
         sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
+        groups=tuple(sorted((k, tuple(v)) for k, v in spec.get("groups", {}).items())),
     )
+
+
+def expand(r: Rules, extra: Iterable[str]) -> list[str]:
+    """--packages words with `@group` replaced by the flavour's packages of that group
+    (data/flavours.toml `groups`: e.g. @https-server is uhttpd with the flavour's certificate
+    tool), and `-old` also removing the flavour's replacement of ``old`` (removing Wi-Fi's
+    wpad-basic-mbedtls removes wpad-basic-wolfssl from the wolfSSL flavour)."""
+    groups = dict(r.groups)
+    out: list[str] = []
+    for p in extra:
+        if p.startswith("@"):
+            if p[1:] not in groups:
+                raise WolfError(
+                    f"--packages {p}: flavour {r.flavour} on {r.release} has no such group",
+                    hint=f"groups: {', '.join('@' + g for g in groups) or 'none'}",
+                )
+            out += [g for g in groups[p[1:]] if g not in out]
+        elif p not in out:
+            out.append(p)
+    for old, new in r.replace:
+        if f"-{old}" in out and f"-{new}" not in out:
+            out.append(f"-{new}")
+    return out
 
 
 def changes(
@@ -94,7 +119,10 @@ def changes(
     have = None if defaults is None else set(defaults)
     remove: list[str] = []
     add: list[str] = []
+    extra = expand(r, extra)
     for old, new in r.replace:
+        if f"-{old}" in extra:
+            continue  # removed on request: so is its replacement (expand)
         if have is None or old in have:
             remove.append(old)
             add.append(new)
