@@ -33,7 +33,7 @@ from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
 from ..trust import untrusted
-from . import buildroot, download, packages
+from . import buildroot, download, packages, sources
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, plan
@@ -85,7 +85,10 @@ def build(opts: Options) -> list[Outcome]:
     for job in todo:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages,
                              sdk=job.request.backend == "sdk")  # fmt: skip
-        for note in c.notes:
+        shown_notes = c.notes
+        if job.request.backend == "buildroot":  # the tree carries the patch set's own swaps
+            shown_notes = buildroot.flavour(job.flavour).notes(c.notes)
+        for note in shown_notes:
             if (job.flavour, note) not in shown:
                 shown.add((job.flavour, note))
                 con.print(f"note ({job.flavour}, {job.request.release}): {note}")
@@ -320,7 +323,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
     assert opts.tree is not None
     dev = job.device
     tree = buildroot.Tree(opts.tree)
-    brf = buildroot.flavour(job.flavour)
+    brf = buildroot.flavour(job.flavour, sdk_ib=opts.sdk_ib)
     partial, final, log = _out_dirs(job)
     phases: dict[str, float] = {}
     notes: list[str] = []
@@ -330,26 +333,31 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         if re.match(r"^ make\[\d+\] \S", line):
             con.print(f"  {job.label}:{line.rstrip()}", markup=False)
 
-    with tree_lock(tree.top), proc.recording() as cmds:
+    subs = sources.read_substitutions(tree.top)
+    if subs and subs.not_exact():
+        n = subs.counts()
+        notes.append(f"sources: {n['exact']} exact, {n['same-version']} same version (other "
+                     f"bytes), {n['substitute']} substitutes, {n['missing']} missing "
+                     f"({subs.summary()['file']})")  # fmt: skip
+    with tree_lock(tree.top), tree.lock(), proc.recording() as cmds:
         t = time.monotonic()
         for o in tree.apply_patches(opts.patches_dir()):
             con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
             notes.append(f"patch set {o.series}: {o.action}")
         phases["patch"] = time.monotonic() - t
         t = time.monotonic()
-        defaults = None
-        if brf.packages == "explicit":  # replace only what the device has by default
-            defaults = tree.defaults(dev, job.request.release, log)
-        changes = buildroot.seed_changes(job.rules, brf, luci_https=opts.luci_https,
-                                         extra=opts.packages, defaults=defaults)  # fmt: skip
-        seed = tree.seed(changes, brf, dev, job.request.release)
+        seed, changes = tree.seed_for(dev, job.rules, brf, job.request.release, log,
+                                      luci_https=opts.luci_https, extra=opts.packages)  # fmt: skip
         cfg = tree.defconfig(seed, log)
         phases["defconfig"] = time.monotonic() - t
         buildroot.verify(cfg, dev, brf, job.rules, changes)
         tree.clean_outputs(dev)
         con.print(f"  {job.label}: make -j{opts.jobs} in {tree.top} (log {log})", markup=False)
         t = time.monotonic()
-        status, warnings = tree.make(opts.jobs, log, on_line)
+        status, warnings = tree.make(
+            opts.jobs, log, on_line, phases,
+            on_stage=lambda s: con.print(f"  {job.label}: stage {s}", markup=False),
+        )  # fmt: skip
         phases["make"] = time.monotonic() - t
         t = time.monotonic()
         partial.mkdir(parents=True)
@@ -365,7 +373,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         more.insert(0, f"make exited with status {status} after: {warnings[0]}")
     watched = [s.removeprefix("CONFIG_").split("=")[0] for s in brf.symbols()]
     watched += buildroot.target_symbols(dev)
-    for old, new in job.rules.replace:
+    for old, new in (*job.rules.replace, *brf.replace):
         watched += [f"PACKAGE_{old}", f"PACKAGE_{new}"]
     watched += [f"PACKAGE_{n}" for n in (*changes.add, *changes.remove)]
     return _store(
@@ -381,8 +389,9 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         report=report,
         openwrt_warnings=warnings,
         image_deleted=deleted,
-        notes=list(changes.notes) + notes + more,
+        notes=list(brf.notes(changes.notes, cfg)) + notes + more,
         config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
+        sources=subs.summary() if subs else {},
     )  # fmt: skip
 
 

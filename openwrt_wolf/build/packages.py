@@ -64,6 +64,29 @@ def rules(flavour: str, release: str) -> Rules:
     return Rules(flavour=fl.name, release=rel, **fields)
 
 
+def expand(r: Rules, extra: Iterable[str]) -> list[str]:
+    """--packages words with `@group` replaced by the flavour's packages of that group
+    (data/flavours.toml `groups`: e.g. @https-server is uhttpd with the flavour's certificate
+    tool), and `-old` also removing the flavour's replacement of ``old`` (removing Wi-Fi's
+    wpad-basic-mbedtls removes wpad-basic-wolfssl from the wolfSSL flavour)."""
+    groups = dict(r.groups)
+    out: list[str] = []
+    for p in extra:
+        if p.startswith("@"):
+            if p[1:] not in groups:
+                raise WolfError(
+                    f"--packages {p}: flavour {r.flavour} on {r.release} has no such group",
+                    hint=f"groups: {', '.join('@' + g for g in groups) or 'none'}",
+                )
+            out += [g for g in groups[p[1:]] if g not in out]
+        elif p not in out:
+            out.append(p)
+    for old, new in r.replace:
+        if f"-{old}" in out and f"-{new}" not in out:
+            out.append(f"-{new}")
+    return out
+
+
 def changes(
     r: Rules,
     defaults: Iterable[str] | None = None,
@@ -81,7 +104,10 @@ def changes(
     have = None if defaults is None else set(defaults)
     remove: list[str] = []
     add: list[str] = []
+    extra = expand(r, extra)
     for old, new in r.replace:
+        if f"-{old}" in extra:
+            continue  # removed on request: so is its replacement (expand)
         if have is None or old in have:
             remove.append(old)
             add.append(new)

@@ -25,7 +25,8 @@ class PackageChanges:
     remove: tuple[str, ...]
     luci_https: tuple[str, ...]
     notes: tuple[str, ...]
-    sdk_luci_https: tuple[str, ...] = ()
+    sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # `@name` in --packages expands to these
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ def _changes(spec: dict[str, Any]) -> PackageChanges:
         luci_https=tuple(spec.get("luci_https", ())),
         notes=tuple(spec.get("notes", ())),
         sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
+        groups=tuple(sorted((k, tuple(v)) for k, v in spec.get("groups", {}).items())),
     )
 
 

@@ -19,7 +19,7 @@ def openwrt_tools(dirs: str | None = None, urls: str | None = None) -> None:
     from . import openwrt_tools as ot
     from . import upstream
 
-    upstream.use_mirrors(_split(dirs), _split(urls))
+    upstream.use_mirrors(split(dirs), split(urls))
 
     con = console(stderr=True)
     tools = ot.ensure(progress=lambda step: con.print(f"building {step} ..."))
@@ -43,7 +43,7 @@ def sources(
     from ..hashing import file_sha256
     from . import treedigest, upstream
 
-    upstream.use_mirrors(_split(dirs), _split(urls))
+    upstream.use_mirrors(split(dirs), split(urls))
     if digest:
         path = Path(digest)
         tree = treedigest.tree_sha256(path)
@@ -54,7 +54,7 @@ def sources(
         print(f"pin         {', '.join(match) or 'none (data/upstream.toml)'}")
         return
     if fetch:
-        names = list(upstream.pins()) if fetch == "all" else _split(fetch)
+        names = list(upstream.pins()) if fetch == "all" else split(fetch)
         for name in names:
             upstream.pin(name)  # an unknown name fails before anything is fetched
         for name in names:
@@ -67,5 +67,6 @@ def sources(
     print(f"mirror directories: {where}; mirror URLs: {', '.join(upstream.mirror_urls()) or '-'}")
 
 
-def _split(value: str | None) -> list[str]:
+def split(value: str | None) -> list[str]:
+    """A comma list option's values."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]

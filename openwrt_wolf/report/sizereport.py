@@ -9,6 +9,7 @@ Footprint and memory records, when present, are shown beside them (docs/results.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -71,6 +72,9 @@ class Cell:
     packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
     mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
     notes: list[str] = field(default_factory=list)
+    # buildroot builds: the sources that were not OpenWrt's exact files (the build record's
+    # sources.not_exact: file, class, placed, version, origin, note)
+    substitutions: list[dict[str, Any]] = field(default_factory=list)
     created: str | None = None  # the build record's date (or when --from was measured)
     mem_source: str | None = None  # "store:memory/<key>"
     mem_created: str | None = None
@@ -324,6 +328,10 @@ def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
             continue
         flav = rec.flavour or a.flavour or "unknown"
         cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}", rec.created)
+        srcs = rec.data.get("sources") or {}
+        subs = srcs.get("not_exact") if isinstance(srcs, dict) else None
+        if isinstance(subs, list):
+            cell = dataclasses.replace(cell, substitutions=[s for s in subs if isinstance(s, dict)])
         got.add(rec.device, cell, rec.release, a.target)
     got.sources.append(f"store {store.root}")
 

@@ -175,6 +175,11 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     assert "-append" not in argv  # OpenWrt's kernels bring their own command line
     fwd = [a for a in argv if "hostfwd" in a]
     assert len(fwd) == 1 and "hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22" in fwd[0]
+    # more forwards (HTTPS of the image's uhttpd) go to the lan address as well, only there
+    spec = qemu.VmSpec(kernel=inspect_kernel(k), forwards=((8443, 443),))
+    fwd = [a for a in qemu.command(spec, tmp_path / "c.sock") if "hostfwd" in a]
+    assert fwd == [a for a in fwd if a.startswith("user,id=lan,")]
+    assert len(fwd) == 1 and fwd[0].endswith(",hostfwd=tcp:127.0.0.1:8443-192.168.1.1:443")
     with pytest.raises(WolfError, match="out of range"):
         qemu.VmSpec(kernel=spec.kernel, memory_mb=4).memory()
 
