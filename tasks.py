@@ -55,28 +55,60 @@ _SOURCES_HELP = {
 
 @task(help=_SOURCES_HELP)
 @guarded
-def host_tools(c, sources=None, sources_url=None):
+def openwrt_tools(c, sources=None, sources_url=None):
     """Build OpenWrt's own host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils)
     from the pinned upstream sources (`./wolf sources`), once and cached; print where."""
     from openwrt_wolf.host import cli as host_cli
 
-    host_cli.host_tools(dirs=sources, urls=sources_url)
+    host_cli.openwrt_tools(dirs=sources, urls=sources_url)
 
 
 @task(
     help={
-        "fetch": "fetch and verify these pins (comma-separated names, or all); print the files",
-        "digest": "print an archive's sha256 and tree-sha256 and the pin it matches",
-        **_SOURCES_HELP,
+        "tree": "fill this OpenWrt tree's dl/ (the tree mode); without it: our pinned upstream "
+        "snapshots (data/upstream.toml)",
+        "fetch": "pins: fetch and verify these (comma-separated names, or all); print the files",
+        "digest": "pins: print an archive's sha256 and tree-sha256 and the pin it matches",
+        "sources": "directories holding files by name (comma-separated; also "
+        "$OPENWRT_WOLF_SOURCES): the pinned snapshots; with --tree OpenWrt's dl/ files and git "
+        "repositories (<dir>/<project>[.git], the fetch tool's <dir>/<owner>+<project>/repo)",
+        "sources_url": "base URLs of mirrors holding files by name (comma-separated; also "
+        "$OPENWRT_WOLF_SOURCES_URL); with --tree a mirror laid out as OpenWrt's sources mirror",
+        "allow": "--tree: classes other than exact that may be used: same-version, substitute, "
+        "missing (comma list); each is written to <tree>/wolf-substitutions.json",
+        "config": "--tree: seed .config files (comma list): the union of what each needs after "
+        "make defconfig (default: the tree's .config)",
+        "debian": "--tree: look in Debian's source archive (default on; --no-debian)",
+        "revert": "--tree: undo the tree edits substitutions made (.wolf-sources/orig)",
+        "redo": "--tree: files (OpenWrt's names, comma list) to resolve again from their "
+        "original pins: their tree edits are undone first",
+        "device": "--tree with --flavour: what `build --tree` needs for these devices (seeds)",
+        "flavour": "--tree with --device: mbedtls, wolfssl, openssl or all",
+        "packages": "--tree with --device/--flavour: build's --packages (extra, -name, @group)",
+        "release": "--tree: OpenWrt release of the device entries (default 25.12.5)",
+        "sdk_ib": "--tree with --device/--flavour: the seeds also make the SDK and ImageBuilder",
     }
 )
 @guarded
-def sources(c, fetch=None, digest=None, sources=None, sources_url=None):
-    """The pinned upstream sources (data/upstream.toml): the table; --fetch gets them from a
-    mirror directory, the cache or the public URL and verifies each (docs/sources.md)."""
-    from openwrt_wolf.host import cli as host_cli
+def sources(
+    c, tree=None, fetch=None, digest=None, sources=None, sources_url=None, allow=None,
+    config=None, debian=True, revert=False, redo=None, device=None, flavour=None, packages=None,
+    release=None, sdk_ib=False,
+):  # fmt: skip
+    """Source files verified by sha256, in two modes (docs/sources.md). Without --tree: our
+    pinned upstream snapshots (data/upstream.toml): the table; --fetch gets them from a mirror
+    directory, the cache or the public URL and verifies each; --digest FILE. With --tree T:
+    fill the OpenWrt tree's dl/ from local files, git repositories, a mirror, PyPI and Debian's
+    source archive; every file checked against PKG_HASH / PKG_MIRROR_HASH and classed exact,
+    same-version or substitute; anything but exact only with --allow, written to
+    T/wolf-substitutions.json (the build record carries it). Exit 2 when a file is missing."""
+    from openwrt_wolf.build import cli as build_cli
 
-    host_cli.sources(fetch=fetch, digest=digest, dirs=sources, urls=sources_url)
+    sys.exit(build_cli.sources_main(
+        tree=tree, fetch=fetch, digest=digest, dirs=sources, urls=sources_url, allow=allow,
+        configs=config, debian=debian, revert=revert, redo=redo, device=device, flavour=flavour,
+        packages=packages, release=release, sdk_ib=sdk_ib,
+    ))  # fmt: skip
 
 
 # --- size report (issue 2) -------------------------------------------------------------
@@ -246,6 +278,7 @@ def what_if(
         "($OPENWRT_WOLF_QUEUE); one job per device and flavour",
         "retries": "with --queue: times a failed or abandoned job is tried again (default 2)",
         "worker_timeout": "with --queue: seconds one build may take on a worker (default 14400)",
+        "sdk_ib": "buildroot: also make OpenWrt's SDK and ImageBuilder (CONFIG_SDK, CONFIG_IB)",
     }
 )
 @guarded
@@ -253,7 +286,7 @@ def build(
     c, flavour=None, device=None, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=None, force=False, store=None, luci_https=False, packages=None,
     files=None, feed=None, patches=None, report=True, queue=None, retries=None,
-    worker_timeout=None,
+    worker_timeout=None, sdk_ib=False,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     from openwrt_wolf.build import cli as build_cli
@@ -266,7 +299,7 @@ def build(
         imagebuilder=imagebuilder, sdk=sdk, tree=tree,
         jobs=integer(j, "-j", default=1, minimum=1), force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
-        queue=queue, retries=retries, worker_timeout=worker_timeout,
+        queue=queue, retries=retries, worker_timeout=worker_timeout, sdk_ib=sdk_ib,
     )  # fmt: skip
     if report:
         report_cli.main(

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf import proc
-from openwrt_wolf.measure import memory
+from openwrt_wolf.measure import free_memory
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from tests.standin import malta_guest
@@ -79,7 +79,7 @@ def bare_boot_to_prompt(s: qemu.VmSpec) -> dict[str, float]:
 def measured(s: qemu.VmSpec) -> tuple[dict[str, float], float]:
     """One measure-memory boot with --idle 0: (state times and the reading, whole call)."""
     t0 = time.monotonic()
-    r = memory.measure(s, boots=1, idle=0)
+    r = free_memory.measure(s, boots=1, idle=0)
     b = r.per_boot[0]
     t = {x["state"]: float(x["at"]) for x in b.transitions}
     t["read"] = b.seconds_to_measurement
@@ -88,7 +88,7 @@ def measured(s: qemu.VmSpec) -> tuple[dict[str, float], float]:
 
 def one_boot(_: int) -> float:
     t0 = time.monotonic()
-    memory.measure(spec(), boots=1, idle=0)
+    free_memory.measure(spec(), boots=1, idle=0)
     return time.monotonic() - t0
 
 
@@ -143,7 +143,7 @@ def main() -> None:
         f"→ parallel/serial {parallel / serial:.2f}"
     )
 
-    r = memory.measure(s, boots=args.spread_boots, idle=args.spread_idle)
+    r = free_memory.measure(s, boots=args.spread_boots, idle=args.spread_idle)
     free = [b.memfree_kb for b in r.per_boot]
     print(
         f"3. MemFree over {len(free)} boots (idle {args.spread_idle:g} s): {free} kB; "

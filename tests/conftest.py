@@ -145,7 +145,7 @@ def openwrt_tree_24108() -> Path:
 @pytest.fixture(scope="session")
 def openwrt_tools(openwrt_tree_25125: Path) -> OpenWrtTools:
     """OpenWrt's host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils) built once
-    from the pinned upstream sources into the cache, as `invoke host-tools` builds them."""
+    from the pinned upstream sources into the cache, as `invoke openwrt-tools` builds them."""
     from openwrt_wolf.host import hosttools
     from openwrt_wolf.host import openwrt_tools as ot
 

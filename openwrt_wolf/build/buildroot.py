@@ -7,10 +7,13 @@ One tree holds one .config, so its builds run one after the other (the driver lo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import os
 import re
 import shutil
+import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,8 +21,10 @@ from functools import cache
 from pathlib import Path
 
 from .. import proc
+from ..catalogue import names
 from ..catalogue.devices import Device
 from ..errors import CommandError, WolfError
+from ..locks import locked
 from ..patchset import series
 from ..paths import DATA_DIR
 from . import packages
@@ -37,6 +42,20 @@ class Flavour:
     name: str
     config: tuple[tuple[str, str], ...]  # Kconfig symbols (no CONFIG_) and their values
     packages: str  # one of MODES
+    # what the patch set swaps beyond data/flavours.toml (apk-mbedtls -> apk-wolfssl)
+    replace: tuple[tuple[str, str], ...] = ()
+
+    def notes(self, notes: tuple[str, ...], cfg: dict[str, str] | None = None) -> tuple[str, ...]:
+        """The flavour's notes as they hold in this tree: a note naming a package the patch
+        set replaces (flavours.toml's "apk has no wolfSSL backend ... apk-mbedtls stays",
+        true of OpenWrt's own packages) gives way to what the patch set does instead. With
+        the expanded .config, only the swaps it shows (new package =y) count."""
+        done = [(o, n) for o, n in self.replace if cfg is None or cfg.get(f"PACKAGE_{n}") == "y"]
+        if not done:
+            return notes
+        kept = tuple(n for n in notes if not any(old in n for old, _ in done))
+        swaps = ", ".join(f"{new} replaces {old}" for old, new in done)
+        return (*kept, f"the USE_WOLFSSL patch set: {swaps}")
 
     def symbols(self) -> list[str]:
         """The config part of the request: what the seed sets besides packages."""
@@ -48,7 +67,19 @@ def _data() -> dict[str, object]:
     return tomllib.loads((DATA_DIR / "buildroot.toml").read_text())
 
 
-def flavour(name: str) -> Flavour:
+# CONFIG_SDK / CONFIG_IB: the buildroot also makes OpenWrt's SDK and ImageBuilder archives
+SDK_IB = (("IB", "y"), ("SDK", "y"))
+
+
+def stages() -> list[tuple[str, str]]:
+    """(name, make target) of each build stage, in order (data/buildroot.toml)."""
+    raw = _data().get("stages", [["world", ""]])
+    assert isinstance(raw, list)
+    return [(str(n), str(t)) for n, t in raw]
+
+
+def flavour(name: str, *, sdk_ib: bool = False) -> Flavour:
+    """The flavour's selection; ``sdk_ib`` adds CONFIG_SDK=y and CONFIG_IB=y to its seed."""
     spec = _data().get("flavour", {})
     assert isinstance(spec, dict)
     fl = spec.get(name)
@@ -63,8 +94,12 @@ def flavour(name: str) -> Flavour:
             f"data/buildroot.toml: flavour {name}: packages = {mode!r}",
             hint=f"one of: {', '.join(MODES)}",
         )
-    config = tuple(sorted((str(k), str(v)) for k, v in dict(fl.get("config", {})).items()))
-    return Flavour(name, config, mode)
+    config = {str(k): str(v) for k, v in dict(fl.get("config", {})).items()}
+    if sdk_ib:
+        config.update(SDK_IB)
+    swap = {str(k): str(v) for k, v in dict(fl.get("replace", {})).items()}
+    names.packages([*swap, *swap.values()], "data/buildroot.toml replace")
+    return Flavour(name, tuple(sorted(config.items())), mode, tuple(sorted(swap.items())))
 
 
 def seed_changes(
@@ -79,6 +114,7 @@ def seed_changes(
     replacements, and given the device's ``defaults`` only those whose package is one of
     them (as with the ImageBuilder); with "patchset" the patched Kconfig swaps OpenWrt's
     defaults itself."""
+    extra = tuple(packages.expand(r, extra))  # before the replacements are dropped below
     if fl.packages != "explicit":
         r = dataclasses.replace(r, replace=())
     return packages.changes(r, defaults, luci_https=luci_https, extra=extra)
@@ -107,16 +143,20 @@ def parse_config(text: str) -> dict[str, str]:
 
 def target_symbols(dev: Device) -> list[str]:
     """scripts/target-metadata.pl: TARGET_<board>, TARGET_<board>_<subtarget> and, for a
-    device (Target-Profile: DEVICE_<name>), TARGET_<board>_<subtarget>_DEVICE_<name>;
+    device (Target-Profile: DEVICE_<name>), TARGET_<board>_<subtarget>_DEVICE_<name> (malta:
+    its one profile, `target_profile` in the catalogue, TARGET_malta_be_Default);
     confstr turns "/", "." and "-" of the target into "_"."""
     board = re.sub(r"[/.-]", "_", dev.target)
     sub = f"{board}_{re.sub(r'[/.-]', '_', dev.subtarget)}"
-    return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_DEVICE_{dev.profile}"]
+    # targets without device profiles (malta) have one Target-Profile, named in the catalogue
+    profile = str(dev.extra.get("target_profile") or f"DEVICE_{dev.profile}")
+    return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_{profile}"]
 
 
 def render_seed(c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
     """The .config seed (templates/buildroot-config.j2)."""
-    board, sub, _ = (s.removeprefix("TARGET_") for s in target_symbols(dev))
+    symbols = target_symbols(dev)
+    board, sub = (s.removeprefix("TARGET_") for s in symbols[:2])
     return packages.render(
         "buildroot-config.j2",
         flavour=fl.name,
@@ -124,6 +164,7 @@ def render_seed(c: packages.Changes, fl: Flavour, dev: Device, release: str) -> 
         board=board,
         subtarget=sub.removeprefix(f"{board}_"),
         profile=dev.profile,
+        profile_symbol=symbols[2],
         config=fl.config,
         remove=c.remove,
         add=c.add,
@@ -143,6 +184,29 @@ class Tree:
                     f"{self.top} is not an OpenWrt buildroot (no {need})",
                     hint="give the top of an OpenWrt source tree (git clone or source tarball)",
                 )
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        """The tree itself, against a second openwrt-wolf run on it (a build, `invoke
+        sources`), whatever cache either uses: the lock file lives in the tree."""
+        return locked(self.top / ".wolf-tree.lock")
+
+    def seed_for(
+        self,
+        dev: Device,
+        r: packages.Rules,
+        fl: Flavour,
+        release: str,
+        log: Path,
+        *,
+        luci_https: bool = False,
+        extra: tuple[str, ...] = (),
+    ) -> tuple[str, packages.Changes]:
+        """The flavour's .config seed for the device and the package changes in it. The
+        "explicit" flavours replace only what the device has by default, which this tree's
+        `make defconfig` of the device alone tells (it rewrites .config)."""
+        defaults = self.defaults(dev, release, log) if fl.packages == "explicit" else None
+        changes = seed_changes(r, fl, luci_https=luci_https, extra=extra, defaults=defaults)
+        return self.seed(changes, fl, dev, release), changes
 
     def identity(self) -> str:
         """The tree's version for the request hash: git HEAD, else the `version` file a
@@ -172,9 +236,16 @@ class Tree:
     def _make(
         self, argv: list[str], log: Path, timeout: float, on_line: Callable[[str], None] | None
     ) -> proc.Completed:
-        # an outer make's jobserver must not leak into the tree's make
+        # an outer make's jobserver must not leak into the tree's make; substituted sources
+        # may need an environment (wolf-substitutions.json "env", build/sources.py)
+        from .sources import read_substitutions
+
+        subs = read_substitutions(self.top)
+        env = {**dict(subs.env if subs else ()), "MAKEFLAGS": ""}
+        if os.geteuid() == 0:  # GNU tar's and coreutils' configure refuse root without it
+            env["FORCE_UNSAFE_CONFIGURE"] = "1"
         return proc.run(argv, cwd=self.top, timeout=timeout, logfile=log, on_line=on_line,
-                        env={"MAKEFLAGS": ""})  # fmt: skip
+                        env=env)  # fmt: skip
 
     def defconfig(self, seed: str, log: Path) -> dict[str, str]:
         """Write the seed as .config, expand it with `make defconfig`, return the result."""
@@ -203,12 +274,38 @@ class Tree:
                 p.unlink()
 
     def make(
-        self, jobs: int, log: Path, on_line: Callable[[str], None] | None = None
+        self,
+        jobs: int,
+        log: Path,
+        on_line: Callable[[str], None] | None = None,
+        phases: dict[str, float] | None = None,
+        on_stage: Callable[[str], None] | None = None,
     ) -> tuple[int, list[str]]:
-        """`make -j N`: make's status and OpenWrt's own size lines. As with the ImageBuilder,
-        a failure whose output names a too-big image is that, anything else a make failure."""
+        """`make -j N` stage by stage (data/buildroot.toml `stages`): make's status and
+        OpenWrt's own size lines; each stage's seconds go into ``phases`` as make:<stage>.
+        As with the ImageBuilder, a failure whose output names a too-big image is that,
+        anything else a make failure naming its stage."""
+        output: list[str] = []
+        for name, target in stages():
+            if on_stage:
+                on_stage(name)
+            t = time.monotonic()
+            try:
+                status, lines = self._make_one(jobs, target, log, on_line)
+            finally:
+                if phases is not None:
+                    phases[f"make:{name}"] = time.monotonic() - t
+            output += lines
+            if status != 0:
+                return status, output
+        return 0, output
+
+    def _make_one(
+        self, jobs: int, target: str, log: Path, on_line: Callable[[str], None] | None
+    ) -> tuple[int, list[str]]:
+        argv = ["make", f"-j{jobs}", *([target] if target else [])]
         try:
-            done = self._make(["make", f"-j{jobs}"], log, MAKE_TIMEOUT, on_line)
+            done = self._make(argv, log, MAKE_TIMEOUT, on_line)
         except CommandError as e:
             text = _command_log(e)
             lines = _size_lines(text)
@@ -219,7 +316,7 @@ class Tree:
                     f"disk full during make -j{jobs} (No space left on device); log: {e.log}",
                     hint="free space where the tree is",
                 ) from None
-            raise CommandError(f"make -j{jobs} failed", tail=e.tail, log=e.log) from None
+            raise CommandError(f"{' '.join(argv)} failed", tail=e.tail, log=e.log) from None
         return done.returncode, _size_lines(done.output)
 
     def bin_dir(self, dev: Device) -> Path:
@@ -264,12 +361,22 @@ def verify(
                 if patched
                 else hint,
             )
-    for old, new in r.replace:
+    # the patch set's own swaps, where the tree's Kconfig knows the new package (the
+    # stand-in tree of the tests has no apk-wolfssl)
+    swaps = [(old, new) for old, new in fl.replace if f"PACKAGE_{new}" in cfg]
+    for old, new in (*r.replace, *swaps):
         if cfg.get(f"PACKAGE_{old}") == "y":
             raise WolfError(
                 f"CONFIG_PACKAGE_{old}=y after make defconfig: the {fl.name} flavour replaces "
                 f"it with {new}",
                 hint=hint,
+            )
+    for old, new in swaps:  # each must have happened
+        if cfg.get(f"PACKAGE_{new}") != "y":
+            raise WolfError(
+                f"CONFIG_PACKAGE_{new} is not =y after make defconfig: the patch set replaces "
+                f"{old} with it",
+                hint="is the USE_WOLFSSL patch set applied? `invoke patch --status --tree PATH`",
             )
     swapped = any(cfg.get(f"PACKAGE_{new}") == "y" for _, new in r.replace)
     if fl.packages != "defaults" and r.replace and not swapped:

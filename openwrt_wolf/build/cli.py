@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from rich.table import Table
@@ -10,6 +11,7 @@ from .. import term
 from ..catalogue import flavours, names, releases
 from ..errors import WolfError
 from ..trust import escape
+from .buildroot import Tree
 from .driver import build
 from .jobs import Options, Outcome
 
@@ -39,6 +41,7 @@ def main_args(
     queue: str | None = None,
     retries: str | None = None,
     worker_timeout: str | None = None,
+    sdk_ib: bool = False,
 ) -> list[Outcome]:
     """tasks.py's arguments as typed Options; with --queue, built by the queue's workers."""
 
@@ -68,6 +71,7 @@ def main_args(
         files=path(files),
         feed=path(feed),
         patches=path(patches),
+        sdk_ib=sdk_ib,
     )
     if queue:
         from ..queue import cli as queue_cli
@@ -169,3 +173,124 @@ def render(
     if what == "feeds":
         return pk.feeds_conf(rel, rules.flavour, Path(feed).resolve() if feed else None)
     raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, buildroot, feeds")
+
+
+def sources_main(
+    *,
+    tree: str | None = None,
+    fetch: str | None = None,
+    digest: str | None = None,
+    dirs: str | None = None,
+    urls: str | None = None,
+    allow: str | None = None,
+    configs: str | None = None,
+    debian: bool | None = None,
+    revert: bool = False,
+    redo: str | None = None,
+    device: str | None = None,
+    flavour: str | None = None,
+    packages: str | None = None,
+    release: str | None = None,
+    sdk_ib: bool = False,
+) -> int:
+    """`invoke sources`. Without --tree: our pinned upstream snapshots (host/cli.sources).
+    With --tree: fill the tree's dl/, print what is not exact, write the substitutions file;
+    2 when a file is missing (or not allowed). With --device and --flavour the seeds are the
+    ones `invoke build --tree` would write (the union of what each flavour needs)."""
+    from .. import paths as pth
+    from ..host import cli as host_cli
+    from ..host import upstream
+    from . import sources, srcedit
+    from .buildroot import Tree
+
+    tree_only = {
+        "--allow": allow, "--config": configs, "--no-debian": debian is False,
+        "--revert": revert, "--redo": redo, "--device": device, "--flavour": flavour,
+        "--packages": packages, "--release": release, "--sdk-ib": sdk_ib,
+    }  # fmt: skip
+    if tree is None:
+        used = [opt for opt, v in tree_only.items() if v]
+        if used:
+            raise WolfError(f"{', '.join(used)}: only with --tree (filling a tree's dl/)")
+        host_cli.sources(fetch=fetch, digest=digest, dirs=dirs, urls=urls)
+        return 0
+    if fetch or digest:
+        raise WolfError("--fetch and --digest are for the pinned snapshots, not with --tree")
+    t = Tree(Path(tree))
+    top = t.top
+    log = pth.cache_dir() / "logs" / "sources.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    upstream.use_mirrors(host_cli.split(dirs), host_cli.split(urls))
+    with t.lock():
+        if revert:
+            restored = srcedit.revert(top)
+            term.console().print(f"restored {len(restored)} files of {top}", markup=False)
+            return 0
+        if redo:
+            redone = [n.strip() for n in redo.split(",") if n.strip()]
+            put_back = sources.redo(top, redone)
+            term.console().print(f"redo {', '.join(redone)}: {len(put_back)} files put back",
+                                 markup=False)  # fmt: skip
+        local = [d.resolve() for d in upstream.given_dirs()]
+        for d in local:
+            if not d.is_dir():
+                raise WolfError(f"--sources {d} is not a directory")
+        cfgs = [Path(p).expanduser() for p in (configs or "").split(",") if p.strip()]
+        for c in cfgs:
+            if not c.is_file():
+                raise WolfError(f"--config {c} is not a file")
+        with tempfile.TemporaryDirectory(prefix="wolf-seeds-") as tmp:
+            if device or flavour:
+                cfgs += _build_seeds(t, Path(tmp), device, flavour, packages, release, sdk_ib, log)
+            needed = sources.list_for_tree(top, log, cfgs)
+        subs = sources.fill(top, needed, local=local, urls=upstream.mirror_urls(),
+                            allow=sources.parse_allow(allow), debian=debian is not False,
+                            log=log)  # fmt: skip
+    show_substitutions(subs)
+    missing = [f["file"] for f in subs.files if f["class"] == "missing"]
+    con = term.console()
+    con.print(f"substitutions file: {top / sources.SUBSTITUTIONS}", markup=False)
+    if missing:
+        con.print(f"missing ({len(missing)}): {', '.join(missing)}", markup=False)
+        return 2
+    return 0
+
+
+def _build_seeds(
+    tree: Tree, into: Path, device: str | None, flavour: str | None, packages: str | None,
+    release: str | None, sdk_ib: bool, log: Path,
+) -> list[Path]:  # fmt: skip
+    """The .config seeds `invoke build --tree` writes for each device and flavour."""
+    from ..catalogue import devices as devs
+    from . import buildroot
+    from . import packages as pk
+
+    if not (device and flavour):
+        raise WolfError("--device and --flavour go together (the seeds of those builds)")
+    rel = releases.get(release).name
+    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    out = []
+    for dev in devs.resolve_many(device, rel):
+        for fl in flavours.resolve_many(flavour):
+            brf = buildroot.flavour(fl.name, sdk_ib=sdk_ib)
+            seed, _ = tree.seed_for(dev, pk.rules(fl.name, rel), brf, rel, log, extra=extra)
+            path = into / f"{dev.profile}-{fl.name}.config"
+            path.write_text(seed)
+            out.append(path)
+    return out
+
+
+def show_substitutions(subs: object) -> None:
+    """The counts per class and a table of every file that is not exact."""
+    from .sources import Substitutions
+
+    assert isinstance(subs, Substitutions)
+    table = Table(title="sources that are not OpenWrt's exact files")
+    for col in ("file", "class", "placed as", "version", "from", "note"):
+        table.add_column(col, overflow="fold")
+    for f in subs.not_exact():  # what the file says is shown, never read as markup
+        cells = (f["file"], f["class"], f["placed"], f["version"][:12], f["origin"], f["note"])
+        table.add_row(*(escape.markup(str(v)) for v in cells))
+    con = term.console()
+    con.print(table)
+    con.print(" ".join(f"{k}: {v}" for k, v in subs.counts().items()), markup=False)

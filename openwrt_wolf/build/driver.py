@@ -17,13 +17,14 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import paths, proc, signals, term
-from ..catalogue import releases
+from ..catalogue import flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..firmware import artifacts, fit
@@ -32,16 +33,12 @@ from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
 from ..trust import untrusted
-from . import buildroot, download, packages
+from . import buildroot, download, packages, sources
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, plan
 from .record import KIND, Artifact, BuildRecord
 from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
-
-# the TLS library packages of a manifest, with or without the ABI suffix (libmbedtls,
-# libmbedtls21, libwolfssl5.9.1.e624513f), not their companions (libopenssl-conf)
-TLS_LIBS = re.compile(r"^lib(mbedtls|wolfssl|openssl)(?:-?\d[\w.]*)?$")
 
 
 @dataclass
@@ -88,7 +85,10 @@ def build(opts: Options) -> list[Outcome]:
     for job in todo:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages,
                              sdk=job.request.backend == "sdk")  # fmt: skip
-        for note in c.notes:
+        shown_notes = c.notes
+        if job.request.backend == "buildroot":  # the tree carries the patch set's own swaps
+            shown_notes = buildroot.flavour(job.flavour).notes(c.notes)
+        for note in shown_notes:
             if (job.flavour, note) not in shown:
                 shown.add((job.flavour, note))
                 con.print(f"note ({job.flavour}, {job.request.release}): {note}")
@@ -177,6 +177,50 @@ def _put_record(st: store.FileStore, job: Job, record: BuildRecord) -> Path:
 def _run_group(
     target: str, backend: str, jobs: list[Job], opts: Options, st: store.FileStore, con: Any
 ) -> list[Outcome]:
+    """The jobs of one ImageBuilder: prepare it once, then build on -j working copies."""
+    ib, group, info_cmds = _prepare_group(target, backend, jobs, opts, con)
+    n = min(opts.jobs, len(jobs))
+    slots: queue.Queue[Path] = queue.Queue()
+    for d in slot_dirs(ib, n, copies_only=backend == "sdk"):
+        if backend == "sdk":
+            with tree_lock(d):
+                sdk_mod.put_local_packages(d, group.local)
+        slots.put(d)
+    total = len(jobs)
+    done_count = [0]
+    lock = threading.Lock()
+
+    def one(job: Job) -> Outcome:
+        # another run building the same request writes the same output directory: wait for
+        # it, then take its result instead of building it again
+        with tree_lock(_kept(job).parent):
+            out = None if opts.force else _reuse_kept(job, st, con)
+            if out is None:
+                slot = slots.get()
+                try:
+                    with tree_lock(slot), term.progress(f"build {job.label}"):
+                        out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st,
+                                         con)  # fmt: skip
+                finally:
+                    slots.put(slot)
+        with lock:
+            done_count[0] += 1
+            fr = out.record.fit
+            con.print(
+                f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
+                f"(headroom {fr.get('rootfs_room')} B) {out.path}"
+            )
+        return out
+
+    return _each(jobs, n, one)
+
+
+def _prepare_group(
+    target: str, backend: str, jobs: list[Job], opts: Options, con: Any
+) -> tuple[ImageBuilder, _Group, list[str]]:
+    """The ImageBuilder (fetched or given), its `make info`, the SDK's packages when the
+    backend needs them, and the check that it builds every job's profile; with the commands
+    run and the seconds each step took."""
     t0 = time.monotonic()
     ib, ib_name, ib_sha = obtain_imagebuilder(target, opts, con)
     t1 = time.monotonic()
@@ -207,40 +251,11 @@ def _run_group(
     seconds = {"imagebuilder": t1 - t0, "info": t2 - t1}
     if backend == "sdk":
         seconds["sdk"] = t3 - t2
-    group = _Group(ib_name, ib_sha, info, seconds, local, sdk_id)
-    n = min(opts.jobs, len(jobs))
-    slots: queue.Queue[Path] = queue.Queue()
-    for d in slot_dirs(ib, n, copies_only=backend == "sdk"):
-        if backend == "sdk":
-            with tree_lock(d):
-                sdk_mod.put_local_packages(d, local)
-        slots.put(d)
-    total = len(jobs)
-    done_count = [0]
-    lock = threading.Lock()
+    return ib, _Group(ib_name, ib_sha, info, seconds, local, sdk_id), info_cmds
 
-    def one(job: Job) -> Outcome:
-        # another run building the same request writes the same output directory: wait for
-        # it, then take its result instead of building it again
-        with tree_lock(_kept(job).parent):
-            out = None if opts.force else _reuse_kept(job, st, con)
-            if out is None:
-                slot = slots.get()
-                try:
-                    with tree_lock(slot), term.progress(f"build {job.label}"):
-                        out = _build_one(job, ImageBuilder(slot), group, info_cmds, opts, st,
-                                         con)  # fmt: skip
-                finally:
-                    slots.put(slot)
-        with lock:
-            done_count[0] += 1
-            fr = out.record.fit
-            con.print(
-                f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
-                f"(headroom {fr.get('rootfs_room')} B) {out.path}"
-            )
-        return out
 
+def _each(jobs: list[Job], n: int, one: Callable[[Job], Outcome]) -> list[Outcome]:
+    """``one`` for every job on n workers, in order; the first failure cancels the rest."""
     if n == 1:
         return [one(j) for j in jobs]
     with proc.workers(n, "ib") as pool:  # Ctrl-C/TERM stop the running makes (proc.stop_all)
@@ -308,7 +323,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
     assert opts.tree is not None
     dev = job.device
     tree = buildroot.Tree(opts.tree)
-    brf = buildroot.flavour(job.flavour)
+    brf = buildroot.flavour(job.flavour, sdk_ib=opts.sdk_ib)
     partial, final, log = _out_dirs(job)
     phases: dict[str, float] = {}
     notes: list[str] = []
@@ -318,26 +333,31 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         if re.match(r"^ make\[\d+\] \S", line):
             con.print(f"  {job.label}:{line.rstrip()}", markup=False)
 
-    with tree_lock(tree.top), proc.recording() as cmds:
+    subs = sources.read_substitutions(tree.top)
+    if subs and subs.not_exact():
+        n = subs.counts()
+        notes.append(f"sources: {n['exact']} exact, {n['same-version']} same version (other "
+                     f"bytes), {n['substitute']} substitutes, {n['missing']} missing "
+                     f"({subs.summary()['file']})")  # fmt: skip
+    with tree_lock(tree.top), tree.lock(), proc.recording() as cmds:
         t = time.monotonic()
         for o in tree.apply_patches(opts.patches_dir()):
             con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
             notes.append(f"patch set {o.series}: {o.action}")
         phases["patch"] = time.monotonic() - t
         t = time.monotonic()
-        defaults = None
-        if brf.packages == "explicit":  # replace only what the device has by default
-            defaults = tree.defaults(dev, job.request.release, log)
-        changes = buildroot.seed_changes(job.rules, brf, luci_https=opts.luci_https,
-                                         extra=opts.packages, defaults=defaults)  # fmt: skip
-        seed = tree.seed(changes, brf, dev, job.request.release)
+        seed, changes = tree.seed_for(dev, job.rules, brf, job.request.release, log,
+                                      luci_https=opts.luci_https, extra=opts.packages)  # fmt: skip
         cfg = tree.defconfig(seed, log)
         phases["defconfig"] = time.monotonic() - t
         buildroot.verify(cfg, dev, brf, job.rules, changes)
         tree.clean_outputs(dev)
         con.print(f"  {job.label}: make -j{opts.jobs} in {tree.top} (log {log})", markup=False)
         t = time.monotonic()
-        status, warnings = tree.make(opts.jobs, log, on_line)
+        status, warnings = tree.make(
+            opts.jobs, log, on_line, phases,
+            on_stage=lambda s: con.print(f"  {job.label}: stage {s}", markup=False),
+        )  # fmt: skip
         phases["make"] = time.monotonic() - t
         t = time.monotonic()
         partial.mkdir(parents=True)
@@ -353,7 +373,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         more.insert(0, f"make exited with status {status} after: {warnings[0]}")
     watched = [s.removeprefix("CONFIG_").split("=")[0] for s in brf.symbols()]
     watched += buildroot.target_symbols(dev)
-    for old, new in job.rules.replace:
+    for old, new in (*job.rules.replace, *brf.replace):
         watched += [f"PACKAGE_{old}", f"PACKAGE_{new}"]
     watched += [f"PACKAGE_{n}" for n in (*changes.add, *changes.remove)]
     return _store(
@@ -369,8 +389,9 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         report=report,
         openwrt_warnings=warnings,
         image_deleted=deleted,
-        notes=list(changes.notes) + notes + more,
+        notes=list(brf.notes(changes.notes, cfg)) + notes + more,
         config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
+        sources=subs.summary() if subs else {},
     )  # fmt: skip
 
 
@@ -465,9 +486,9 @@ def _store(
         device=dev.profile,
         flavour=job.flavour,
         library_versions={
-            TLS_LIBS.match(n).group(1): v  # type: ignore[union-attr]
+            lib: v
             for n, v in sorted(manifest.items())
-            if TLS_LIBS.match(n)
+            if (lib := flavours.library_of_package(n)) is not None
         },
         manifest=manifest,
         phases={k: round(v, 3) for k, v in phases.items()},
@@ -510,24 +531,10 @@ def _measure(
         rootfs_size = squashfs_sb.parse(data, where=str(roots[-1])).bytes_used
     else:
         notes.append(f"no root.squashfs in {kdir}")
-    images: dict[str, str] = {}
-    pj = bin_dir / "profiles.json"
-    if pj.exists():  # what the ImageBuilder wrote: read as untrusted as any other
-        prof = artifacts.load_profiles_json(pj).profiles.get(dev.profile)
-        images = {i.name: i.type for i in prof.images} if prof else {}
-    sums = {}
-    if (bin_dir / "sha256sums").exists():
-        sums = download.parse_sha256sums(untrusted.read_text(bin_dir / "sha256sums", "sha256sums"))
-    for f in sorted(bin_dir.iterdir()):
-        if not f.is_file() or f.name in (kernel.name, "root.squashfs"):
-            continue
-        kind = images.get(f.name) or (
-            "manifest" if f.name.endswith(".manifest") else
-            f.name if f.name in ("profiles.json", "sha256sums") else "other"
-        )  # fmt: skip
-        a = Artifact.of(f, kind)
-        if f.name in sums and sums[f.name] != a.sha256:
-            notes.append(f"{f.name}: sha256 differs from OpenWrt's sha256sums")
+    for f in artifacts.output_files(bin_dir, dev.profile, skip=(kernel.name, "root.squashfs")):
+        a = Artifact.of(f.path, f.type)
+        if f.listed_sha256 is not None and f.listed_sha256 != a.sha256:
+            notes.append(f"{f.path.name}: sha256 differs from OpenWrt's sha256sums")
         arts.append(a)
     sysupgrade = next((a for a in arts if a.type == "sysupgrade"), None)
     report = fit.evaluate(dev, kernel_size=kernel_size, rootfs_size=rootfs_size)

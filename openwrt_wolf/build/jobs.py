@@ -13,7 +13,7 @@ from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..patchset import series
-from . import buildroot, packages
+from . import buildroot, packages, sources
 from . import sdk as sdk_mod
 from .record import BACKENDS, BuildRecord, BuildRequest
 
@@ -36,6 +36,7 @@ class Options:
     files: Path | None = None
     feed: Path | None = None  # the local feed the sdk backend builds from
     patches: Path | None = None  # the patch set the buildroot backend applies
+    sdk_ib: bool = False  # buildroot: also make OpenWrt's SDK and ImageBuilder
 
     def local_feed(self) -> Path:
         return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
@@ -106,8 +107,9 @@ def plan(opts: Options) -> list[Job]:
         raise WolfError("no device given", hint="--device NAME[,NAME...]")
     jobs = []
     tree_id: str | None = None
+    subs_digest = ""
     for dev in devs:
-        if not dev.has_flash:
+        if not dev.has_flash and not (dev.extra.get("initramfs") and opts.tree):
             raise WolfError(
                 f"{dev.profile} has no flash image to build ({dev.recipe})",
                 hint="pick a flash device, see `./wolf devices`",
@@ -119,7 +121,9 @@ def plan(opts: Options) -> list[Job]:
                 assert opts.tree is not None
                 if tree_id is None:
                     tree_id = buildroot.Tree(opts.tree).identity()
-                brf = buildroot.flavour(fl.name)
+                    subs = sources.read_substitutions(buildroot.Tree(opts.tree).top)
+                    subs_digest = subs.digest() if subs else ""
+                brf = buildroot.flavour(fl.name, sdk_ib=opts.sdk_ib)
                 seed = buildroot.seed_changes(r, brf, luci_https=opts.luci_https,
                                               extra=opts.packages)  # fmt: skip
                 req = BuildRequest(
@@ -131,6 +135,7 @@ def plan(opts: Options) -> list[Job]:
                     patch_set=buildroot.patch_set_hash(opts.patches_dir()),
                     backend=backend,
                     tree=tree_id,
+                    sources=subs_digest,
                 )
                 jobs.append(Job(dev, fl.name, r, req))
                 continue

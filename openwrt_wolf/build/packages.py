@@ -4,6 +4,7 @@ the jinja2 templates in templates/ (top level): the ImageBuilder's PACKAGES valu
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -20,18 +21,12 @@ from ..paths import DATA_DIR, PROJECT_ROOT
 TEMPLATES = PROJECT_ROOT / "templates"
 
 
-@dataclass(frozen=True)
-class Rules:
+@dataclass(frozen=True, kw_only=True)
+class Rules(flavours.PackageChanges):
     """What data/flavours.toml says for one flavour on one release."""
 
     flavour: str
     release: str
-    replace: tuple[tuple[str, str], ...]
-    add: tuple[str, ...]
-    remove: tuple[str, ...]
-    luci_https: tuple[str, ...]
-    notes: tuple[str, ...]
-    sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
 
     def needs_sdk(self, luci_https: bool) -> bool:
         """Whether the request is only complete with packages the SDK builds."""
@@ -59,22 +54,37 @@ class Changes:
 def rules(flavour: str, release: str) -> Rules:
     fl = flavours.get(flavour)
     rel = releases.get(release).name
-    spec = fl.raw.get("release", {}).get(rel)
+    spec = fl.releases.get(rel)
     if spec is None:
         raise WolfError(
             f"flavour {fl.name} has no package changes for release {rel} in data/flavours.toml",
             hint="add a [flavour.<name>.release.<release>] table",
         )
-    return Rules(
-        flavour=fl.name,
-        release=rel,
-        replace=tuple(sorted(spec.get("replace", {}).items())),
-        add=tuple(spec.get("add", ())),
-        remove=tuple(spec.get("remove", ())),
-        luci_https=tuple(spec.get("luci_https", ())),
-        notes=tuple(spec.get("notes", ())),
-        sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
-    )
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    return Rules(flavour=fl.name, release=rel, **fields)
+
+
+def expand(r: Rules, extra: Iterable[str]) -> list[str]:
+    """--packages words with `@group` replaced by the flavour's packages of that group
+    (data/flavours.toml `groups`: e.g. @https-server is uhttpd with the flavour's certificate
+    tool), and `-old` also removing the flavour's replacement of ``old`` (removing Wi-Fi's
+    wpad-basic-mbedtls removes wpad-basic-wolfssl from the wolfSSL flavour)."""
+    groups = dict(r.groups)
+    out: list[str] = []
+    for p in extra:
+        if p.startswith("@"):
+            if p[1:] not in groups:
+                raise WolfError(
+                    f"--packages {p}: flavour {r.flavour} on {r.release} has no such group",
+                    hint=f"groups: {', '.join('@' + g for g in groups) or 'none'}",
+                )
+            out += [g for g in groups[p[1:]] if g not in out]
+        elif p not in out:
+            out.append(p)
+    for old, new in r.replace:
+        if f"-{old}" in out and f"-{new}" not in out:
+            out.append(f"-{new}")
+    return out
 
 
 def changes(
@@ -94,7 +104,10 @@ def changes(
     have = None if defaults is None else set(defaults)
     remove: list[str] = []
     add: list[str] = []
+    extra = expand(r, extra)
     for old, new in r.replace:
+        if f"-{old}" in extra:
+            continue  # removed on request: so is its replacement (expand)
         if have is None or old in have:
             remove.append(old)
             add.append(new)

@@ -32,12 +32,16 @@ class BuildRequest:
     backend: str
     schema: int = BUILD_SCHEMA
     tree: str = ""  # buildroot: the tree's identity (git HEAD or its `version` file)
+    # buildroot: sha256 of the tree's substitutions (wolf-substitutions.json's files), "" when
+    # `invoke sources` never ran there: other source files make another build
+    sources: str = ""
 
     def key(self) -> str:
         """The request hash: stable across runs and machines."""
         d = dataclasses.asdict(self)
-        if not d["tree"]:
-            del d["tree"]  # the ImageBuilder/SDK requests hash as before the buildroot backend
+        for optional in ("tree", "sources"):
+            if not d[optional]:
+                del d[optional]  # requests without them hash as before these fields
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
@@ -90,6 +94,9 @@ class BuildRecord:
     # the queue worker that built it (docs/build-farm.md): artifact paths are on its disk, or
     # on the shared storage its --artifacts named; "" for a local build
     worker: str = ""
+    # buildroot: the tree's source substitutions (build/sources.py): counts per class, every
+    # file that is not OpenWrt's exact one with its origin and the tree edits it needed
+    sources: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -5,7 +5,8 @@ config line, a newline or a space in a feeds.conf URL adds a feed. So:
 
 - a package name is OpenWrt's: letters, digits, ``.``, ``_``, ``+``, ``-``, starting with a
   letter or digit (the Package/<name> of a Makefile, the CONFIG_PACKAGE_<name> symbol); in
-  PACKAGES= a leading ``-`` removes a default package;
+  PACKAGES= a leading ``-`` removes a default package; in --packages ``@group`` names a
+  flavour's package group (data/flavours.toml), expanded before anything reaches make;
 - a feed line is ``src-<method> <name> <url>`` as scripts/feeds parses it: the name a word,
   the URL one token without whitespace, ``#`` (a comment there) or control characters;
 - any other value on make's command line (FILES=, BIN_DIR=, PROFILE=) is a plain path or
@@ -31,12 +32,16 @@ def _shown(value: str) -> str:
     return repr(value[:80])
 
 
-def package(entry: str, where: str = "--packages") -> str:
-    """One PACKAGES entry: an OpenWrt package name, or ``-name`` to remove one."""
-    if not isinstance(entry, str) or not PACKAGE.match(entry.removeprefix("-")):
+def package(entry: str, where: str = "--packages", *, group: bool = True) -> str:
+    """One PACKAGES entry: an OpenWrt package name, or ``-name`` to remove one, or (with
+    ``group``) ``@group``."""
+    prefixes = ("-", "@") if group else ("-",)
+    bare = entry[1:] if isinstance(entry, str) and entry.startswith(prefixes) else entry
+    if not isinstance(entry, str) or not PACKAGE.match(str(bare)):
         raise WolfError(
             f"{where} {_shown(str(entry))}: not an OpenWrt package name",
-            hint="letters, digits, '.', '_', '+', '-'; a leading '-' removes a default package",
+            hint="letters, digits, '.', '_', '+', '-'; a leading '-' removes a default package"
+            + ("; '@group' names a package group" if group else ""),
         )
     return entry
 
@@ -74,7 +79,7 @@ def make_variable(arg: str) -> str:
     if name == "PACKAGES":
         for entry in value.split(" "):
             if entry:
-                package(entry, "PACKAGES=")
+                package(entry, "PACKAGES=", group=False)
     elif not MAKE_WORD.match(value):
         raise WolfError(
             f"{name}={_shown(value)}: not a plain path or word for make",

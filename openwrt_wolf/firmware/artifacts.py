@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..build.download import parse_sha256sums
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
@@ -454,8 +455,43 @@ def _assemble(
     return _with_fit(a, device) if kernel_size is not None or rootfs is not None else a
 
 
-# file types of a build record's file list that are not images
+# --- a build's output directory, file by file -------------------------------------------
+
+# file types of a build record's file list that are not images (output_files names them)
 _NOT_IMAGES = ("kernel", "rootfs", "manifest", "profiles.json", "sha256sums", "other")
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    """A file of an output directory as a build record lists it."""
+
+    path: Path
+    type: str  # profiles.json's image type for the profile, else one of _NOT_IMAGES
+    listed_sha256: str | None  # what OpenWrt's sha256sums says of it, when it lists it
+
+
+def output_files(outdir: Path, profile: str, *, skip: tuple[str, ...] = ()) -> list[OutputFile]:
+    """Every regular file of an output directory (but ``skip``), typed by the profile's
+    images in profiles.json, with OpenWrt's sha256sums entry for it; both files are read as
+    untrusted as any other."""
+    images: dict[str, str] = {}
+    pj = outdir / "profiles.json"
+    if pj.exists():
+        prof = load_profiles_json(pj).profiles.get(profile)
+        images = {i.name: i.type for i in prof.images} if prof else {}
+    sums = {}
+    if (outdir / "sha256sums").exists():
+        sums = parse_sha256sums(untrusted.read_text(outdir / "sha256sums", "sha256sums"))
+    out = []
+    for f in sorted(outdir.iterdir()):
+        if not f.is_file() or f.name in skip:
+            continue
+        kind = images.get(f.name) or (
+            "manifest" if f.name.endswith(".manifest") else
+            f.name if f.name in ("profiles.json", "sha256sums") else "other"
+        )  # fmt: skip
+        out.append(OutputFile(f, kind, sums.get(f.name)))
+    return out
 
 
 def from_build_files(

@@ -1,4 +1,5 @@
-"""Task glue for `invoke hosttools`: list a job's host tools and install the missing ones."""
+"""Task glue for `invoke hosttools` (list a job's host tools, install the missing ones) and
+`invoke openwrt-tools` (build OpenWrt's own host image tools)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,20 @@ def main(group: str = "test", install: bool = False) -> None:
         hosttools.ensure(group)
 
 
-def host_tools(dirs: str | None = None, urls: str | None = None) -> None:
-    """`invoke host-tools`: build OpenWrt's host image tools once (cached) and list them."""
+def openwrt_tools(dirs: str | None = None, urls: str | None = None) -> None:
+    """`invoke openwrt-tools`: build OpenWrt's host image tools once (cached) and list them."""
     from ..term import console
-    from . import openwrt_tools, upstream
+    from . import openwrt_tools as ot
+    from . import upstream
 
-    upstream.use_mirrors(_split(dirs), _split(urls))
+    upstream.use_mirrors(split(dirs), split(urls))
 
     con = console(stderr=True)
-    tools = openwrt_tools.ensure(progress=lambda step: con.print(f"building {step} ..."))
+    tools = ot.ensure(progress=lambda step: con.print(f"building {step} ..."))
     for source in tools.sources:
         print(f"source  {source}")
     print(f"bin     {tools.bin_dir}  ({len(tools.names())} tools, as $(STAGING_DIR_HOST)/bin)")
-    for name in openwrt_tools.IMAGE_TOOLS:
+    for name in ot.IMAGE_TOOLS:
         print(f"{name:22} {tools.tool(name)}")
 
 
@@ -41,7 +43,7 @@ def sources(
     from ..hashing import file_sha256
     from . import treedigest, upstream
 
-    upstream.use_mirrors(_split(dirs), _split(urls))
+    upstream.use_mirrors(split(dirs), split(urls))
     if digest:
         path = Path(digest)
         tree = treedigest.tree_sha256(path)
@@ -52,7 +54,7 @@ def sources(
         print(f"pin         {', '.join(match) or 'none (data/upstream.toml)'}")
         return
     if fetch:
-        names = list(upstream.pins()) if fetch == "all" else _split(fetch)
+        names = list(upstream.pins()) if fetch == "all" else split(fetch)
         for name in names:
             upstream.pin(name)  # an unknown name fails before anything is fetched
         for name in names:
@@ -65,5 +67,6 @@ def sources(
     print(f"mirror directories: {where}; mirror URLs: {', '.join(upstream.mirror_urls()) or '-'}")
 
 
-def _split(value: str | None) -> list[str]:
+def split(value: str | None) -> list[str]:
+    """A comma list option's values."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]

@@ -93,9 +93,14 @@ def shared_dir() -> Path:
     return (Path(env).expanduser() if env else paths.PROJECT_ROOT.parent / "shared") / "openwrt"
 
 
-def mirror_dirs() -> list[Path]:
+def given_dirs() -> list[Path]:
+    """The mirror directories named by --sources and $OPENWRT_WOLF_SOURCES (not ../shared)."""
     env = [Path(d).expanduser() for d in os.environ.get(SOURCES_ENV, "").split(":") if d]
-    return [*_given_dirs, *env, shared_dir()]
+    return [*_given_dirs, *env]
+
+
+def mirror_dirs() -> list[Path]:
+    return [*given_dirs(), shared_dir()]
 
 
 def mirror_urls() -> list[str]:

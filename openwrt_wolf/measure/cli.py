@@ -16,7 +16,7 @@ from ..host import hosttools
 from ..results.store import FileStore
 from ..targets.router.board import Board
 from ..targets.router.board import board as read_board
-from . import memory as mem
+from . import free_memory as mem
 
 
 def main(
@@ -40,21 +40,7 @@ def main(
     vm_only = {"--image": image, "--memory": memory, "--rootfs": rootfs, "--initrd": initrd,
                "--append": append}  # fmt: skip
     if host is not None:
-        given = [k for k, v in vm_only.items() if v]
-        if given:
-            raise WolfError(
-                f"measure-memory: --host measures a router, {', '.join(given)} the QEMU VM; "
-                "give one or the other",
-                hint="drop --host to boot an image, or drop the VM options to measure the router",
-            )
-        if not host.strip():
-            raise WolfError("--host is empty", hint="give the router's address, e.g. 192.168.1.1")
-        if device and devices.resolve(device, release).recipe == "malta-initramfs":
-            raise WolfError(
-                f"measure-memory: --host measures a router, --device {device} the QEMU VM; "
-                "give one or the other",
-                hint="with --host, --device names the router's device (or leave it out)",
-            )
+        _check_router_options(host, vm_only, device, release)
     elif ssh:
         names = ", ".join(f"--{k.replace('_', '-')}" for k in ssh)
         raise WolfError(
@@ -71,29 +57,7 @@ def main(
         _router(out, fs, host, ssh, device=device, flavour=flavour, release=release,
                 boots=boots, idle=idle, wait_up=wait_up)  # fmt: skip
         return
-    dev_profile: str | None = None
-    if image is None:
-        if not device or not flavour:
-            raise WolfError(
-                "measure-memory needs --image PATH, or --device malta-be|malta-le with --flavour, "
-                "or --host ADDR for a router",
-                hint="e.g. invoke measure-memory --device malta-be --flavour mbedtls",
-            )
-        dev = devices.resolve(device, release)
-        if dev.recipe != "malta-initramfs":
-            raise WolfError(
-                f"{dev.profile} is not a QEMU malta device",
-                hint="boot malta-be or malta-le; measure a router with --host ADDR",
-            )
-        flavour = flavours.get(flavour).name
-        path, release = mem.built_image(fs, dev.profile, flavour, release)
-        dev_profile = dev.profile
-    else:
-        path = Path(image)
-        if flavour:
-            flavour = flavours.get(flavour).name
-        if device:
-            dev_profile = devices.resolve(device, release).profile
+    path, release, flavour, dev_profile = _vm_image(fs, image, device, flavour, release)
     spec = mem.spec_for(
         path,
         memory_mb=memory,
@@ -111,6 +75,53 @@ def main(
     rec, where = mem.store_result(fs, result, release=release, device=dev_profile, flavour=flavour)
     _table(out, result, boots)
     out.print(f"kernel {result.kernel_release}, release {rec.release}; record {where}")
+
+
+def _check_router_options(
+    host: str, vm_only: dict[str, Any], device: str | None, release: str | None
+) -> None:
+    """--host measures a router: none of the VM's options, and --device names a router."""
+    given = [k for k, v in vm_only.items() if v]
+    if given:
+        raise WolfError(
+            f"measure-memory: --host measures a router, {', '.join(given)} the QEMU VM; "
+            "give one or the other",
+            hint="drop --host to boot an image, or drop the VM options to measure the router",
+        )
+    if not host.strip():
+        raise WolfError("--host is empty", hint="give the router's address, e.g. 192.168.1.1")
+    if device and devices.resolve(device, release).recipe == "malta-initramfs":
+        raise WolfError(
+            f"measure-memory: --host measures a router, --device {device} the QEMU VM; "
+            "give one or the other",
+            hint="with --host, --device names the router's device (or leave it out)",
+        )
+
+
+def _vm_image(
+    fs: FileStore, image: str | None, device: str | None, flavour: str | None, release: str | None
+) -> tuple[Path, str | None, str | None, str | None]:
+    """The malta image to boot: --image, or the newest build of --device with --flavour.
+    Returns it with the release, flavour and device profile the record gets."""
+    if image is not None:
+        name = flavours.get(flavour).name if flavour else None
+        dev_profile = devices.resolve(device, release).profile if device else None
+        return Path(image), release, name, dev_profile
+    if not device or not flavour:
+        raise WolfError(
+            "measure-memory needs --image PATH, or --device malta-be|malta-le with --flavour, "
+            "or --host ADDR for a router",
+            hint="e.g. invoke measure-memory --device malta-be --flavour mbedtls",
+        )
+    dev = devices.resolve(device, release)
+    if dev.recipe != "malta-initramfs":
+        raise WolfError(
+            f"{dev.profile} is not a QEMU malta device",
+            hint="boot malta-be or malta-le; measure a router with --host ADDR",
+        )
+    flavour = flavours.get(flavour).name
+    path, release = mem.built_image(fs, dev.profile, flavour, release)
+    return path, release, flavour, dev.profile
 
 
 def _progress(out: Console, boots: int, state: str) -> Any:

@@ -286,6 +286,34 @@ def _applies(root: Path, series: Series, *, reverse: bool) -> tuple[bool, PatchC
     return True, None
 
 
+def note_edits(root: Path, files: list[str]) -> list[str]:
+    """Another tool of ours (`invoke sources`: a version or hash line of a Makefile) edited
+    ``files`` of a patched tree: when the applied series still reverts cleanly from the
+    edited files, its stamp takes their new contents, so the edit is not mistaken for a
+    hand edit; when it no longer reverts, WolfError names the files. Returns the files the
+    stamp now records anew."""
+    stamp = _read_stamp(root)
+    if stamp is None:
+        return []
+    recorded = stamp.get("files", {})
+    assert isinstance(recorded, dict)
+    touched = [f for f in files if f in recorded and _digest(root / f) != recorded[f]]
+    if not touched:
+        return []
+    with _series_from_stamp(root, Series(str(stamp.get("series", "")), "", ())) as applied:
+        reverts, err = _applies(root, applied, reverse=True)
+    if not reverts:
+        raise WolfError(
+            f"editing {', '.join(touched)} broke the applied patch set: {err}",
+            hint="revert the patch set, run `invoke sources`, then apply it again",
+        )
+    stamp["files"] = {**recorded, **{f: _digest(root / f) for f in touched}}
+    tmp = _stamp_path(root).with_suffix(".tmp")
+    tmp.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, _stamp_path(root))
+    return touched
+
+
 def series_status(tree: Path, series: Series) -> SeriesStatus:
     root = tree / series.subdir
     if not root.is_dir():

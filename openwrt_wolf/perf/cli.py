@@ -50,7 +50,7 @@ def main(
         if not host or not host.strip():
             raise WolfError("--target router needs --host ADDR",
                             hint="the router's address, with --key or --password")  # fmt: skip
-        from ..targets.router.ssh import login_from_cli
+        from ..targets.router.login import login_from_cli
 
         login = login_from_cli(host.strip(), **ssh)
     elif host is not None or ssh:

@@ -19,8 +19,8 @@ from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
 from ..host import hosttools
 from ..results import store
-from ..targets.router.ssh import Login
-from . import crypto, handshake, memory, net, netlab, places, programs, soak, wifi
+from ..targets.router.login import Login
+from . import crypto, handshake, heap_use, net, netlab, open_place, programs, soak, wifi
 from .model import (
     CRYPTO,
     HANDSHAKE,
@@ -42,7 +42,7 @@ TESTS = ("crypto", "handshake", "memory", "soak", "wifi")
 NetTest = Callable[[netlab.NetLab], Handshakes | HeapUse | Soak]
 NET_TESTS: dict[str, tuple[str, NetTest]] = {
     "handshake": (HANDSHAKE, handshake.measure),
-    "memory": (MEMORY, memory.measure),
+    "memory": (MEMORY, heap_use.measure),
     "soak": (SOAK, soak.measure),
 }
 NET_TARGETS = ("qemu",)  # where uhttpd/uclient-fetch run today (perf/runner.py)
@@ -135,9 +135,11 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
 
 def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
     """The tests that run at a place (crypto, and the network tests on qemu)."""
-    vm = places.VmOptions(req.image, req.initrd, req.append) if req.image else None
-    with places.opened(req.target, login=req.login, vm=vm, say=say) as remote:
-        arch_name = req.arch if remote is None else places.lab_arch(remote.platform, remote.target)
+    vm = open_place.VmOptions(req.image, req.initrd, req.append) if req.image else None
+    with open_place.opened(req.target, login=req.login, vm=vm, say=say) as remote:
+        arch_name = req.arch
+        if remote is not None:
+            arch_name = open_place.lab_arch(remote.platform, remote.target)
         arch = spec.get_arch(arch_name)
         # the cross toolchain only where it is the one used
         needed = [
@@ -154,9 +156,9 @@ def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
         conf = crypto.settings()
         place: Place
         if remote is None:
-            place = places.qemu_place(arch, tc, str(conf["qemu"]["cpu"]))
+            place = open_place.qemu_place(arch, tc, str(conf["qemu"]["cpu"]))
         else:
-            places.check_libc(remote, tc)
+            open_place.check_libc(remote, tc)
             place = remote
         return _run_all(dataclasses.replace(req, arch=arch_name), place, tc, conf, say)
 

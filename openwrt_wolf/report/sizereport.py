@@ -9,6 +9,7 @@ Footprint and memory records, when present, are shown beside them (docs/results.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -71,6 +72,9 @@ class Cell:
     packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
     mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
     notes: list[str] = field(default_factory=list)
+    # buildroot builds: the sources that were not OpenWrt's exact files (the build record's
+    # sources.not_exact: file, class, placed, version, origin, note)
+    substitutions: list[dict[str, Any]] = field(default_factory=list)
     created: str | None = None  # the build record's date (or when --from was measured)
     mem_source: str | None = None  # "store:memory/<key>"
     mem_created: str | None = None
@@ -324,6 +328,10 @@ def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
             continue
         flav = rec.flavour or a.flavour or "unknown"
         cell = cell_from_artifacts(flav, a, f"store:build/{rec.key}", rec.created)
+        srcs = rec.data.get("sources") or {}
+        subs = srcs.get("not_exact") if isinstance(srcs, dict) else None
+        if isinstance(subs, list):
+            cell = dataclasses.replace(cell, substitutions=[s for s in subs if isinstance(s, dict)])
         got.add(rec.device, cell, rec.release, a.target)
     got.sources.append(f"store {store.root}")
 
@@ -349,7 +357,7 @@ def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) ->
 
 
 def _median_kb(data: dict[str, Any]) -> dict[str, int]:
-    """Median /proc/meminfo fields of a memory record (vm.memory.MemoryResult):
+    """Median /proc/meminfo fields of a memory record (measure.free_memory.MemoryResult):
     data["summary"][field]["median"], else the flat memfree_kb/memavailable_kb/memtotal_kb."""
     out: dict[str, int] = {}
     summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
@@ -422,48 +430,25 @@ def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
 # --- the report ------------------------------------------------------------------------
 
 
-def build(
-    *,
-    store: str | os.PathLike[str] | None = None,
-    from_dirs: list[str] | None = None,
-    device: str | None = None,
-    flavour: str | None = None,
-    release: str | None = None,
-    top_packages: int = 0,
-    baseline: str | None = None,
-    fail_on: list[str] | None = None,
-    sort: str = "headroom",
-) -> SizeReport:
-    """Collect, filter and assemble the report. --from alone does not read build records.
+def _release_for_baseline(
+    base_kind: str | None, baseline: str | None, release: str | None
+) -> str | None:
+    """A release baseline compares against the default release unless --release says which."""
+    if base_kind != "release" or release is not None:
+        return release
+    release = releases.get(None).name
+    if release == baseline:
+        raise WolfError(
+            f"--baseline {baseline} is the release being reported",
+            hint="give --release for the new side, e.g. --release 25.12.5 --baseline 24.10.8",
+        )
+    return release
 
-    ``baseline``: a saved JSON report, a store directory or a release (report/baseline.py);
-    ``fail_on``: --fail-on rules (report/gates.py), checked into ``SizeReport.gates``."""
-    from . import baseline as base_mod
-    from . import comparison, gates, matrix
 
-    rules = gates.parse_all(fail_on or [])  # a bad rule fails before anything is measured
-    if sort not in matrix.SORTS:
-        raise WolfError(f"unknown --sort {sort!r}", hint=f"one of: {', '.join(matrix.SORTS)}")
-    base_kind = base_mod.kind_of(baseline) if baseline else None
-    if base_kind == "release" and release is None:
-        release = releases.get(None).name
-        if release == baseline:
-            raise WolfError(
-                f"--baseline {baseline} is the release being reported",
-                hint="give --release for the new side, e.g. --release 25.12.5 --baseline 24.10.8",
-            )
-    wanted_devices = devices.resolve_many(device, release) if device else None
-    profiles = [d.profile for d in wanted_devices] if wanted_devices else None
-    wanted_flavours = {f.name for f in flavours.resolve_many(flavour)} if flavour else None
-
-    got = _Collected()
-    fs = FileStore(paths.store_dir(store))
-    if not from_dirs or store:
-        _from_store(fs, release, got)
-    if from_dirs:
-        _from_dirs(from_dirs, profiles, got)
-    _memory(fs, got, release)
-
+def _device_reports(
+    got: _Collected, profiles: list[str] | None, wanted_flavours: set[str] | None
+) -> list[DeviceReport]:
+    """One DeviceReport per collected device (of --device), its flavours' cells (of --flavour)."""
     reports = []
     for profile in sorted(got.cells):
         if profiles and profile not in profiles:
@@ -489,6 +474,73 @@ def build(
                 deltas=_deltas(cells),
             )
         )
+    return reports
+
+
+def _against_baseline(
+    baseline: str,
+    base_kind: str,
+    reports: list[DeviceReport],
+    *,
+    store: str | os.PathLike[str] | None,
+    device: str | None,
+    flavour: str | None,
+) -> Baseline:
+    """The comparison with --baseline: a saved report, or the same report of a store or an
+    older release built again."""
+    from . import baseline as base_mod
+
+    if base_kind == "report":
+        base_cells, label = base_mod.from_report_json(Path(baseline))
+    else:
+        old = build(
+            store=baseline if base_kind == "store" else store,
+            device=device,
+            flavour=flavour,
+            release=baseline if base_kind == "release" else None,
+        )
+        base_cells = base_mod.from_devices(old.devices)
+        label = f"{base_kind} {baseline}"
+    return base_mod.compare(baseline, base_kind, label, reports, base_cells)
+
+
+def build(
+    *,
+    store: str | os.PathLike[str] | None = None,
+    from_dirs: list[str] | None = None,
+    device: str | None = None,
+    flavour: str | None = None,
+    release: str | None = None,
+    top_packages: int = 0,
+    baseline: str | None = None,
+    fail_on: list[str] | None = None,
+    sort: str = "headroom",
+) -> SizeReport:
+    """Collect, filter and assemble the report. --from alone does not read build records.
+
+    ``baseline``: a saved JSON report, a store directory or a release (report/baseline.py);
+    ``fail_on``: --fail-on rules (report/gates.py), checked into ``SizeReport.gates``."""
+    from . import baseline as base_mod
+    from . import comparison, gates, matrix
+
+    rules = gates.parse_all(fail_on or [])  # a bad rule fails before anything is measured
+    if sort not in matrix.SORTS:
+        raise WolfError(f"unknown --sort {sort!r}", hint=f"one of: {', '.join(matrix.SORTS)}")
+    base_kind = base_mod.kind_of(baseline) if baseline else None
+    release = _release_for_baseline(base_kind, baseline, release)
+    wanted_devices = devices.resolve_many(device, release) if device else None
+    profiles = [d.profile for d in wanted_devices] if wanted_devices else None
+    wanted_flavours = {f.name for f in flavours.resolve_many(flavour)} if flavour else None
+
+    got = _Collected()
+    fs = FileStore(paths.store_dir(store))
+    if not from_dirs or store:
+        _from_store(fs, release, got)
+    if from_dirs:
+        _from_dirs(from_dirs, profiles, got)
+    _memory(fs, got, release)
+
+    reports = _device_reports(got, profiles, wanted_flavours)
     footprints = _footprints(fs, wanted_flavours)
     if not reports and not (footprints and not device and not from_dirs):
         where = ", ".join(got.sources) or str(fs.root)
@@ -499,18 +551,9 @@ def build(
         )
     base = None
     if baseline and base_kind:
-        if base_kind == "report":
-            base_cells, label = base_mod.from_report_json(Path(baseline))
-        else:
-            old = build(
-                store=baseline if base_kind == "store" else store,
-                device=device,
-                flavour=flavour,
-                release=baseline if base_kind == "release" else None,
-            )
-            base_cells = base_mod.from_devices(old.devices)
-            label = f"{base_kind} {baseline}"
-        base = base_mod.compare(baseline, base_kind, label, reports, base_cells)
+        base = _against_baseline(
+            baseline, base_kind, reports, store=store, device=device, flavour=flavour
+        )
     columns = _column_order(
         {f for d in reports for f in d.flavours} | {f.flavour for f in footprints}
     )

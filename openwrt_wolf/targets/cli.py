@@ -10,7 +10,7 @@ from ..errors import WolfError
 from ..paths import store_dir
 from ..results.store import FileStore
 from .router import image as images
-from .router import ssh
+from .router import login as router_login
 from .router.flash import Flasher, FlashRequest, FlashResult, State, Timeouts, store_result
 
 
@@ -36,7 +36,7 @@ def flash(
     dev = devices.resolve(device, release)
     if dev.has_flash is False and not dev.supported_devices:
         raise WolfError(f"{dev.profile} has no flash to write (a QEMU machine)")
-    login = ssh.login_from_cli(
+    login = router_login.login_from_cli(
         host, port=port, user=user, key=key, password=password,
         accept_new=accept_new, known_hosts=known_hosts,
     )  # fmt: skip
@@ -74,7 +74,7 @@ def vm(
     memory: int = 0,
 ) -> None:
     """The `invoke vm` task."""
-    from ..measure import memory as mem
+    from ..measure import free_memory as mem
     from .vm.interactive import session, write_out
     from .vm.machine import VM
 

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -124,13 +125,25 @@ def unsquashfs_list(path: Path, offset: int = 0) -> list[str]:
 # --- the matrix: 3 flavours x 3 devices, downloaded over HTTP ----------------------------
 
 
-@contextlib.contextmanager
-def _matrix(mirror_dir: Path, base: Path) -> Iterator[Any]:
-    with pytest.MonkeyPatch.context() as mp, serve(mirror_dir) as (url, srv):
-        mp.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
-        mp.setenv("OPENWRT_WOLF_STORE", str(base / "store"))
-        outs = build(Options(flavour="all", device=f"{V1},{AR300},{V3}", mirror=url, jobs=2))
+@pytest.fixture(scope="module")
+def _built_matrix(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The 9 builds, once per module (the matrix tests share one xdist worker: their group)."""
+    base = tmp_path_factory.mktemp("matrix")
+    with serve(mirror_dir) as (url, srv):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
+            mp.setenv("OPENWRT_WOLF_STORE", str(base / "store"))
+            outs = build(Options(flavour="all", device=f"{V1},{AR300},{V3}", mirror=url, jobs=2))
         yield {o.record.device + "/" + o.record.flavour: o for o in outs}, base, srv
+
+
+@pytest.fixture
+def matrix(_built_matrix: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The matrix, with its cache and store as this test's (a check may build again)."""
+    base = _built_matrix[1]
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(base / "cache"))
+    monkeypatch.setenv("OPENWRT_WOLF_STORE", str(base / "store"))
+    return _built_matrix
 
 
 def check_every_flavour_and_device(matrix: Any) -> None:
@@ -581,31 +594,25 @@ def test_device_not_in_release_and_not_in_imagebuilder(
 
 
 def test_disk_full_is_one_line(mirror_dir: Path, tmp_path: Path) -> None:
-    # a 1 MiB tmpfs as the cache: unpacking the ImageBuilder runs out of space
+    # a 1 MiB tmpfs as the cache, in a private mount namespace (a killed run leaves no mount
+    # on the host): unpacking the ImageBuilder runs out of space
+    need_tools("unshare", "mount")
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True, timeout=30).returncode:
+        unavailable("cannot make a mount namespace here (unshare -m needs root)")
     small = tmp_path / "small"
     small.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    if mounted.returncode != 0:
-        unavailable(f"cannot mount a tmpfs here (needs root): {mounted.stderr.strip()}")
-    try:
-        p = cli(
-            "--flavour",
-            "mbedtls",
-            "--device",
-            V1,
-            "--mirror",
-            str(mirror_dir),
-            env={"OPENWRT_WOLF_CACHE": str(small), "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
-        )
-        line = error_line(p)
-        assert "disk full while writing" in line and "OPENWRT_WOLF_CACHE" in line
-    finally:
-        subprocess.run(["umount", str(small)], check=False)
+    cmd = shlex.join([sys.executable, "-m", "invoke", "build", "--flavour", "mbedtls",
+                      "--device", V1, "--mirror", str(mirror_dir)])  # fmt: skip
+    p = subprocess.run(
+        ["unshare", "-m", "sh", "-c",
+         f"mount -t tmpfs -o size=1m tmpfs {shlex.quote(str(small))} && exec {cmd}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OPENWRT_WOLF_CACHE": str(small),
+             "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
+    )  # fmt: skip
+    line = error_line(p)
+    assert "disk full while writing" in line and "OPENWRT_WOLF_CACHE" in line
+    assert list(small.iterdir()) == []  # the tmpfs was the namespace's alone
 
 
 # --- check-size, kill and resume ---------------------------------------------------------
@@ -705,21 +712,47 @@ def check_force_rebuilds(matrix: Any, mirror_dir: Path) -> None:
     assert not third.cached and _image(third).is_file()
 
 
-def test_matrix_3_flavours_x_3_devices(mirror_dir: Path, tmp_path: Path) -> None:
-    """One test (one xdist worker) for the whole matrix: 9 builds over HTTP, -j 2."""
-    with _matrix(mirror_dir, tmp_path) as m:
-        check_every_flavour_and_device(m)
-        for device in (V1, AR300, V3):
-            for flavour in ("mbedtls", "wolfssl"):
-                check_kept_image(m, device, flavour)
-        check_uimage_kernel_checked_with_mkimage(m, tmp_path)
-        check_flavours_install_their_tls_library(m)
-        check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)
-        check_record_is_complete(m)
-        check_abi_names_through_manifest_rootfs_and_router_check(m, tmp_path)
-        check_size_report_reads_the_build_records(m)
-        check_second_run_is_served_from_the_store_without_make(m, tmp_path)
-        check_force_rebuilds(m, mirror_dir)
+# One test per check of the matrix, in this order (the last two build again: a store hit,
+# then --force and a deleted image); one xdist group, so the 9 builds run once.
+_MATRIX_CHECKS: dict[str, Any] = {
+    "every_flavour_and_device": lambda m, t, mirror: check_every_flavour_and_device(m),
+    **{
+        f"kept_image-{device}-{flavour}": (
+            lambda m, t, mirror, d=device, f=flavour: check_kept_image(m, d, f)
+        )
+        for device in (V1, AR300, V3)
+        for flavour in ("mbedtls", "wolfssl")
+    },
+    "uimage_kernel_checked_with_mkimage": (
+        lambda m, t, mirror: check_uimage_kernel_checked_with_mkimage(m, t)
+    ),
+    "flavours_install_their_tls_library": (
+        lambda m, t, mirror: check_flavours_install_their_tls_library(m)
+    ),
+    "openssl_overflows_the_wr902ac_v1_and_is_deleted": (
+        lambda m, t, mirror: check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)
+    ),
+    "record_is_complete": lambda m, t, mirror: check_record_is_complete(m),
+    "abi_names_through_manifest_rootfs_and_router_check": (
+        lambda m, t, mirror: check_abi_names_through_manifest_rootfs_and_router_check(m, t)
+    ),
+    "size_report_reads_the_build_records": (
+        lambda m, t, mirror: check_size_report_reads_the_build_records(m)
+    ),
+    "second_run_is_served_from_the_store_without_make": (
+        lambda m, t, mirror: check_second_run_is_served_from_the_store_without_make(m, t)
+    ),
+    "force_rebuilds": lambda m, t, mirror: check_force_rebuilds(m, mirror),
+}
+
+
+@pytest.mark.xdist_group("build-matrix")
+@pytest.mark.parametrize("check", list(_MATRIX_CHECKS))
+def test_matrix_3_flavours_x_3_devices(
+    check: str, matrix: Any, mirror_dir: Path, tmp_path: Path
+) -> None:
+    """9 builds over HTTP, -j 2 (built once for all its checks)."""
+    _MATRIX_CHECKS[check](matrix, tmp_path, mirror_dir)
 
 
 # --- archive names and the pinned hash (no network) --------------------------------------

@@ -147,3 +147,13 @@ def test_other_words_are_no_package_names(entry: str) -> None:
 def test_make_variables_are_plain(arg: str) -> None:
     with pytest.raises(WolfError):
         names.make_variable(arg)
+
+
+def test_a_group_is_a_packages_word_but_never_a_make_value() -> None:
+    """`@https-server` is expanded (build/packages.expand) before anything reaches make: it
+    passes --packages and is refused in PACKAGES= itself."""
+    assert names.packages("@https-server,-firewall4") == ("@https-server", "-firewall4")
+    with pytest.raises(WolfError, match="not an OpenWrt package name"):
+        names.package("@$(x)")
+    with pytest.raises(WolfError, match="not an OpenWrt package name"):
+        names.make_variable("PACKAGES=uhttpd @https-server")

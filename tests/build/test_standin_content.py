@@ -1,9 +1,11 @@
 """The stand-in's package and kernel bytes depend on nothing of the host: two interpreters with
-different hash seeds generate byte-identical payloads for every package of targets.toml, and the
-payloads compress like code (xz, the independent oracle) except the firmware blobs."""
+different hash seeds generate byte-identical payloads for every package of targets.toml, the
+generators' bytes are pinned by sha256, and the payloads compress like code (xz, the
+independent oracle) except the firmware blobs."""
 
 from __future__ import annotations
 
+import hashlib
 import lzma
 import os
 import subprocess
@@ -34,6 +36,25 @@ def test_payloads_are_the_same_in_every_interpreter() -> None:
         for seed in ("0", "12345")
     }  # fmt: skip
     assert len(digests) == 1 and len(next(iter(digests))) == 64
+
+
+# sha256 of the first 100,000 bytes: the same on every machine and CPython 3.11+, because
+# random.Random(str) seeds from the string's sha512 (seed version 2, kept across versions) into
+# MT19937, and SHAKE-256 is FIPS 202. A change here changes every stand-in package.
+PINNED = {
+    ("code", "libc"): "9d8300a8184390e085deb1de6e79f951185cc4ff83223966e1edec43f608905f",
+    ("blob", "ath10k-firmware-qca9887-ct"):
+        "5f8093049baa57b4a4b3abd1d01583735dc99227755f3336b414b269d16a269d",
+}  # fmt: skip
+
+
+def test_payload_bytes_are_pinned() -> None:
+    got = {
+        ("code", "libc"): make_standin._code("libc", 100_000),
+        ("blob", "ath10k-firmware-qca9887-ct"):
+            make_standin._incompressible("ath10k-firmware-qca9887-ct", 100_000),
+    }  # fmt: skip
+    assert {k: hashlib.sha256(v).hexdigest() for k, v in got.items()} == PINNED
 
 
 def test_payloads_compress_like_code_and_blobs_do_not() -> None:

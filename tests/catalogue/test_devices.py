@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,19 +33,51 @@ def test_short_name_resolves_to_the_ath79_wr902ac() -> None:
     assert d.firmware_partition.size == d.image_size == 7_536_640
 
 
+def _device_var(image_dir: Path, device: str, var: str) -> str:
+    """A Device/<name>'s ``VAR := value`` in target/linux/<target>/image/ (Makefile, *.mk),
+    through the templates it expands first ($(Device/<template>) lines), as image.mk does."""
+    for mk in [image_dir / "Makefile", *sorted(image_dir.glob("*.mk"))]:
+        m = re.search(rf"^define Device/{re.escape(device)}\n(.*?)^endef", mk.read_text(),
+                      re.M | re.S)  # fmt: skip
+        if m is None:
+            continue
+        own = re.search(rf"^\s*{var}\s*:=\s*(\S+)\s*$", m.group(1), re.M)
+        if own:
+            return own.group(1)
+        for template in re.findall(r"^\s*\$\(Device/([\w.-]+)\)\s*$", m.group(1), re.M):
+            with contextlib.suppress(LookupError):
+                return _device_var(image_dir, template, var)
+    raise LookupError(f"{var} of Device/{device}")
+
+
+def _squashfs_block(tree: Path, target: str, subtarget: str) -> int:
+    """config/Config-images.in's TARGET_SQUASHFS_BLOCK_SIZE default (KiB) for the subtarget's
+    FEATURES: 1024 with small_flash, else 256 (64 with low_mem)."""
+    base = tree / "target" / "linux" / target
+    features = " ".join(
+        m.group(1)
+        for f in (base / "Makefile", base / subtarget / "target.mk") if f.is_file()
+        for m in re.finditer(r"^FEATURES\s*\+?:?=(.*)$", f.read_text(), re.M)
+    ).split()  # fmt: skip
+    kib = 64 if "low_mem" in features else 1024 if "small_flash" in features else 256
+    return kib * 1024
+
+
 @pytest.mark.parametrize(
-    ("profile", "image_size", "squashfs_block", "recipe"),
+    ("profile", "recipe"),
     [
-        ("glinet_gl-ar300m16", 16_384_000, 262_144, "ath79-default"),
-        ("tplink_tl-wr902ac-v1", 7_536_640, 262_144, "tplink-safeloader"),
-        ("tplink_tl-wr902ac-v3", 7_995_392, 1_048_576, "tplink-v2"),
+        ("glinet_gl-ar300m16", "ath79-default"),
+        ("tplink_tl-wr902ac-v1", "tplink-safeloader"),
+        ("tplink_tl-wr902ac-v3", "tplink-v2"),
     ],
 )
-def test_catalogue_facts(profile: str, image_size: int, squashfs_block: int, recipe: str) -> None:
+def test_catalogue_facts(profile: str, recipe: str, openwrt_tree_25125: Path) -> None:
+    """IMAGE_SIZE, BLOCKSIZE and the squashfs block size as the v25.12.5 tree defines them."""
     d = devices.resolve(profile, "25.12.5")
-    assert d.image_size == image_size
-    assert d.blocksize == 65536
-    assert d.squashfs_block == squashfs_block
+    image_dir = openwrt_tree_25125 / "target" / "linux" / d.target / "image"
+    assert d.image_size == parse_size(_device_var(image_dir, profile, "IMAGE_SIZE"))
+    assert d.blocksize == parse_size(_device_var(image_dir, "Default", "BLOCKSIZE"))
+    assert d.squashfs_block == _squashfs_block(openwrt_tree_25125, d.target, d.subtarget)
     assert d.recipe == recipe
 
 

@@ -3,6 +3,7 @@ command (xz -9e) for library sizes, stat for files, the tests' own image assembl
 
 from __future__ import annotations
 
+import hashlib
 import lzma
 import shutil
 import subprocess
@@ -265,3 +266,42 @@ def test_unreadable_profiles_json_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "profiles.json").write_text('{"target": "ath79/generic", "profiles": [')
     with pytest.raises(WolfError, match=r"profiles\.json .*profiles\.json: not JSON"):
         artifacts.measure_dir(tmp_path)
+
+
+def test_output_files_typed_by_profiles_json_with_openwrts_sha256sums(tmp_path: Path) -> None:
+    """A build's file list: image types from the profile's profiles.json entry (not from the
+    file names), the other files by what they are, sha256sums entries as OpenWrt wrote them
+    ('<hex> *<name>'); the digests checked here with hashlib."""
+    pre = "openwrt-25.12.5-ath79-generic"
+    files = {
+        f"{pre}-{WR902}-squashfs-sysupgrade.bin": b"image",
+        f"{pre}-{WR902}-initramfs-kernel.bin": b"initramfs",
+        f"{pre}-{AR300}-squashfs-sysupgrade.bin": b"another profile's image",
+        f"{pre}-{WR902}.manifest": b"busybox - 1.37.0-r1\n",
+        "kernel-piece.bin": b"skipped",
+        "notes.txt": b"x",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "sub").mkdir()  # a directory is not a file of the build
+    images = [{"name": f"{pre}-{WR902}-squashfs-sysupgrade.bin", "type": "sysupgrade"},
+              {"name": f"{pre}-{WR902}-initramfs-kernel.bin", "type": "kernel"}]  # fmt: skip
+    profiles_json(tmp_path / "profiles.json", "25.12.5", "ath79/generic",
+                  {WR902: {"images": images}, AR300: {"images": []}})  # fmt: skip
+    good = hashlib.sha256(b"image").hexdigest()
+    (tmp_path / "sha256sums").write_text(
+        f"{good} *{pre}-{WR902}-squashfs-sysupgrade.bin\n{'0' * 64} *notes.txt\n"
+    )
+    got = {
+        f.path.name: (f.type, f.listed_sha256)
+        for f in artifacts.output_files(tmp_path, WR902, skip=("kernel-piece.bin",))
+    }
+    assert got == {
+        f"{pre}-{WR902}-squashfs-sysupgrade.bin": ("sysupgrade", good),
+        f"{pre}-{WR902}-initramfs-kernel.bin": ("kernel", None),  # profiles.json's word
+        f"{pre}-{AR300}-squashfs-sysupgrade.bin": ("other", None),  # not this profile's
+        f"{pre}-{WR902}.manifest": ("manifest", None),
+        "notes.txt": ("other", "0" * 64),
+        "profiles.json": ("profiles.json", None),
+        "sha256sums": ("sha256sums", None),
+    }

@@ -35,7 +35,7 @@ class Tools:
 
 @pytest.fixture(scope="module")
 def tools(openwrt_tools: OpenWrtTools) -> Tools:
-    """OpenWrt's own tools, built once from the pinned sources (`invoke host-tools`)."""
+    """OpenWrt's own tools, built once from the pinned sources (`invoke openwrt-tools`)."""
     return Tools(
         safeloader=openwrt_tools.tplink_safeloader,
         mktplinkfw2=openwrt_tools.mktplinkfw2,

@@ -211,31 +211,78 @@ def test_openssl_openwrt_build(fp_store: Path) -> None:
 # --- data against OpenWrt's facts -----------------------------------------------------------
 
 
-def test_sources_pin_openwrts_hashes() -> None:
-    # facts: openwrt-facts.md / testbed.md (PKG_HASH of 25.12.5 and main)
-    assert spec.source("mbedtls", "3.6.6").sha256.startswith("8fb65fae")
-    assert spec.source("mbedtls", "3.6.6").sha256.endswith("a007a")
-    assert spec.source("openssl", "3.5.7").sha256.startswith("a8c0d28a")
+LIBS = ("mbedtls", "wolfssl", "openssl")
+
+
+def _makefile(tree: Path, library: str) -> str:
+    return (tree / "package" / "libs" / library / "Makefile").read_text()
+
+
+def _top(text: str, var: str) -> str:
+    """A package Makefile's unconditional `VAR:=value` (at the start of a line)."""
+    m = re.search(rf"^{var}:=(.*)$", text, re.M)
+    assert m, var
+    return m.group(1).strip()
+
+
+def _target_cflags(text: str) -> tuple[set[str], bool]:
+    """The literal flags of the Makefile's unconditional TARGET_CFLAGS assignments (with their
+    continuation lines), and whether one filters out the -O level (`$(filter-out -O%,...)`)."""
+    flags: set[str] = set()
+    filtered = False
+    for m in re.finditer(r"^TARGET_CFLAGS\s*[:+]?=((?:.*\\\n)*.*)$", text, re.M):
+        value = m.group(1)
+        filtered |= "$(filter-out -O%," in value
+        value = re.sub(r"\$\([^()]*(?:\([^()]*\)[^()]*)*\)", " ", value)  # $(...) are not literal
+        flags |= {w for w in value.replace("\\\n", " ").split() if w.startswith("-")}
+    return flags, filtered
+
+
+def test_sources_pin_openwrts_hashes(openwrt_tree_25125: Path) -> None:
+    # PKG_VERSION and PKG_HASH of each library's package Makefile in the v25.12.5 tree
+    for library in LIBS:
+        mk = _makefile(openwrt_tree_25125, library)
+        version = _top(mk, "PKG_VERSION")
+        assert spec.source(library, version).sha256 == _top(mk, "PKG_HASH"), library
+        assert spec.resolve(library, "25.12.5", "openwrt").version == version, library
+    # main's (not in a shared tree; testbed.md): mbedtls 3.6.7, wolfSSL 5.9.2
     assert spec.source("wolfssl", "5.9.2").sha256.startswith("2f4ef3d4")
     assert spec.source("mbedtls", "3.6.7").sha256.startswith("a7e8bcbe")
     origins = [o for o, _ in spec.source("mbedtls", "3.6.6").urls]
     assert origins[0] == "openwrt" and origins[-1] == "debian"
     assert "debian" not in [o for o, _ in spec.source("wolfssl", "5.9.1").urls]
-    assert spec.resolve("wolfssl", "25.12.5", "openwrt").version == "5.9.1"
 
 
-def test_flags_follow_openwrts_package_makefiles() -> None:
-    mbed = spec.resolve("mbedtls", "25.12.5", "openwrt")
-    wolf = spec.resolve("wolfssl", "25.12.5", "openwrt")
-    ossl = spec.resolve("openssl", "25.12.5", "openwrt")
-    for s in (mbed, wolf, ossl):
-        assert {"-mips32r2", "-mtune=24kc", "-mno-branch-likely", "-pipe"} <= set(s.cflags)
+def test_flags_follow_openwrts_package_makefiles(openwrt_tree_25125: Path) -> None:
+    """The flags OpenWrt's v25.12.5 tree gives each library on ath79 (mips_24kc): the CPU's
+    (include/target.mk for target/linux/ath79's CPU_TYPE), PKG_BUILD_FLAGS' gc-sections and
+    lto (include/package.mk), and the package Makefile's own TARGET_CFLAGS."""
+    target_mk = (openwrt_tree_25125 / "include" / "target.mk").read_text()
+    ath79 = (openwrt_tree_25125 / "target" / "linux" / "ath79" / "Makefile").read_text()
+    cpu_type = _top(ath79, "CPU_TYPE")
+    cpu = set()
+    for var in ("CPU_CFLAGS =", "CPU_CFLAGS +=", f"CPU_CFLAGS_{cpu_type} ="):
+        m = re.search(rf"^\s*{re.escape(var)}(.*)$", target_mk, re.M)
+        assert m, var
+        cpu |= set(m.group(1).split())
+    assert {"-mips32r2", "-mtune=24kc", "-mno-branch-likely", "-pipe", "-Os"} <= cpu  # read
+    for library in LIBS:
+        mk = _makefile(openwrt_tree_25125, library)
+        s = spec.resolve(library, "25.12.5", "openwrt")
+        build_flags = _top(mk, "PKG_BUILD_FLAGS").split()
+        own, no_o_level = _target_cflags(mk)
+        assert cpu - {"-Os"} <= set(s.cflags), library
+        assert ("-Os" in s.cflags) != no_o_level, library  # CMake's -O2 applies instead
+        if no_o_level:
+            assert not [f for f in s.cflags if f.startswith("-O")], library
+        assert own <= set(s.cflags), (library, own - set(s.cflags))
+        gc = "gc-sections" in build_flags
+        assert ("-ffunction-sections" in s.cflags) == gc, library
+        assert ("-Wl,--gc-sections" in s.ldflags) == gc, library
+        assert ("-flto=auto" in s.cflags) == ("lto" in build_flags), library
         assert "-msoft-float" not in s.cflags  # Debian's toolchain is hard-float
-    assert not [f for f in mbed.cflags if f.startswith("-O")]  # CMake's -O2 applies
-    assert "-ffunction-sections" in mbed.cflags and "-Wl,--gc-sections" in mbed.ldflags
-    assert {"-Os", "-flto=auto", "-fomit-frame-pointer", "-DFP_MAX_BITS=8192"} <= set(wolf.cflags)
-    assert "-ffunction-sections" not in wolf.cflags
-    assert "-Os" in ossl.cflags and "-flto=auto" not in ossl.cflags
+    ossl = spec.resolve("openssl", "25.12.5", "openwrt")
+    wolf = spec.resolve("wolfssl", "25.12.5", "openwrt")
     assert {"no-dtls", "no-comp", "shared", "no-tests"} <= set(ossl.options)
     assert "--enable-wpas" in wolf.options and "--enable-opensslall" in wolf.options
     soft = spec.resolve("mbedtls", "25.12.5", "openwrt", soft_float=True)

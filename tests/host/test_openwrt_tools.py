@@ -116,8 +116,8 @@ def test_second_use_is_served_from_the_cache(openwrt_tools: OpenWrtTools) -> Non
     assert again.bin_dir == openwrt_tools.bin_dir
 
 
-def test_host_tools_task_lists_the_tools(openwrt_tools: OpenWrtTools) -> None:
-    p = subprocess.run([sys.executable, "-m", "invoke", "host-tools"], cwd=ROOT,
+def test_openwrt_tools_task_lists_the_tools(openwrt_tools: OpenWrtTools) -> None:
+    p = subprocess.run([sys.executable, "-m", "invoke", "openwrt-tools"], cwd=ROOT,
                        capture_output=True, text=True, timeout=600)  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
     assert str(openwrt_tools.mksquashfs4) in p.stdout

@@ -186,3 +186,30 @@ def test_imagebuilder_info_and_removals(patched: Path, pristine: Path, tmp_path:
     ]
     off_pkgs = _ib(off, *args, f"USER_PACKAGES={user}").split()
     assert off_pkgs == _ib(before, *args, f"USER_PACKAGES={user}").split()
+
+
+def test_buildroot_wolfssl_notes_and_checks_follow_the_patch_set(patched: Path) -> None:
+    """The buildroot backend builds the patched tree, where OpenWrt's own Kconfig selects
+    apk-wolfssl instead of apk-mbedtls: data/flavours.toml's note that apk-mbedtls stays (true
+    of OpenWrt's own packages, which the ImageBuilder installs) gives way to the patch set's
+    swap, and an expanded .config still selecting apk-mbedtls is refused."""
+    from openwrt_wolf.build import buildroot, packages
+    from openwrt_wolf.catalogue import devices
+    from openwrt_wolf.errors import WolfError
+
+    sel = kconfig.select(patched, WR902, use_wolfssl=True)
+    cfg = {k.removeprefix("CONFIG_"): v for k, v in sel.config.items()}
+    rules = packages.rules("wolfssl", "25.12.5")
+    brf = buildroot.flavour("wolfssl")
+    assert any("apk-mbedtls stays" in n for n in rules.notes)  # the stock packages' note
+    notes = brf.notes(rules.notes, cfg)
+    assert not any("apk-mbedtls stays" in n for n in notes)
+    assert "apk-wolfssl replaces apk-mbedtls" in notes[-1]
+    dev = devices.resolve("tl-wr902ac", "25.12.5")
+    none = packages.Changes((), (), ())
+    buildroot.verify(cfg, dev, brf, rules, none)  # the patched tree passes
+    stock = {**cfg, "PACKAGE_apk-mbedtls": "y", "PACKAGE_apk-wolfssl": "n"}
+    with pytest.raises(WolfError, match="CONFIG_PACKAGE_apk-mbedtls=y after make defconfig"):
+        buildroot.verify(stock, dev, brf, rules, none)
+    # without the swap in the expanded .config the note stays what it was
+    assert brf.notes(rules.notes, stock) == rules.notes

@@ -16,10 +16,11 @@ import pytest
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.footprint import spec, toolchain
 from openwrt_wolf.footprint.toolchain import Toolchain
-from openwrt_wolf.perf import places
+from openwrt_wolf.perf import open_place
 from openwrt_wolf.perf.place import QemuPlace, TargetPlace, parse_probe
 from openwrt_wolf.perf.qemu import find
-from openwrt_wolf.targets.router.ssh import Login, SSHTarget
+from openwrt_wolf.targets.router.login import Login
+from openwrt_wolf.targets.router.ssh import SSHTarget
 from tests import sshd_router
 from tests.conftest import need_tools
 from tests.perf.test_router import _ssh
@@ -120,7 +121,7 @@ def test_openwrt_router_is_mips_24kc_musl() -> None:
     p = parse_probe(OPENWRT_ANSWER)
     assert (p.machine, p.endian, p.libc) == ("mips", "big", "musl")
     assert p.loader == "/lib/ld-musl-mips-sf.so.1" and p.model == "TP-Link TL-WR902AC v1"
-    assert places.lab_arch(p, "router") == "mips_24kc"
+    assert open_place.lab_arch(p, "router") == "mips_24kc"
 
 
 def test_glibc_programs_refused_for_a_musl_router(router: FakeRouter) -> None:
@@ -129,7 +130,7 @@ def test_glibc_programs_refused_for_a_musl_router(router: FakeRouter) -> None:
     try:
         place.platform = parse_probe(OPENWRT_ANSWER)  # a real router's answer
         with pytest.raises(WolfError) as e:
-            places.check_libc(place, _debian_mips_toolchain())
+            open_place.check_libc(place, _debian_mips_toolchain())
         assert "musl (/lib/ld-musl-mips-sf.so.1)" in e.value.message
         assert "--toolchain" in (e.value.hint or "")
     finally:
@@ -141,7 +142,7 @@ def test_unknown_architecture_is_one_line() -> None:
     p = parse_probe(OPENWRT_ANSWER.replace("mips\n", "aarch64\n", 1).replace(" 1 2", " 2 1"))
     assert (p.machine, p.endian) == ("aarch64", "little")
     with pytest.raises(WolfError, match="runs aarch64 little-endian"):
-        places.lab_arch(p, "router")
+        open_place.lab_arch(p, "router")
 
 
 def test_qemu_place_runs_and_stops_a_server(tmp_path: Path) -> None:

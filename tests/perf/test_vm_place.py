@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.perf import places
+from openwrt_wolf.perf import open_place
 from openwrt_wolf.perf.place import TargetPlace
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
@@ -64,7 +64,7 @@ def test_vm_place_reads_the_guest(guest: malta_guest.StandIn) -> None:
         w = place.where("wall")
         assert w.target == "vm" and w.emulated
         with pytest.raises(Exception, match="runs mips little-endian"):
-            places.lab_arch(p, "vm")
+            open_place.lab_arch(p, "vm")
         place.close()
 
 

@@ -159,7 +159,7 @@ def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> Non
     for p in (lab.base / "results/build").glob("*.json"):
         rec = Record.from_dict(json.loads(p.read_text()))
         store.put(rec)
-    # the shapes the memory (vm.memory.MemoryResult) and footprint jobs store
+    # the shapes the memory (measure.free_memory.MemoryResult) and footprint jobs store
     mem = {
         "memfree_kb": 23456.0,
         "memavailable_kb": 30001.5,
@@ -249,3 +249,35 @@ def test_footprint_records_alone_make_a_report(tmp_path: Path) -> None:
     assert rows == {("minimal (sp-p256)", 244_812), ("minimal (generic)", 218_732)}
     with pytest.raises(WolfError, match="nothing to report for tl-wr902ac"):
         sizereport.build(store=str(store.root), device="tl-wr902ac")
+
+
+def test_substitutions_of_a_build_are_shown(lab: Lab, tmp_path: Path) -> None:
+    """A buildroot build's record carries the tree's substitutions (build/sources.py); every
+    renderer shows each file that was not OpenWrt's exact one, once, with the builds that used
+    it, and the JSON keeps the record's entries."""
+    from openwrt_wolf.build.sources import Substitutions
+
+    entry = {
+        "file": "ustream-ssl-2026.03.01~99f1c0db.tar.zst", "class": "substitute",
+        "placed": "ustream-ssl-2024.07.28~99bd3d2b.tar.zst", "version": "99bd3d2b167c",
+        "origin": "git:/src/openwrt+ustream-ssl/repo@99bd3d2b", "note": "older commit",
+        "expected": "631ce829", "dirs": ["package/libs/ustream-ssl"], "sha256": "ab", "edits": [],
+    }  # fmt: skip
+    exact = {**entry, "file": "mbedtls-3.6.6.tar.bz2", "class": "exact", "placed": "x"}
+    subs = Substitutions("/tree", "2026-12-01T00:00:00+00:00", ("substitute",), (entry, exact))
+    store = FileStore(tmp_path / "results")
+    for flav, d in lab.dirs.items():
+        (a,) = artifacts.measure_dir(d)
+        data = {"artifacts": asdict(a), "sources": subs.summary() if flav != "openssl" else {}}
+        store.put(Record("build", f"s-{flav}", "25.12.5", WR902, flav, data))
+    rep = sizereport.build(store=tmp_path / "results", device="tl-wr902ac")
+    md = render(rep, "markdown")
+    rows = [ln for ln in md.splitlines() if "99bd3d2b" in ln]
+    assert len(rows) == 1  # one row for the file, not one per flavour
+    assert "| substitute |" in rows[0] and "mbedtls, wolfssl" in rows[0]
+    assert "mbedtls-3.6.6" not in md  # exact files are not listed
+    assert "ustream-ssl-2024.07.28~99bd3d2b.tar.zst" in render(rep, "terminal")
+    assert "ustream-ssl-2024.07.28~99bd3d2b.tar.zst" in render(rep, "html")
+    doc = json.loads(render(rep, "json"))
+    cells = doc["devices"][0]["cells"]
+    assert cells["wolfssl"]["substitutions"] == [entry] and cells["openssl"]["substitutions"] == []

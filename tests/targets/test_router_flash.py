@@ -22,7 +22,6 @@ from openwrt_wolf.catalogue import devices
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.router import image as images
-from openwrt_wolf.targets.router import ssh
 from openwrt_wolf.targets.router.flash import (
     ORDER,
     Flasher,
@@ -32,6 +31,7 @@ from openwrt_wolf.targets.router.flash import (
     Timeouts,
     store_result,
 )
+from openwrt_wolf.targets.router.login import Login
 from tests import sshd_router
 from tests.sshd_router import BASE_STATE, WOLFSSL_PACKAGES, FakeRouter, make_image
 
@@ -60,7 +60,7 @@ def do_flash(
     fi = images.inspect(img, dev, flavour=flavour)
     args: dict[str, Any] = dict(host=r.host, port=r.port, user=r.user, key=r.userkey)
     args |= dict(known_hosts=r.known_hosts) | login
-    req = FlashRequest(ssh.Login(**args), dev, fi, flavour, keep, timeouts, sysroot=str(r.root),
+    req = FlashRequest(Login(**args), dev, fi, flavour, keep, timeouts, sysroot=str(r.root),
                        trust_new_key_after_wipe=trust)  # fmt: skip
     out = io.StringIO()
     return Flasher(req, console=Console(file=out, width=200)).run(), out.getvalue()

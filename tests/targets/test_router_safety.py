@@ -16,7 +16,9 @@ import paramiko
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.targets.router import hostkeys, ssh
+from openwrt_wolf.targets.router import hostkeys
+from openwrt_wolf.targets.router.connect import open_client
+from openwrt_wolf.targets.router.login import Login
 from tests import sshd_router
 from tests.sshd_router import WOLFSSL_PACKAGES, FakeRouter, make_image
 from tests.targets.test_router_flash import do_flash, tmp_files
@@ -119,9 +121,9 @@ def test_garbage_known_hosts_is_one_line(tmp_path: Path) -> None:
 def test_garbage_known_hosts_when_connecting(tmp_path: Path) -> None:
     kh = tmp_path / "known_hosts"
     kh.write_bytes(b"\x00\xff" * 100)
-    login = ssh.Login("127.0.0.1", port=9, known_hosts=kh)
+    login = Login("127.0.0.1", port=9, known_hosts=kh)
     with pytest.raises(WolfError, match="is not a known_hosts file"):
-        ssh.open_client(login)
+        open_client(login)
 
 
 def test_known_hosts_symlink_is_written_through(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ import pytest
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.targets.router import hostkeys, ssh
 from openwrt_wolf.targets.router.errors import CommandTimeout
+from openwrt_wolf.targets.router.login import Login, login_from_cli
+from openwrt_wolf.targets.router.reachable import wait_down, wait_up
 from openwrt_wolf.targets.target import CommandResult
 from tests import sshd_router
 from tests.sshd_router import STANDINS, FakeRouter
@@ -24,12 +26,12 @@ router_dropbear = sshd_router.router_dropbear
 router = sshd_router.router
 
 
-def login(r: FakeRouter, **kw: object) -> ssh.Login:
+def login(r: FakeRouter, **kw: object) -> Login:
     args: dict[str, object] = dict(
         host=r.host, port=r.port, user=r.user, key=r.userkey, known_hosts=r.known_hosts
     )
     args.update(kw)
-    return ssh.Login(**args)  # type: ignore[arg-type]
+    return Login(**args)  # type: ignore[arg-type]
 
 
 def test_run_exit_status_and_output(router: FakeRouter) -> None:
@@ -145,7 +147,7 @@ def test_connection_refused() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # bound, never listening: the kernel refuses
         with pytest.raises(WolfError, match=f"connection refused by 127.0.0.1:{port}"):
-            ssh.SSHTarget(ssh.Login("127.0.0.1", port, connect_timeout=3))
+            ssh.SSHTarget(Login("127.0.0.1", port, connect_timeout=3))
 
 
 def test_authentication_failure(router: FakeRouter, tmp_path: Path) -> None:
@@ -174,11 +176,11 @@ def test_reboot_waits_for_the_router(router: FakeRouter) -> None:
 
 def test_cli_login_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(WolfError, match="--key or --password, not both"):
-        ssh.login_from_cli("192.0.2.1", key="k", password=True)
+        login_from_cli("192.0.2.1", key="k", password=True)
     with pytest.raises(WolfError, match="key file not found"):
-        ssh.login_from_cli("192.0.2.1", key=str(tmp_path / "nope"))
+        login_from_cli("192.0.2.1", key=str(tmp_path / "nope"))
     monkeypatch.setenv("OPENWRT_WOLF_ROUTER_PASSWORD", "s3cret")
-    got = ssh.login_from_cli("192.0.2.1", port="2222", password=True)  # type: ignore[arg-type]
+    got = login_from_cli("192.0.2.1", port="2222", password=True)  # type: ignore[arg-type]
     assert (got.password, got.port, got.host_entry) == ("s3cret", 2222, "[192.0.2.1]:2222")
 
 
@@ -228,5 +230,5 @@ def test_forget_host_handles_hashed_known_hosts(router: FakeRouter, tmp_path: Pa
 
 def test_wait_down_and_up_say_what_was_seen(router: FakeRouter) -> None:
     with pytest.raises(WolfError, match=r"still answered SSH .*last seen: SSH answering \(SSH-2"):
-        ssh.wait_down(login(router), timeout=0.3, interval=0.1)
-    assert ssh.wait_up(login(router), timeout=5, interval=0.1).startswith("SSH-2.0-OpenSSH")
+        wait_down(login(router), timeout=0.3, interval=0.1)
+    assert wait_up(login(router), timeout=5, interval=0.1).startswith("SSH-2.0-OpenSSH")

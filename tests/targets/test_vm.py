@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.measure import memory
+from openwrt_wolf.measure import free_memory
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM, BootError, StateUnavailable
@@ -121,7 +121,7 @@ def test_boot_run_put_memory_reboot(guest: malta_guest.StandIn, tmp_path: Path) 
         assert vm.run("md5sum /tmp/blob").output.split()[0] == hashlib.md5(data).hexdigest()
 
         # Our reading against the guest's /proc/meminfo read independently, and against -m.
-        reading = memory.read_memory(vm)
+        reading = free_memory.read_memory(vm)
         raw = _raw_meminfo(vm)
         assert reading.meminfo_kb["MemTotal"] == raw["MemTotal"] == reading.free_kb["total"]
         assert abs(reading.meminfo_kb["MemFree"] - raw["MemFree"]) < 0.02 * raw["MemTotal"]
@@ -160,7 +160,7 @@ def test_measure_memory_cli_records_each_boot(guest: malta_guest.StandIn, tmp_pa
     assert len(files) == 1
     rec = json.loads(files[0].read_text())
     assert (rec["kind"], rec["device"], rec["flavour"]) == ("memory", "malta-le", "mbedtls")
-    d = memory.MemoryResult.from_dict(rec["data"])
+    d = free_memory.MemoryResult.from_dict(rec["data"])
     assert d.boots == 2 and len(d.per_boot) == 2 and d.qemu_memory_mb == 64
     assert d.kernel_release == guest.kernel.release and d.arch == "mipsel"
     assert d.image_sha256 == hashlib.sha256(guest.kernel.vmlinuz.read_bytes()).hexdigest()

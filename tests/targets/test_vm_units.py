@@ -17,7 +17,7 @@ import pytest
 
 from openwrt_wolf import paths
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.measure import meminfo, memory
+from openwrt_wolf.measure import free_memory, meminfo
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import machine, qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
@@ -121,7 +121,7 @@ def test_cli_rejects_a_non_kernel_before_qemu_starts(tmp_path: Path) -> None:
 
 def test_no_build_record_says_run_build_first(tmp_path: Path) -> None:
     with pytest.raises(WolfError, match=r"invoke build --device malta-be --flavour wolfssl"):
-        memory.built_image(FileStore(tmp_path), "malta-be", "wolfssl", None)
+        free_memory.built_image(FileStore(tmp_path), "malta-be", "wolfssl", None)
 
 
 def test_build_record_lookup_finds_the_initramfs(tmp_path: Path) -> None:
@@ -130,11 +130,11 @@ def test_build_record_lookup_finds_the_initramfs(tmp_path: Path) -> None:
     kernel.write_bytes(b"x")
     data = {"artifacts": [str(tmp_path / "sha256sums"), {"path": str(kernel)}]}
     fs.put(Record("build", "b1", "25.12.5", "malta-be", "mbedtls", data))
-    path, release = memory.built_image(fs, "malta", "mbedtls", None)
+    path, release = free_memory.built_image(fs, "malta", "mbedtls", None)
     assert (path, release) == (kernel, "25.12.5")
     kernel.unlink()
     with pytest.raises(WolfError, match="does not exist any more"):
-        memory.built_image(fs, "malta-be", "mbedtls", None)
+        free_memory.built_image(fs, "malta-be", "mbedtls", None)
 
 
 def test_host_meminfo_and_free_agree() -> None:
@@ -181,6 +181,11 @@ def test_qemu_command_line(tmp_path: Path) -> None:
     assert "-append" not in argv  # OpenWrt's kernels bring their own command line
     fwd = [a for a in argv if "hostfwd" in a]
     assert len(fwd) == 1 and "hostfwd=tcp:127.0.0.1:2222-192.168.1.1:22" in fwd[0]
+    # more forwards (HTTPS of the image's uhttpd) go to the lan address as well, only there
+    spec = qemu.VmSpec(kernel=inspect_kernel(k), forwards=((8443, 443),))
+    fwd = [a for a in qemu.command(spec, tmp_path / "c.sock") if "hostfwd" in a]
+    assert fwd == [a for a in fwd if a.startswith("user,id=lan,")]
+    assert len(fwd) == 1 and fwd[0].endswith(",hostfwd=tcp:127.0.0.1:8443-192.168.1.1:443")
     with pytest.raises(WolfError, match="out of range"):
         qemu.VmSpec(kernel=spec.kernel, memory_mb=4).memory()
 

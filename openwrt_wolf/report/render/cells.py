@@ -87,6 +87,26 @@ def notes(dev: DeviceReport) -> list[str]:
     return out
 
 
+def substitution_rows(dev: DeviceReport) -> list[list[str]]:
+    """The sources of the device's builds that were not OpenWrt's exact files, one row per
+    file: file, class, what stood in (name and version), from where, and which flavours'
+    builds used it."""
+    rows: dict[tuple[str, str, str], list[str]] = {}
+    detail: dict[tuple[str, str, str], list[str]] = {}
+    for f in dev.flavours:
+        for s in dev.cells[f].substitutions:
+            key = (str(s.get("file", "")), str(s.get("class", "")), str(s.get("placed", "")))
+            rows.setdefault(key, []).append(f)
+            detail[key] = [str(s.get("version", ""))[:12], str(s.get("origin", ""))]
+    return [
+        [file, cls, placed or "(none)", *detail[(file, cls, placed)], ", ".join(fl)]
+        for (file, cls, placed), fl in sorted(rows.items())
+    ]
+
+
+SUBSTITUTION_COLUMNS = ("file", "class", "used instead", "version", "from", "builds")
+
+
 def package_rows(dev: DeviceReport, n: int) -> list[tuple[str, list[str]]]:
     """The n packages taking the most bytes inside the squashfs (in any column), with their
     bytes per flavour: where the flavours differ."""

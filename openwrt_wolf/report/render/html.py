@@ -17,6 +17,7 @@ from ..model import Figure, Table
 from ..sizereport import SizeReport
 from .cells import (
     DASH,
+    SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     figure_text,
@@ -27,6 +28,7 @@ from .cells import (
     package_rows,
     ratio_text,
     source_text,
+    substitution_rows,
     table_cells,
 )
 
@@ -171,6 +173,8 @@ def render_html(report: SizeReport) -> str:
             ],
             "packages": package_rows(d, report.top_packages) if report.top_packages else [],
             "notes": notes(d),
+            "substitutions": substitution_rows(d),
+            "substitution_columns": SUBSTITUTION_COLUMNS,
         }
         for d in report.devices
     ]

@@ -8,6 +8,7 @@ from ...trust.escape import markdown as line
 from ...trust.escape import markdown_cell as md
 from ..sizereport import SizeReport
 from .cells import (
+    SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     comparison_rows,
@@ -16,6 +17,7 @@ from .cells import (
     notes,
     num,
     package_rows,
+    substitution_rows,
     table_rows,
 )
 
@@ -39,6 +41,12 @@ def render_markdown(report: SizeReport) -> str:
             out.append(_row("package (bytes in the squashfs)", *dev.flavours))
             out.append("|---|" + "---:|" * len(dev.flavours))
             out += [_row(name, *vals) for name, vals in pkgs]
+            out.append("")
+        subs = substitution_rows(dev)
+        if subs:
+            out.append(_row(*SUBSTITUTION_COLUMNS))
+            out.append("|---" * len(SUBSTITUTION_COLUMNS) + "|")
+            out += [_row(*row) for row in subs]
             out.append("")
         out += [f"- {line(n)}" for n in notes(dev)]
         if notes(dev):

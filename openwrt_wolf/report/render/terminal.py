@@ -12,6 +12,7 @@ from ... import term
 from ...trust.escape import markup as esc
 from ..sizereport import SizeReport
 from .cells import (
+    SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     comparison_rows,
@@ -20,6 +21,7 @@ from .cells import (
     notes,
     num,
     package_rows,
+    substitution_rows,
     table_rows,
 )
 
@@ -57,6 +59,14 @@ def render_terminal(report: SizeReport, *, width: int | None = None) -> str:
             for name, vals in pkgs:
                 pt.add_row(esc(name), *vals)
             con.print(pt)
+        subs = substitution_rows(dev)
+        if subs:
+            st = Table(title="sources that were not OpenWrt's exact files")
+            for col in SUBSTITUTION_COLUMNS:
+                st.add_column(col, overflow="fold")
+            for row in subs:
+                st.add_row(*(esc(v) for v in row))
+            con.print(st)
         for n in notes(dev):
             con.print(f"  note: {n}", markup=False)
     if report.footprints:

@@ -35,6 +35,8 @@ from . import hostkeys, packages, ssh
 from . import image as images
 from .board import board
 from .errors import AuthFailed, CommandTimeout, ConnectionLost
+from .login import Login, how
+from .reachable import wait_down, wait_up
 
 
 class State(StrEnum):
@@ -138,7 +140,7 @@ def _oneline(output: str) -> str:
 
 @dataclass
 class FlashRequest:
-    login: ssh.Login
+    login: Login
     device: devices.Device
     image: images.FlashImage
     flavour: str | None
@@ -457,12 +459,12 @@ class Flasher:
             self._keep_log()
             self.target.close()
             self.target = None
-        self.note = self._waiting("router going down", self.req.timeouts.wait_down, ssh.wait_down)
+        self.note = self._waiting("router going down", self.req.timeouts.wait_down, wait_down)
         self.out.print(f"  down ({self.note})", markup=False)
         return State.WAIT_UP
 
     def wait_up(self) -> State:
-        self.note = self._waiting("router coming back", self.req.timeouts.wait_up, ssh.wait_up)
+        self.note = self._waiting("router coming back", self.req.timeouts.wait_up, wait_up)
         self.out.print(f"  up: {self.note}", markup=False)
         return State.RECONNECT
 
@@ -504,7 +506,7 @@ class Flasher:
                     raise
                 if not self.req.trust_new_key_after_wipe:
                     raise WolfError(
-                        f"the router refused {ssh.how(login)} after the settings were wiped "
+                        f"the router refused {how(login)} after the settings were wiped "
                         "(sysupgrade -n took its authorized_keys); no blank password is tried "
                         "unless asked",
                         hint="log in on its console or web UI to set a key or password; or flash "

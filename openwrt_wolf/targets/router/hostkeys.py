@@ -1,9 +1,11 @@
-"""The router's host key against a known_hosts file: fingerprints, and adding or removing one
-entry (atomically) without touching the other lines."""
+"""The router's host key against a known_hosts file: fingerprints, the policy for a key not in
+it (refused, or appended with --accept-new), and adding or removing one entry (atomically)
+without touching the other lines."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 
 import paramiko
@@ -11,6 +13,8 @@ import paramiko.auth_strategy
 
 from ...errors import WolfError
 from ...results.store import write_atomic
+
+log = logging.getLogger("openwrt_wolf.targets.router")
 
 
 class HostKeyChanged(WolfError):
@@ -84,3 +88,26 @@ def remember_host(path: Path, entry: str, key: paramiko.PKey) -> None:
     if old and not old.endswith("\n"):
         old += "\n"
     write_atomic(path, f"{old}{entry} {key.get_name()} {key.get_base64()}\n")
+
+
+class UnknownHostKey(Exception):
+    """The router's key is not in known_hosts and --accept-new was not given."""
+
+    def __init__(self, key: paramiko.PKey) -> None:
+        self.key = key
+
+
+class NewKeyPolicy(paramiko.MissingHostKeyPolicy):
+    """Unknown key: remember it with accept_new, else refuse (paramiko calls this only for
+    hosts absent from known_hosts; a changed key raises BadHostKeyException instead)."""
+
+    def __init__(self, known_hosts: Path, entry: str, *, accept_new: bool) -> None:
+        self.known_hosts, self.entry, self.accept_new = known_hosts, entry, accept_new
+
+    def missing_host_key(
+        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
+    ) -> None:
+        if not self.accept_new:
+            raise UnknownHostKey(key)
+        remember_host(self.known_hosts, self.entry, key)
+        log.info("added %s (%s) to %s", hostname, fingerprint(key), self.known_hosts)

@@ -1,18 +1,14 @@
 """Installed packages on a router (apk on 25.12+, opkg on 24.10) and whether they match a TLS
-flavour (data/flavour_packages.toml)."""
+flavour (data/flavours.toml, each flavour's `installed` globs)."""
 
 from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
 
 from ...catalogue import flavours
 from ...errors import WolfError
-from ...paths import DATA_DIR
 from ..target import Target
 
 # apk prints name-version. A version is apk's grammar (digits and dots, a letter, _suffixes,
@@ -20,14 +16,6 @@ from ..target import Target
 # whose rest is one splits, as names hold "-<digit>" too (kmod-8021q) and end in an ABI
 # version (libwolfssl5.9.1.e624513f-5.9.1-r1).
 _APK_VERSION = re.compile(r"\d+(\.\d+)*[a-z]?(_[a-z]+\d*)*(~[0-9a-f]+)?(-r\d+)?")
-
-
-@dataclass(frozen=True)
-class FlavourRule:
-    flavour: str
-    required: tuple[str, ...]
-    forbidden: tuple[str, ...]
-    apk_keeps: tuple[str, ...] = ()  # forbidden, but apk (no backend for the flavour) needs them
 
 
 @dataclass(frozen=True)
@@ -44,31 +32,9 @@ class PackageCheck:
         return not self.missing and not self.unwanted
 
 
-@cache
-def rules() -> dict[str, FlavourRule]:
-    raw: dict[str, Any] = tomllib.loads((DATA_DIR / "flavour_packages.toml").read_text())
-    out = {}
-    for name, spec in raw["flavour"].items():
-        out[name] = FlavourRule(
-            name,
-            tuple(spec["required"]),
-            tuple(spec["forbidden"]),
-            tuple(spec.get("apk_keeps", ())),
-        )
-    unknown = set(out) - set(flavours.names())
-    if unknown:
-        raise WolfError(
-            f"flavour_packages.toml names unknown flavours: {', '.join(sorted(unknown))}"
-        )
-    return out
-
-
-def rule(flavour: str) -> FlavourRule:
-    name = flavours.get(flavour).name
-    try:
-        return rules()[name]
-    except KeyError:
-        raise WolfError(f"no package rules for flavour {name} in flavour_packages.toml") from None
+def rules() -> dict[str, flavours.Installed]:
+    """Every flavour's globs of what a flashed router must (not) show."""
+    return {name: f.installed for name, f in flavours.flavours().items()}
 
 
 def parse_apk(output: str) -> dict[str, str]:
@@ -111,7 +77,8 @@ def installed(target: Target, *, timeout: float = 60.0) -> tuple[str, dict[str, 
 
 
 def check(manager: str, pkgs: dict[str, str], flavour: str) -> PackageCheck:
-    r = rule(flavour)
+    fl = flavours.get(flavour)
+    r = fl.installed
     names = sorted(pkgs)
     missing = tuple(g for g in r.required if not fnmatch.filter(names, g))
     unwanted = tuple(sorted({n for g in r.forbidden for n in fnmatch.filter(names, g)}))
@@ -121,4 +88,4 @@ def check(manager: str, pkgs: dict[str, str], flavour: str) -> PackageCheck:
         )
     globs = {g for fr in rules().values() for g in (*fr.required, *fr.forbidden)}
     tls = tuple(n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs))
-    return PackageCheck(manager, r.flavour, dict(pkgs), tls, missing, unwanted)
+    return PackageCheck(manager, fl.name, dict(pkgs), tls, missing, unwanted)

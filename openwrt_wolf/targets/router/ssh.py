@@ -1,211 +1,69 @@
 """The router Target over SSH (paramiko): run a command, copy a file in (SFTP, else the
 legacy scp protocol dropbear speaks, else `cat`), reboot and wait, keep a console log.
 
-Host keys are checked against a known_hosts file: an unknown key is refused unless the user
-said --accept-new (then it is appended), a changed key is always refused with one line.
-Every network step has a timeout; every failure is a WolfError with one line."""
+Logging in is connect.py (host keys: hostkeys.py; options: login.py), waiting for the SSH port
+reachable.py, the scp protocol scp.py. Every network step has a timeout; every failure is a
+WolfError with one line."""
 
 from __future__ import annotations
 
 import contextlib
-import getpass
 import logging
-import os
 import shlex
-import socket
-import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import paramiko
-import paramiko.auth_strategy
 
 from ...errors import WolfError
 from ..target import CommandResult
 from . import scp
-from .errors import AuthFailed, CommandTimeout, ConnectionLost, CopyUnavailable
-from .hostkeys import HostKeyChanged, fingerprint, load_known, remember_host
+from .connect import open_client
+from .errors import CommandTimeout, ConnectionLost, CopyUnavailable
+from .login import Login, login_from_cli
+from .reachable import wait_down, wait_up
 
 log = logging.getLogger("openwrt_wolf.targets.router")
-# paramiko logs every refused probe with a traceback; our own lines say what happened
-logging.getLogger("paramiko").setLevel(logging.CRITICAL)
 
 ProgressFn = Callable[[int, int], None]
 
 
-@dataclass(frozen=True)
-class Login:
-    """Where and how to log in. ``known_hosts`` defaults to ~/.ssh/known_hosts."""
+class _Lines:
+    """A command's output cut into lines as it arrives: kept, logged and handed on."""
 
-    host: str
-    port: int = 22
-    user: str = "root"
-    key: Path | None = None
-    password: str | None = None
-    known_hosts: Path | None = None
-    accept_new: bool = False
-    connect_timeout: float = 15.0
+    def __init__(self, log: deque[str], on_line: Callable[[str], None] | None) -> None:
+        self.log, self.on_line = log, on_line
+        self.buf = b""
+        self.out: list[str] = []
 
-    @property
-    def where(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}"
+    def emit(self, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace").rstrip("\r\n")
+        self.out.append(text)
+        self.log.append(text)
+        if self.on_line:
+            self.on_line(text)
 
-    @property
-    def host_entry(self) -> str:
-        """The name known_hosts files use: bare host on port 22, else [host]:port."""
-        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+    def feed(self, chunk: bytes) -> None:
+        self.buf += chunk
+        while b"\n" in self.buf:
+            line, self.buf = self.buf.split(b"\n", 1)
+            self.emit(line)
 
-    def known_hosts_path(self) -> Path:
-        return self.known_hosts or Path.home() / ".ssh" / "known_hosts"
+    def flush(self) -> None:
+        """The last line, also without its newline (before an error, and at the end)."""
+        if self.buf:
+            self.emit(self.buf)
+            self.buf = b""
 
-
-class _Unknown(Exception):
-    def __init__(self, key: paramiko.PKey) -> None:
-        self.key = key
-
-
-class _Policy(paramiko.MissingHostKeyPolicy):
-    """Unknown key: remember it with accept_new, else refuse (paramiko calls this only for
-    hosts absent from known_hosts; a changed key raises BadHostKeyException instead)."""
-
-    def __init__(self, login: Login) -> None:
-        self.login = login
-
-    def missing_host_key(
-        self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey
-    ) -> None:
-        if not self.login.accept_new:
-            raise _Unknown(key)
-        remember_host(self.login.known_hosts_path(), self.login.host_entry, key)
-        log.info("added %s (%s) to %s", hostname, fingerprint(key), self.login.known_hosts_path())
+    def text(self) -> str:
+        return "\n".join(self.out) + ("\n" if self.out else "")
 
 
-class _BlankRoot(paramiko.auth_strategy.AuthStrategy):
-    """A new or wiped OpenWrt: root has no password. dropbear then lets it in with the "none"
-    method (OpenWrt runs it with blank passwords allowed), some setups with an empty one."""
-
-    def __init__(self, user: str) -> None:
-        super().__init__(ssh_config=paramiko.SSHConfig())
-        self.user = user
-
-    def get_sources(self) -> Iterator[paramiko.auth_strategy.AuthSource]:
-        yield paramiko.auth_strategy.NoneAuth(self.user)
-        yield paramiko.auth_strategy.Password(self.user, lambda: "")
-
-
-def open_client(login: Login) -> paramiko.SSHClient:
-    """Connect and authenticate, or raise one clear WolfError."""
-    kh = login.known_hosts_path()
-    client = paramiko.SSHClient()
-    client.set_missing_host_key_policy(_Policy(login))
-    known = load_known(kh)
-    for name, keys in known.items():  # HostKeys of the client: not saved back by paramiko
-        for ktype, key in keys.items():
-            client.get_host_keys().add(name, ktype, key)
-    t = login.connect_timeout
-    blank = login.password == "" and login.key is None
-    try:
-        client.connect(
-            login.host,
-            port=login.port,
-            username=login.user,
-            key_filename=str(login.key) if login.key else None,
-            password=login.password,
-            timeout=t,
-            banner_timeout=t,
-            auth_timeout=t,
-            channel_timeout=t,
-            # an explicit key or password means exactly that; otherwise behave like ssh
-            allow_agent=login.key is None and login.password is None,
-            look_for_keys=login.key is None and login.password is None,
-            auth_strategy=_BlankRoot(login.user) if blank else None,
-        )
-    except _Unknown as e:
-        client.close()
-        raise WolfError(
-            f"host key of {login.host_entry} is not in {kh} (it offers {fingerprint(e.key)})",
-            hint="check the fingerprint on the router (dropbearkey -y -f "
-            "/etc/dropbear/dropbear_ed25519_host_key) and re-run with --accept-new",
-        ) from None
-    except paramiko.BadHostKeyException as e:
-        client.close()
-        raise HostKeyChanged(
-            f"host key of {login.host_entry} changed: {kh} has {fingerprint(e.expected_key)}, "
-            f"the router offers {fingerprint(e.key)}; refusing to connect",
-            hint="if the router was reflashed or reset, remove the old key with "
-            f"ssh-keygen -f {kh} -R '{login.host_entry}'",
-            offered=e.key,
-        ) from None
-    except paramiko.AuthenticationException:
-        client.close()
-        raise AuthFailed(
-            f"authentication failed for {login.where} with {how(login)}",
-            hint="check --user, --key or --password (a fresh OpenWrt has no root password: "
-            "--password and an empty answer)",
-        ) from None
-    except paramiko.ssh_exception.NoValidConnectionsError as e:
-        client.close()
-        raise WolfError(
-            f"connection refused by {login.host}:{login.port}",
-            hint="is the router up and is SSH (dropbear) listening on that port?",
-        ) from e
-    except TimeoutError:
-        client.close()
-        raise WolfError(
-            f"no answer from {login.host}:{login.port} within {t:g} s",
-            hint="check the address, the cable and that you are on the router's LAN",
-        ) from None
-    except paramiko.SSHException as e:
-        client.close()
-        if "No authentication methods available" in str(e):
-            raise AuthFailed(
-                f"no key or password to log in to {login.where} with",
-                hint="give --key PATH or --password (an ssh-agent or ~/.ssh keys work too)",
-            ) from None
-        raise WolfError(f"SSH handshake with {login.host}:{login.port} failed: {e}") from None
-    except OSError as e:
-        client.close()
-        raise WolfError(f"cannot connect to {login.host}:{login.port}: {e.strerror or e}") from None
-    return client
-
-
-def how(login: Login) -> str:
-    """How we log in, for messages."""
-    if login.key:
-        return f"key {login.key}"
-    if login.password == "":
-        return "an empty password (a fresh OpenWrt's root)"
-    if login.password is not None:
-        return "password"
-    return "ssh-agent and ~/.ssh keys"
-
-
-def probe(host: str, port: int, timeout: float = 3.0) -> tuple[str | None, str]:
-    """What the SSH port shows right now: (the server's banner line when SSH answers, else
-    None; a human description of what was seen, for "last seen" in errors)."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout) as s:
-            s.settimeout(timeout)
-            data = b""
-            while b"\n" not in data and len(data) < 256:
-                chunk = s.recv(256)
-                if not chunk:
-                    break
-                data += chunk
-    except ConnectionRefusedError:
-        return None, "connection refused"
-    except TimeoutError:
-        return None, "no answer (timed out)"
-    except OSError as e:
-        return None, f"network error: {e.strerror or e}"
-    line = data.split(b"\n", 1)[0].decode("ascii", "replace").strip()
-    if line.startswith("SSH-"):
-        return line, f"SSH answering ({line})"
-    return None, ("port open but no SSH banner" if not line else f"port open, not SSH: {line!r}")
+def _alive(t: paramiko.Transport | None) -> bool:
+    return t is not None and t.is_active()
 
 
 class SSHTarget:
@@ -237,81 +95,70 @@ class SSHTarget:
         chan = self._session(timeout)
         chan.set_combine_stderr(True)
         chan.settimeout(0.2)
-        deadline = time.monotonic() + timeout
-        buf = b""
-        out: list[str] = []
-
-        def emit(raw: bytes) -> None:
-            text = raw.decode("utf-8", "replace").rstrip("\r\n")
-            out.append(text)
-            self._log.append(text)
-            if on_line:
-                on_line(text)
-
-        eof = False
+        lines = _Lines(self._log, on_line)
         try:
             chan.exec_command(command)
-            while True:
-                if not eof:
-                    try:
-                        chunk: bytes | None = chan.recv(32768)
-                    except TimeoutError:
-                        chunk = None
-                    except (OSError, EOFError, paramiko.SSHException):
-                        chunk = b""
-                    if chunk:
-                        buf += chunk
-                        while b"\n" in buf:
-                            line, buf = buf.split(b"\n", 1)
-                            emit(line)
-                        continue
-                    eof = chunk == b""
-                if chan.exit_status_ready():
-                    # the output arrived before the status: take what is still buffered
-                    while chan.recv_ready():
-                        buf += chan.recv(32768)
-                    while b"\n" in buf:
-                        line, buf = buf.split(b"\n", 1)
-                        emit(line)
-                    break
-                t = chan.get_transport()
-                if chan.closed and t is not None and t.is_active():
-                    # a channel closed without a status: the command was killed by a signal,
-                    # or the whole connection is going down (give the transport time to tell)
-                    if self._wait_status(chan, 1.0):
-                        break
-                    t = chan.get_transport()
-                    if t is not None and t.is_active():
-                        break  # killed by a signal; the status stays -1
-                if t is None or not t.is_active():
-                    if self._wait_status(chan, 0.5):
-                        break
-                    if buf:
-                        emit(buf)
-                        buf = b""
-                    self._log.append("[connection lost]")
-                    raise ConnectionLost(
-                        f"connection to {self.name} closed while running {command!r}"
-                    )
-                if time.monotonic() > deadline:
-                    if buf:
-                        emit(buf)
-                        buf = b""
-                    raise CommandTimeout(
-                        f"{command!r} on {self.name} did not finish within {timeout:g} s"
-                    )
-                if eof:
-                    time.sleep(0.05)
+            self._collect(chan, lines, command, timeout)
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise ConnectionLost(
                 f"connection to {self.name} failed running {command!r}: {e or type(e).__name__}"
             ) from None
         finally:
             chan.close()
-        if buf:
-            emit(buf)
+        lines.flush()
         status = chan.exit_status if chan.exit_status_ready() else -1
-        return CommandResult(command, status, "\n".join(out) + ("\n" if out else ""))
+        return CommandResult(command, status, lines.text())
+
+    def _collect(self, chan: paramiko.Channel, lines: _Lines, command: str, timeout: float) -> None:
+        """Read the command's output until its exit status (or its end without one) arrives."""
+        deadline = time.monotonic() + timeout
+        eof = False
+        while True:
+            if not eof:
+                try:
+                    chunk: bytes | None = chan.recv(32768)
+                except TimeoutError:
+                    chunk = None
+                except (OSError, EOFError, paramiko.SSHException):
+                    chunk = b""
+                if chunk:
+                    lines.feed(chunk)
+                    continue
+                eof = chunk == b""
+            if chan.exit_status_ready():
+                # the output arrived before the status: take what is still buffered
+                while chan.recv_ready():
+                    lines.feed(chan.recv(32768))
+                return
+            if self._ended(chan, lines, command):
+                return
+            if time.monotonic() > deadline:
+                lines.flush()
+                raise CommandTimeout(
+                    f"{command!r} on {self.name} did not finish within {timeout:g} s"
+                )
+            if eof:
+                time.sleep(0.05)
+
+    def _ended(self, chan: paramiko.Channel, lines: _Lines, command: str) -> bool:
+        """Whether the channel closed without more to come; ConnectionLost when the whole
+        connection went down before the command's exit status arrived."""
+        t = chan.get_transport()
+        if chan.closed and _alive(t):
+            # a channel closed without a status: the command was killed by a signal, or the
+            # whole connection is going down (give the transport time to tell)
+            if self._wait_status(chan, 1.0):
+                return True
+            t = chan.get_transport()
+            if _alive(t):
+                return True  # killed by a signal; the status stays -1
+        if not _alive(t):
+            if self._wait_status(chan, 0.5):
+                return True
+            lines.flush()
+            self._log.append("[connection lost]")
+            raise ConnectionLost(f"connection to {self.name} closed while running {command!r}")
+        return False
 
     def put(
         self,
@@ -445,99 +292,6 @@ class SSHTarget:
         scp.stream_command(
             chan, f"cat > {shlex.quote(remote)}", local, timeout=timeout, progress=progress
         )
-
-
-def wait_down(
-    login: Login,
-    *,
-    timeout: float,
-    interval: float = 1.0,
-    on_poll: Callable[[float, str], None] | None = None,
-    after: str = "the upgrade started",
-) -> str:
-    """Wait until SSH stops answering; returns what was last seen. WolfError on timeout.
-    ``after`` names what should have taken the router down (sysupgrade, a reboot)."""
-    start = time.monotonic()
-    while True:
-        banner, seen = probe(login.host, login.port, timeout=min(3.0, interval * 3))
-        elapsed = time.monotonic() - start
-        if on_poll:
-            on_poll(elapsed, seen)
-        if banner is None:
-            return seen
-        if elapsed > timeout:
-            raise WolfError(
-                f"{login.host_entry} still answered SSH {timeout:g} s after {after} "
-                f"(last seen: {seen})",
-                hint="it may not have gone down; look at `logread` on the router",
-            )
-        time.sleep(interval)
-
-
-def wait_up(
-    login: Login,
-    *,
-    timeout: float,
-    interval: float = 2.0,
-    on_poll: Callable[[float, str], None] | None = None,
-) -> str:
-    """Wait until SSH answers again; returns the banner. WolfError naming what was last seen."""
-    start = time.monotonic()
-    while True:
-        banner, seen = probe(login.host, login.port, timeout=min(3.0, max(interval, 0.5)))
-        elapsed = time.monotonic() - start
-        if on_poll:
-            on_poll(elapsed, seen)
-        if banner is not None:
-            return banner
-        if elapsed > timeout:
-            raise WolfError(
-                f"{login.host_entry} did not come back within {timeout:g} s (last seen: {seen})",
-                hint="a first boot after flashing can take minutes: try --wait-up 600, or "
-                "check the router's LEDs and serial console (failsafe?)",
-            )
-        time.sleep(interval)
-
-
-def _password(ask: bool) -> str | None:
-    if not ask:
-        return None
-    env = os.environ.get("OPENWRT_WOLF_ROUTER_PASSWORD")
-    if env is not None:
-        return env
-    if not sys.stdin.isatty():
-        raise WolfError(
-            "--password needs a terminal to ask on",
-            hint="set OPENWRT_WOLF_ROUTER_PASSWORD, or use --key",
-        )
-    return getpass.getpass("router password: ")
-
-
-def login_from_cli(
-    host: str,
-    *,
-    port: int = 22,
-    user: str = "root",
-    key: str | None = None,
-    password: bool = False,
-    accept_new: bool = False,
-    known_hosts: str | None = None,
-) -> Login:
-    """The Login the CLI options describe (`invoke flash`, `invoke measure-memory --host`)."""
-    if key and password:
-        raise WolfError("give --key or --password, not both")
-    keypath = Path(key).expanduser() if key else None
-    if keypath and not keypath.is_file():
-        raise WolfError(f"key file not found: {keypath}", hint="--key takes a private key file")
-    return Login(
-        host=host,
-        port=int(port),
-        user=user,
-        key=keypath,
-        password=_password(password),
-        known_hosts=Path(known_hosts).expanduser() if known_hosts else None,
-        accept_new=accept_new,
-    )
 
 
 def open_target(host: str, **options: Any) -> SSHTarget:

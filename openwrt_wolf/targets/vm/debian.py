@@ -57,10 +57,15 @@ class Unpacked:
 class AptRoot:
     """apt-get/apt-cache for one foreign architecture, with all state under ``base``."""
 
-    def __init__(self, arch: str, base: Path | None = None) -> None:
+    def __init__(
+        self, arch: str, base: Path | None = None, sources: list[str] | None = None
+    ) -> None:
+        """``sources``: sources.list lines instead of data/debian.toml's binary archive
+        (the source archive for `invoke sources` uses deb-src lines)."""
         self.arch = arch
         self.base = base or paths.cache_dir() / "debian" / arch
         self.conf = self.base / "apt.conf"
+        self.sources = sources
 
     def _setup(self) -> None:
         d = data()
@@ -76,7 +81,7 @@ class AptRoot:
                 f"Debian's archive keyring {keyring} is missing",
                 hint="apt-get install debian-archive-keyring",
             )
-        lines = [
+        lines = self.sources or [
             f"deb [signed-by={keyring}] {src['uri']} {suite} {' '.join(src['components'])}"
             for src in d["source"]
             for suite in src["suites"]

@@ -44,6 +44,8 @@ class VmSpec:
     rootfs: Path | None = None
     append: str | None = None  # None: the kernel's own command line (OpenWrt's images)
     ssh_port: int | None = None  # host port on 127.0.0.1 forwarded to the guest's port 22
+    # more (host port on 127.0.0.1, guest port) TCP forwards to the lan address, e.g. HTTPS
+    forwards: tuple[tuple[int, int], ...] = ()
     extra: tuple[str, ...] = field(default=())
 
     def memory(self) -> int:
@@ -102,6 +104,9 @@ def command(spec: VmSpec, console_socket: Path) -> list[str]:
         if n.ssh and spec.ssh_port is not None:
             # Only the host's loopback: a VM's SSH must never be reachable from the network.
             netdev += f",hostfwd=tcp:127.0.0.1:{spec.ssh_port}-{n.guest}:22"
+        if n.ssh:  # the lan side, where the guest's services listen
+            for host_port, guest_port in spec.forwards:
+                netdev += f",hostfwd=tcp:127.0.0.1:{host_port}-{n.guest}:{guest_port}"
         # romfile= : pcnet's PXE ROM (efi-pcnet.rom) is not installed and not needed.
         argv += ["-netdev", netdev, "-device", f"pcnet,netdev={n.role},mac={n.mac},romfile="]
     return argv + list(spec.extra)

@@ -81,7 +81,8 @@ def opened(
         yield None
         return
     if target == "router":
-        from ..targets.router.ssh import Login, SSHTarget
+        from ..targets.router.login import Login
+        from ..targets.router.ssh import SSHTarget
 
         if not isinstance(login, Login):
             raise WolfError("--target router needs --host ADDR",
@@ -101,7 +102,7 @@ def opened(
             ssh.close()
         return
     if target == "vm":
-        from ..measure.memory import spec_for
+        from ..measure.free_memory import spec_for
         from ..targets.vm.machine import VM
 
         if login is not None:

@@ -231,26 +231,40 @@ def measure(
     results, kernel, release = measure_boots(
         vm_boots(spec, timeouts), boots=boots, idle=idle, on_boot=on_boot
     )
+    return _result(
+        results,
+        kernel,
+        boots=boots,
+        idle=idle,
+        settle=f"{idle:g} s idle after the network state (ubus wait_for network.interface.lan), "
+        "or after the shell prompt when the image has no ubus",
+        qemu_memory_mb=spec.memory(),
+        image=str(spec.kernel.path),
+        image_sha256=file_sha256(spec.kernel.path),
+        rootfs=str(spec.rootfs) if spec.rootfs else None,
+        arch=spec.kernel.arch,
+        openwrt_release=release,
+        qemu=binary(spec.kernel),
+    )
+
+
+def _result(
+    results: list[BootMemory], kernel: str, *, boots: int, idle: float, settle: str, **what: Any
+) -> MemoryResult:
+    """The boots summarised (medians, the spread), with what was booted (``what``)."""
     summary = _summary(results)
     avail = summary.get("MemAvailable")
     return MemoryResult(
         memfree_kb=summary["MemFree"].median,
         memavailable_kb=avail.median if avail else None,
         memtotal_kb=results[0].meminfo_kb["MemTotal"],
-        qemu_memory_mb=spec.memory(),
         boots=boots,
-        settle=f"{idle:g} s idle after the network state (ubus wait_for network.interface.lan), "
-        "or after the shell prompt when the image has no ubus",
+        settle=settle,
         idle_s=idle,
-        image=str(spec.kernel.path),
-        image_sha256=file_sha256(spec.kernel.path),
-        rootfs=str(spec.rootfs) if spec.rootfs else None,
-        arch=spec.kernel.arch,
         kernel_release=kernel,
-        openwrt_release=release,
-        qemu=binary(spec.kernel),
         summary=summary,
         per_boot=results,
+        **what,
     )
 
 
@@ -291,25 +305,19 @@ def measure_router(
     results, kernel, release = measure_boots(
         router_boots(target, wait_up=wait_up), boots=boots, idle=idle, on_boot=on_boot
     )
-    summary = _summary(results)
-    avail = summary.get("MemAvailable")
-    return MemoryResult(
-        memfree_kb=summary["MemFree"].median,
-        memavailable_kb=avail.median if avail else None,
-        memtotal_kb=results[0].meminfo_kb["MemTotal"],
-        qemu_memory_mb=None,
+    return _result(
+        results,
+        kernel,
         boots=boots,
+        idle=idle,
         settle=f"{idle:g} s idle after `reboot`, once SSH answers and the login works again",
-        idle_s=idle,
+        qemu_memory_mb=None,
         image=None,
         image_sha256=None,
         rootfs=None,
         arch=None,
-        kernel_release=kernel,
         openwrt_release=release or b.release,
         qemu=None,
-        summary=summary,
-        per_boot=results,
         target="router",
         host=target.name,
         board_name=b.board_name,

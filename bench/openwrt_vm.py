@@ -1,0 +1,139 @@
+"""Checks inside a real OpenWrt malta image booted in QEMU (issue 22), one flavour at a time:
+
+1. the TLS libraries in the image: the files under /usr/lib and what `apk info` says is
+   installed (the wolfSSL image must have no Mbed TLS at all);
+2. uhttpd answers HTTPS: from the host through a QEMU port forward, with Python's ssl (the
+   host's OpenSSL: an independent client), giving the negotiated protocol and cipher and the
+   certificate the image made at boot (px5g-*, or openssl req on the OpenSSL image);
+3. the image's own TLS client against it: `uclient-fetch https://127.0.0.1/` in the guest;
+4. apk verifies a signed index: the build's packages.adb served over HTTP from the host
+   (QEMU's user network: the host is 192.168.1.2 on the lan side), `apk update` against it
+   must succeed with the build key the image trusts, and fail on a copy with one byte of the
+   signature changed.
+
+Run (after `./wolf build --tree T --device malta-be --flavour F`):
+  .venv/bin/python bench/openwrt_vm.py \\
+      --image T/bin/targets/malta/be/openwrt-malta-be-vmlinux-initramfs.elf \\
+      --packages T/bin/packages/mips_24kc --flavour wolfssl [--json out.json]
+Emulated (TCG): times are QEMU's, not a router's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import shutil
+import socket
+import ssl
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from openwrt_wolf.measure.free_memory import spec_for
+from openwrt_wolf.targets.vm import qemu
+from openwrt_wolf.targets.vm.machine import VM
+
+TLS_FILES = r"^lib(mbedtls|mbedx509|mbedcrypto|wolfssl|ssl|crypto|ustream-ssl)"
+HOST_ON_LAN = "192.168.1.2"  # QEMU user networking: the host as seen from net=192.168.1.0/24
+
+
+def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
+    handler.log_message = lambda *a: None  # type: ignore[attr-defined]
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, int(srv.server_address[1])
+
+
+def https_from_host(port: int, deadline: float) -> dict[str, Any]:
+    """GET / over TLS through the forward, retried until uhttpd listens (it starts once the
+    certificate exists)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=20) as raw:
+                t = time.monotonic()
+                with ctx.wrap_socket(raw, server_hostname="OpenWrt") as s:
+                    took = time.monotonic() - t
+                    s.sendall(b"GET / HTTP/1.0\r\nHost: OpenWrt\r\n\r\n")
+                    head = s.recv(200).split(b"\r\n", 1)[0].decode(errors="replace")
+                    der = s.getpeercert(binary_form=True) or b""
+                    return {"ok": True, "version": s.version(), "cipher": s.cipher()[0],
+                            "status": head, "handshake_s": round(took, 3),
+                            "certificate_bytes": len(der)}  # fmt: skip
+        except (OSError, ssl.SSLError) as e:
+            last = f"{type(e).__name__}: {e}"
+            time.sleep(3)
+    return {"ok": False, "error": last}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--image", required=True, type=Path)
+    ap.add_argument("--packages", required=True, type=Path, help="bin/packages/<arch>")
+    ap.add_argument("--flavour", required=True)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args()
+    out: dict[str, Any] = {"image": str(a.image), "flavour": a.flavour}
+    https_port = qemu.free_port()
+    spec = spec_for(a.image)
+    spec = qemu.VmSpec(**{**spec.__dict__, "forwards": ((https_port, 443),)})
+    with tempfile.TemporaryDirectory(prefix="wolf-vm-repo-") as tmp:
+        repo = Path(tmp)
+        shutil.copytree(a.packages / "base", repo / "good")
+        shutil.copytree(a.packages / "base", repo / "bad")
+        bad = repo / "bad" / "packages.adb"
+        data = bytearray(bad.read_bytes())
+        data[-40] ^= 0x01  # inside the signature block at the end of the adb file
+        bad.write_bytes(bytes(data))
+        srv, port = serve(repo)
+        try:
+            with VM(spec) as vm:
+                t0 = time.monotonic()
+                vm.boot("network")
+                out["boot_s"] = round(time.monotonic() - t0, 1)
+                libs = vm.run(f"ls /usr/lib | grep -E '{TLS_FILES}'").output.split()
+                installed = vm.run("apk info 2>/dev/null").output.split()
+                out["tls_files"] = sorted(libs)
+                out["tls_packages"] = sorted(
+                    p for p in installed
+                    if any(k in p for k in ("mbedtls", "wolfssl", "openssl", "ustream", "px5g"))
+                )  # fmt: skip
+                out["mbedtls_present"] = any("mbed" in x for x in libs + installed)
+                out["https_host"] = https_from_host(https_port, time.monotonic() + 300)
+                r = vm.run("uclient-fetch -q -O - --no-check-certificate https://127.0.0.1/ "
+                           "| head -c 64", timeout=120)  # fmt: skip
+                out["https_guest"] = {"exit": r.exit_status, "head": r.output.strip()[:64]}
+                for name in ("good", "bad"):
+                    url = f"http://{HOST_ON_LAN}:{port}/{name}/packages.adb"
+                    r = vm.run(f"apk --repositories-file /dev/null -X {url} update 2>&1",
+                               timeout=300)  # fmt: skip
+                    out[f"apk_update_{name}"] = {"exit": r.exit_status,
+                                                 "output": r.output.strip()[-300:]}  # fmt: skip
+                mem = vm.run("grep -E '^(MemTotal|MemFree|MemAvailable):' /proc/meminfo")
+                out["meminfo_after_checks"] = mem.output.split("\n")
+        finally:
+            srv.shutdown()
+    text = json.dumps(out, indent=1)
+    print(text)
+    if a.json:
+        a.json.write_text(text + "\n")
+    ok = bool(out["https_host"].get("ok")) and out["https_guest"]["exit"] == 0
+    ok = ok and out["apk_update_good"]["exit"] == 0 and out["apk_update_bad"]["exit"] != 0
+    if a.flavour == "wolfssl":
+        ok = ok and not out["mbedtls_present"]
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,693 @@
+"""`invoke sources`: fill an OpenWrt tree's dl/ from what this machine can reach, and say for
+every file how close it is to what OpenWrt pinned.
+
+What is needed comes from the tree (build/srcneeded.py: OpenWrt's own `make download`). Each
+file is then looked for, in order: already in dl/; in a local directory (`--sources`: files
+under OpenWrt's names, and git repositories packed as OpenWrt packs a checkout,
+build/srcpack.py); on a mirror holding files under OpenWrt's names (`--sources-url`, as
+OpenWrt's sources mirror does); in Debian's source archive (build/srcdebian.py). Every file is
+verified against its PKG_HASH / PKG_MIRROR_HASH and classed:
+
+  exact          the bytes OpenWrt pinned (also when recompressing Debian's tarball gives them)
+  same-version   the same version or commit, other bytes (Debian's +dfsg repack, another
+                 top directory, another packer): the tree's hash is overridden
+  substitute     another version or commit (the tree's version and hash are overridden), own
+                 keys for the keyring, or a host tool taken from Debian's binaries
+  missing        nothing found
+
+Anything but exact is used only when `--allow` names its class, and then written, with the
+tree edits it needed (build/srcedit.py), to <tree>/wolf-substitutions.json, which the build
+record carries. Nothing is silent."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import requests
+
+from .. import downloads, outputs, term
+from ..errors import WolfError
+from ..hashing import file_sha256
+from ..host import hosttools
+from ..locks import locked
+from ..patchset import series
+from ..trust import untrusted
+from . import packages, srcdata, srcdebian, srcedit, srcneeded, srcpack
+from .srcedit import Edit
+from .srcmodel import (
+    ALLOWABLE,
+    CLASSES,
+    SUBSTITUTIONS,
+    Resolution,
+    Substitutions,
+    closest,
+    parse_allow,
+    read_substitutions,
+    version_key,
+)
+from .srcneeded import Needed
+
+MIRROR_MAX = 1 << 30  # OpenWrt's biggest source (linux, gcc) is a fraction of this
+
+__all__ = [
+    "ALLOWABLE",
+    "CLASSES",
+    "SUBSTITUTIONS",
+    "Resolution",
+    "Substitutions",
+    "closest",
+    "fill",
+    "list_for_tree",
+    "parse_allow",
+    "read_substitutions",
+    "redo",
+    "version_key",
+]
+
+
+class Filler:
+    """One `invoke sources` run on one tree."""
+
+    def __init__(
+        self,
+        tree: Path,
+        *,
+        local: list[Path],
+        allow: tuple[str, ...],
+        archive: srcdebian.Archive | None,
+        log: Path,
+        urls: list[str] | None = None,
+    ) -> None:
+        self.tree = tree
+        self.dl = tree / "dl"
+        self.local = local
+        self.urls = urls or []
+        self._dead: set[str] = set()  # mirrors that could not be reached: not asked again
+        self.allow = allow
+        self.archive = archive
+        self.log = log
+        self.work = tree / ".wolf-sources" / "work"
+        self._index: dict[str, list[srcdebian.Orig]] = {}
+        prev = read_substitutions(tree)
+        # a file substituted by an earlier run is asked for under its new name and hash
+        self._earlier = {
+            (f["placed"], f["sha256"]): f
+            for f in (prev.files if prev else ())
+            if f["class"] != "exact" and f["placed"]
+        }
+
+    # --- places -----------------------------------------------------------------------
+    def _verified(self, path: Path, n: Needed) -> bool:
+        return n.hash not in ("", "x", "skip") and file_sha256(path) == n.hash
+
+    def _place(self, src: Path, name: str, *, move: bool = False) -> Path:
+        dest = self.dl / name
+        if src.resolve() == dest.resolve():
+            return dest
+        if move:  # our own work file: renamed in
+            part = self.dl / f".{name}.part"
+            shutil.move(str(src), part)
+            os.replace(part, dest)
+        else:
+            outputs.copy_file(src, dest)
+        return dest
+
+    def _from_mirror(self, n: Needed) -> Resolution | None:
+        """``<url>/<file>`` of each --sources-url mirror, kept only with the pinned hash."""
+        if not self.urls or n.hash in ("", "x", "skip"):
+            return None
+        self.work.mkdir(parents=True, exist_ok=True)
+        for base in self.urls:
+            if base in self._dead:
+                continue
+            url = f"{base}/{n.file}"
+            got = self.work / f".mirror-{n.file}"
+            try:
+                sha = downloads.download(url, got, n.file, max_bytes=MIRROR_MAX)
+            except (requests.RequestException, OSError) as e:
+                if not isinstance(e, requests.HTTPError):
+                    self._dead.add(base)  # unreachable: the other files are not asked for
+                term.console(stderr=True).print(
+                    f"sources: {url}: {downloads.reason(e)}", markup=False
+                )
+                continue
+            if sha == n.hash:
+                self._place(got, n.file, move=True)
+                return Resolution(n, "exact", url, n.file, n.hash)
+            got.unlink(missing_ok=True)
+            term.console(stderr=True).print(
+                f"sources: {url}: sha256 {sha} is not the pinned {n.hash}: not used", markup=False
+            )
+        return None
+
+    def _git_repo(self, n: Needed) -> Path | None:
+        """A git repository of the project under a --sources directory: <dir>/<project>,
+        <dir>/<project>.git, or the fetch tool's <dir>/<owner>+<project>/repo."""
+        proj = re.sub(r"\.git$", "", n.git_url.rstrip("/").rsplit("/", 1)[-1])
+        if not proj:
+            return None
+        for d in self.local:
+            for cand in [d / proj, d / f"{proj}.git", *sorted(d.glob(f"*+{proj}/repo"))]:
+                if (cand / "HEAD").is_file() or (cand / ".git").exists():
+                    return cand / ".git" if (cand / ".git").is_dir() else cand
+        return None
+
+    # --- resolving --------------------------------------------------------------------
+    def resolve(self, n: Needed) -> Resolution:
+        """Never raises for one file: what went wrong is the missing file's note."""
+        try:
+            untrusted.file_name(n.file, "a file the tree asks for")  # a name in dl/, no path
+            return self._resolve(n)
+        except WolfError as e:
+            return Resolution(n, "missing", note=f"failed: {e.message}")
+
+    def _carried(self, n: Needed) -> Resolution | None:
+        """A substitute an earlier run placed and edited the tree for: kept as it was."""
+        f = self._earlier.get((n.file, n.hash))
+        have = self.dl / n.file
+        if f is None or not (have.is_file() and file_sha256(have) == n.hash):
+            return None
+        orig = Needed(file=str(f["file"]), hash=str(f["expected"]), dirs=tuple(f["dirs"]))
+        if not self._allowed(str(f["class"])):
+            return Resolution(
+                orig,
+                "missing",
+                note=f"an earlier run placed a {f['class']}; --allow {f['class']} to keep it",
+            )
+        return Resolution(
+            orig,
+            str(f["class"]),
+            str(f["origin"]),
+            n.file,
+            n.hash,
+            str(f["version"]),
+            str(f["note"]),
+            tuple(Edit.from_dict(e) for e in f["edits"]),
+        )
+
+    def _resolve(self, n: Needed) -> Resolution:
+        carried = self._carried(n)
+        if carried is not None:
+            return carried
+        have = self.dl / n.file
+        if have.is_file() and self._verified(have, n):
+            return Resolution(n, "exact", "dl/", n.file, n.hash)
+        near: Path | None = None
+        for d in self.local:
+            p = d / n.file
+            if p.is_file():
+                if self._verified(p, n):
+                    self._place(p, n.file)
+                    return Resolution(n, "exact", str(p), n.file, n.hash)
+                near = near or p
+        if (r := self._from_mirror(n)) is not None:
+            return r
+        if (r := self._from_pypi(n)) is not None:
+            return r
+        failed = ""
+        try:
+            if n.is_git or n.commit:
+                if n.name == "openwrt-keyring":
+                    return self._own_keys(n)
+                r = self._from_git(n)
+            else:
+                r = self._from_debian(n) if self.archive is not None else None
+        except WolfError as e:  # one source failing: the fallbacks below may still serve
+            failed, r = f"failed: {e.message}", None
+        if r is not None:
+            return r
+        if near is not None:
+            return self._near(n, near)
+        hb = self._host_binary(n)
+        if hb is not None:
+            return hb
+        return Resolution(n, "missing", note=failed or self._missing_note(n))
+
+    def _near(self, n: Needed, p: Path) -> Resolution:
+        """A local file under OpenWrt's name with other bytes (a checkout packed elsewhere)."""
+        gate = self._gate(n, "same-version", f"{p} has other bytes than OpenWrt's")
+        if gate:
+            return gate
+        sha = file_sha256(p)
+        edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+        self._place(p, n.file)
+        return Resolution(
+            n,
+            "same-version",
+            str(p),
+            n.file,
+            sha,
+            n.version,
+            "a local file under OpenWrt's name, other bytes",
+            tuple(edits),
+        )
+
+    def _from_pypi(self, n: Needed) -> Resolution | None:
+        """An sdist on PyPI that is upstream's release tarball (data/sources.toml [pypi])."""
+        proj = srcdata.data().get("pypi", {}).get(self._name(n))
+        if not proj or self.archive is None or not n.version:
+            return None
+        self.work.mkdir(parents=True, exist_ok=True)
+        got = srcdebian.pip_sdist(proj, n.version, self.work)
+        if got is None:
+            return None
+        if file_sha256(got) != n.hash or got.name != n.file:
+            got.unlink()
+            return None
+        self._place(got, n.file, move=True)
+        return Resolution(n, "exact", f"pypi:{proj}=={n.version}", n.file, n.hash, n.version)
+
+    def _missing_note(self, n: Needed) -> str:
+        if n.is_git or n.commit:
+            return f"no git repository of {n.git_url or n.name} under --sources"
+        return (
+            "not in Debian's source archive" if self.archive else "no Debian lookup (--no-debian)"
+        )
+
+    def _allowed(self, cls: str) -> bool:
+        return cls == "exact" or cls in self.allow
+
+    def _gate(self, n: Needed, cls: str, why: str) -> Resolution | None:
+        """None when the class may be used; else the file stays missing, saying why."""
+        if self._allowed(cls):
+            return None
+        return Resolution(n, "missing", note=f"{why}; a {cls} is available (--allow {cls})")
+
+    # --- git --------------------------------------------------------------------------
+    def _from_git(self, n: Needed) -> Resolution | None:
+        repo = self._git_repo(n)
+        if repo is None:
+            return None
+        self.work.mkdir(parents=True, exist_ok=True)
+        subdir = srcpack.stem(n.file)
+        commit = srcpack.resolve_commit(repo, n.commit) if n.commit else ""
+        if commit:
+            out = self.work / n.file
+            left_out = srcpack.git_pack(repo, commit, subdir, out)
+            sha = file_sha256(out)
+            if sha == n.hash:
+                self._place(out, n.file, move=True)
+                return Resolution(n, "exact", f"git:{repo}@{commit}", n.file, sha)
+            gate = self._gate(
+                n, "same-version", f"packed {commit[:8]} differs from PKG_MIRROR_HASH"
+            )
+            if gate:
+                out.unlink()
+                return gate
+            edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+            self._place(out, n.file, move=True)
+            return Resolution(
+                n,
+                "same-version",
+                f"git:{repo}@{commit}",
+                n.file,
+                sha,
+                commit,
+                "the pinned commit, packed here: other bytes than OpenWrt's mirror"
+                + _left_out_note(left_out),
+                tuple(edits),
+            )
+        head = srcpack.resolve_commit(repo, "HEAD")
+        if not head:
+            return None
+        gate = self._gate(n, "substitute", f"{repo} has no commit {n.commit[:8]}")
+        if gate:
+            return gate
+        when = srcpack.commit_time(repo, head)
+        date = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d")
+        version = f"{date.replace('-', '.')}~{head[:8]}"
+        name = n.file.replace(n.version, version) if n.version else ""
+        if not name or name == n.file:
+            raise WolfError(f"{n.file}: cannot name a substitute (PKG_VERSION {n.version!r})")
+        out = self.work / name
+        left_out = srcpack.git_pack(repo, head, srcpack.stem(name), out)
+        sha = file_sha256(out)
+        edits = [
+            *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_DATE", n.source_date, date),
+            *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_VERSION", n.commit, head),
+            *srcedit.set_hash(self.tree, n.dirs, n.hash, sha),
+            *self._extra_edits(n, name),
+        ]
+        self._place(out, name, move=True)
+        rel = "older" if n.source_date and date < n.source_date else "other"
+        return Resolution(
+            n,
+            "substitute",
+            f"git:{repo}@{head}",
+            name,
+            sha,
+            head,
+            f"{rel} commit {head[:8]} ({date}) for {n.commit[:8]} "
+            f"({n.source_date}): the newest the repository has" + _left_out_note(left_out),
+            tuple(edits),
+        )
+
+    def _own_keys(self, n: Needed) -> Resolution:
+        gate = self._gate(n, "substitute", "OpenWrt's keyring has no source here")
+        if gate:
+            return gate
+        from . import srckeys
+
+        subdir = srcpack.stem(n.file)
+        out = self.work / n.file
+        self.work.mkdir(parents=True, exist_ok=True)
+        srckeys.pack_keyring(out, subdir, srcdata.data().get("own_keys", {}).get(n.name, {}))
+        sha = file_sha256(out)
+        edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+        self._place(out, n.file, move=True)
+        return Resolution(
+            n,
+            "substitute",
+            "own keys (generated here)",
+            n.file,
+            sha,
+            n.commit,
+            "keys made here, their private halves discarded: the image trusts no OpenWrt key",
+            tuple(edits),
+        )
+
+    # --- Debian -----------------------------------------------------------------------
+    def _origs(self, name: str) -> list[srcdebian.Orig]:
+        assert self.archive is not None
+        out: list[srcdebian.Orig] = []
+        for pkg in srcdebian.names_for(name):
+            out += self._index.get(pkg, [])
+        return out
+
+    def prefetch_index(self, needed: list[Needed]) -> None:
+        if self.archive is None:
+            return
+        wanted = {p for n in needed for p in srcdebian.names_for(self._name(n))}
+        self._index = self.archive.index(wanted)
+
+    def _name(self, n: Needed) -> str:
+        """The upstream project's name: the file name before its version."""
+        base = srcpack.stem(n.file)
+        if n.version and n.version in base:
+            head = base[: base.index(n.version)].rstrip("-_")
+            if head:
+                return head
+        m = re.match(r"^(.+?)[-_]?\d", base)
+        return m.group(1) if m else base
+
+    def _reachable(self, o: srcdebian.Orig, unavailable: list[str]) -> bool:
+        """Whether the pool has it (a HEAD request; the index lists some it lacks)."""
+        assert self.archive is not None
+        if o.filename in unavailable:
+            return False
+        cached = self.tree / ".wolf-sources" / "debian" / o.filename
+        return cached.is_file() or self.archive.exists(o)
+
+    def _download(self, o: srcdebian.Orig) -> Path:
+        assert self.archive is not None
+        cache = self.tree / ".wolf-sources" / "debian"
+        cache.mkdir(parents=True, exist_ok=True)
+        dest = cache / o.filename
+        with locked(cache / f".{o.filename}.lock"):
+            if not (dest.is_file() and file_sha256(dest) == o.sha256):
+                self.archive.download(o, dest)
+        return dest
+
+    def _topdir(self, n: Needed, version: str | None = None) -> str:
+        table = srcdata.data().get("topdir", {})
+        if n.file in table and version is None:
+            return str(table[n.file])
+        base = n.build_dir or srcpack.stem(n.file).replace("_", "-")
+        if version is not None and n.version:
+            base = base.replace(n.version, version)
+        return base
+
+    def _from_debian(self, n: Needed) -> Resolution | None:
+        name = self._name(n)
+        origs = self._origs(name)
+        if not origs:
+            return None
+        ext = srcpack.extension(n.file)
+        inner = srcdata.data().get("inner", {})
+        unavailable: list[str] = []
+        for o in origs:
+            if o.sha256 == n.hash:
+                try:
+                    self._place(self._download(o), n.file)
+                except srcdebian.NotInPool:
+                    unavailable.append(o.filename)
+                    continue
+                return Resolution(n, "exact", o.url, n.file, n.hash, o.upstream)
+        origs = [o for o in origs if self._reachable(o, unavailable)]
+        version = n.version or ""
+        same = [o for o in origs if version and o.plain_upstream == version]
+        for o in same:
+            r = self._recompressed(n, o, ext, inner.get(o.package))
+            if r is not None:
+                return r
+        if same:
+            gate = self._gate(n, "same-version", f"Debian's {same[0].filename} has other bytes")
+            if gate:
+                return gate
+            o = same[-1]
+            out = self.work / n.file
+            self._repack(o, out, self._topdir(n), inner.get(o.package))
+            sha = file_sha256(out)
+            edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+            edits += self._extra_edits(n, n.file)
+            self._place(out, n.file, move=True)
+            marks = o.upstream.removeprefix(version) or ""
+            note = f"Debian {o.version}, repacked as OpenWrt names it" + (
+                f" (Debian's upstream tarball is {o.upstream}: files removed)" if marks else ""
+            )
+            return Resolution(n, "same-version", o.url, n.file, sha, o.upstream, note, tuple(edits))
+        pins = srcdata.data().get("pin", {})
+        versions = sorted({o.plain_upstream for o in origs}, key=version_key)
+        pick = pins.get(name) or closest(version, versions)
+        if pick is None or not version:
+            return None
+        gate = self._gate(n, "substitute", f"Debian has {', '.join(versions)}, not {version}")
+        if gate:
+            return gate
+        o = [x for x in origs if x.plain_upstream == pick][-1]
+        newname = n.file.replace(version, pick)
+        out = self.work / newname
+        self._repack(o, out, self._topdir(n, pick), inner.get(o.package))
+        sha = file_sha256(out)
+        edits = [
+            *srcedit.set_var(self.tree, n.dirs, "PKG_VERSION", version, pick),
+            *srcedit.set_hash(self.tree, n.dirs, n.hash, sha),
+            *self._extra_edits(n, newname),
+        ]
+        self._place(out, newname, move=True)
+        return Resolution(
+            n,
+            "substitute",
+            o.url,
+            newname,
+            sha,
+            pick,
+            f"Debian {o.version} for {version}",
+            tuple(edits),
+        )
+
+    def _extra_edits(self, n: Needed, placed: str) -> list[Edit]:
+        """data/sources.toml [[edit]] for a file that is not exact: hunks of a patch the
+        substitute cannot take, or a patch it already contains."""
+        out: list[Edit] = []
+        for e in srcdata.data().get("edit", []):
+            if e.get("file") != n.file or e.get("placed", placed) != placed:
+                continue
+            if "drop_hunks" in e:
+                out += srcedit.drop_hunks(self.tree, e["patch"], e["drop_hunks"])
+            if e.get("drop_patch"):
+                out += srcedit.remove_file(self.tree, e["patch"], str(e.get("why", "")))
+            if "replace" in e:
+                old, new = (str(x) for x in e["replace"])
+                out += srcedit.replace_text(self.tree, e["path"], old, new)
+        return out
+
+    def _repack(self, o: srcdebian.Orig, out: Path, topdir: str, inner: str | None) -> None:
+        self.work.mkdir(parents=True, exist_ok=True)
+        src = self._download(o)
+        if inner:  # the upstream tarball inside Debian's orig tarball
+            name = inner.format(version=o.plain_upstream)
+            src = srcpack.extract_member(src, name, self.work / f".inner-{name}")
+        try:
+            same_ext = srcpack.extension(src.name) == srcpack.extension(out.name)
+            if same_ext and srcpack.single_top(src) == topdir:  # as OpenWrt names it: keep it
+                shutil.copyfile(src, out)
+                return
+            with term.progress(f"repack {out.name}"):
+                srcpack.repack(src, out, topdir)
+        finally:
+            if inner:
+                src.unlink(missing_ok=True)
+
+    def _recompressed(
+        self, n: Needed, o: srcdebian.Orig, ext: str, inner: str | None
+    ) -> Resolution | None:
+        """Debian's tarball recompressed the way upstream's was: exact when a compressor of
+        data/sources.toml [recompress] gives PKG_HASH."""
+        cmds = srcdata.data().get("recompress", {}).get(ext, [])
+        if not cmds or inner or o.size > srcdata.data().get("recompress_max_mb", 64) << 20:
+            return None
+        src = self._download(o)
+        self.work.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="wolf-recompress-", dir=self.work) as tmp:
+            raw = Path(tmp) / "raw.tar"
+            srcpack.decompress(src, raw)
+            for argv in cmds:
+                out = Path(tmp) / n.file
+                srcpack.recompress_with(raw, out, argv)
+                if file_sha256(out) == n.hash:
+                    self._place(out, n.file, move=True)
+                    return Resolution(
+                        n,
+                        "exact",
+                        o.url,
+                        n.file,
+                        n.hash,
+                        o.upstream,
+                        f"Debian's {o.filename} recompressed with {' '.join(argv)}",
+                    )
+        return None
+
+    # --- host tools from Debian's binaries ----------------------------------------------
+    def _host_binary(self, n: Needed) -> Resolution | None:
+        tools = [d for d in n.dirs if d.startswith("tools/")]
+        table = srcdata.data().get("host_binary", {})
+        spec = table.get(tools[0].removeprefix("tools/")) if len(tools) == 1 else None
+        if not spec:
+            return None
+        gate = self._gate(n, "substitute", "no source; Debian's binary can stand in")
+        if gate:
+            return gate
+        tool = tools[0].removeprefix("tools/")
+        if spec.get("host_tool"):
+            hosttools.ensure([str(spec["host_tool"])])
+        links = dict(spec.get("links", {}))
+        text = packages.render(
+            "host-binary.mk.j2",
+            file=n.file,
+            tool=tool,
+            name=n.name,
+            version=n.version,
+            debian=spec["debian"],
+            links=links,
+        )
+        why = f"Debian's {spec['debian']} binaries: {spec.get('why', '')}".strip()
+        edits = srcedit.replace_file(self.tree, f"{tools[0]}/Makefile", text, why)
+        return Resolution(
+            n, "substitute", f"debian-binary:{spec['debian']}", "", "", "", why, tuple(edits)
+        )
+
+
+def _left_out_note(paths: list[str]) -> str:
+    if not paths:
+        return ""
+    return (
+        f"; the repository lacks {', '.join(paths[:5])}{' ...' if len(paths) > 5 else ''}: left out"
+    )
+
+
+def redo(tree: Path, files: list[str]) -> list[str]:
+    """Undo an earlier run's edits for these files (OpenWrt's names), so the next run
+    resolves them from the original pins again (e.g. after data/sources.toml changed how
+    they are found). Returns the files put back."""
+    prev = read_substitutions(tree)
+    known = {str(f["file"]): f for f in (prev.files if prev else ())}
+    unknown = [f for f in files if f not in known]
+    if unknown:
+        raise WolfError(f"--redo {', '.join(unknown)}: not in {tree / SUBSTITUTIONS}")
+    paths = [str(e["path"]) for f in files for e in known[f]["edits"]]
+    return srcedit.revert_paths(tree, paths)
+
+
+def build_env(out: list[Resolution]) -> tuple[tuple[str, str], ...]:
+    """data/sources.toml [build_env.<kind>] for the kinds of substitute used."""
+    kinds = {"git-substitute" for r in out if r.cls == "substitute" and r.origin.startswith("git:")}
+    env: dict[str, str] = {}
+    for kind in sorted(kinds):
+        spec = srcdata.data().get("build_env", {}).get(kind, {})
+        env.update({k: str(v) for k, v in spec.items() if k != "why"})
+    return tuple(sorted(env.items()))
+
+
+def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> list[Needed]:
+    """The union of what the tree needs for each of ``configs`` (seeds `make defconfig`
+    expands), or for its current .config."""
+    if not configs:
+        return srcneeded.list_needed(tree, log, on_step=_step)
+    merged: dict[str, Needed] = {}
+    saved = (tree / ".config").read_bytes() if (tree / ".config").is_file() else b""
+
+    def put_back(out: IO[bytes]) -> None:
+        out.write(saved)
+
+    try:
+        for cfg in configs:
+            shutil.copyfile(cfg, tree / ".config")
+            from .buildroot import Tree
+
+            Tree(tree).defconfig((tree / ".config").read_text(), log)
+            for n in srcneeded.list_needed(tree, log, on_step=_step):
+                merged.setdefault(n.file, n)
+    finally:
+        if saved:
+            outputs.write(tree / ".config", put_back)
+    return sorted(merged.values(), key=lambda n: n.file)
+
+
+def _step(s: str) -> None:
+    term.console(stderr=True).print(f"[dim]sources: {s}[/dim]")
+
+
+def fill(
+    tree: Path,
+    needed: list[Needed],
+    *,
+    local: list[Path],
+    allow: tuple[str, ...],
+    debian: bool,
+    log: Path,
+    urls: list[str] | None = None,
+    on_file: Callable[[Resolution], None] | None = None,
+) -> Substitutions:
+    """Resolve every needed file into dl/ and write the substitutions file."""
+    (tree / "dl").mkdir(exist_ok=True)
+    listed = {n.file for n in needed}
+    marker = "# openwrt-wolf: "  # templates/host-binary.mk.j2's first line
+    replaced = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, marker)
+    needed = needed + [n for n in replaced if n.file not in listed]
+    archive = srcdebian.Archive() if debian else None
+    filler = Filler(tree, local=local, allow=allow, archive=archive, log=log, urls=urls)
+    filler.prefetch_index(needed)
+    out: list[Resolution] = []
+    with locked(tree / ".wolf-sources" / ".lock"), term.progress("sources", len(needed)) as bar:
+        for n in needed:
+            r = filler.resolve(n)
+            out.append(r)
+            if on_file:
+                on_file(r)
+            bar.advance()
+    with contextlib.suppress(OSError):
+        shutil.rmtree(filler.work)
+    # the patch set's stamp takes the edited Makefiles (ustream-ssl, wolfssl are patched too)
+    edited = sorted({e.path for r in out for e in r.edits})
+    series.note_edits(tree, edited)
+    subs = Substitutions(
+        tree=str(tree),
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        allow=allow,
+        files=tuple(r.to_dict() for r in out),
+        env=build_env(out),
+    )
+    outputs.write_text(
+        tree / SUBSTITUTIONS, json.dumps(subs.to_dict(), indent=1, sort_keys=True) + "\n"
+    )
+    return subs

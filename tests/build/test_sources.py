@@ -1,0 +1,353 @@
+"""`invoke sources` (build/sources.py): an OpenWrt tree's dl/ filled from a local git
+repository and from Debian's source archive, each file checked against OpenWrt's own pins.
+
+Oracles: OpenWrt's PKG_MIRROR_HASH / PKG_HASH as the v25.12.5 tree states them, and the tree's
+own make (`make -C <dir> var.PKG_SOURCE` etc.) reading the edited Makefiles back. The tree is a
+hard-linked copy of the shared snapshot: edits replace files (temp + rename), so the snapshot
+itself is never changed."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from openwrt_wolf.build import sources, srcneeded, srcpack
+from openwrt_wolf.build.srcneeded import Needed
+from openwrt_wolf.errors import WolfError
+from openwrt_wolf.host import upstream
+from tests.conftest import need_tools, unavailable
+from tests.standin.server import serve
+
+UHTTPD = "package/network/services/uhttpd"
+USTREAM = "package/libs/ustream-ssl"
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def tree(openwrt_tree_25125: Path, tmp_path: Path) -> Path:
+    need_tools("make", "git", "tar", "gawk")
+    t = tmp_path / "openwrt"
+    subprocess.run(["cp", "-al", str(openwrt_tree_25125), str(t)], check=True)
+    for stale in ("dl", "tmp", ".wolf-sources", sources.SUBSTITUTIONS):
+        p = t / stale
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+    return t
+
+
+def _var(tree: Path, d: str, var: str) -> str:
+    """The tree's own make reading a variable of a package directory."""
+    return srcneeded.pkg_vars(tree, d).get(var, "") if var in srcneeded.PKG_VARS else ""
+
+
+def _repo_from_snapshot(name: str, dest: Path) -> Path:
+    """A git repository holding a shared snapshot (a `git archive` of the pinned commit),
+    committed at the commit's own time: same content, names, modes and time as upstream's
+    commit, so OpenWrt's packing of it must give OpenWrt's PKG_MIRROR_HASH."""
+    try:
+        src = upstream.tarball(name)
+    except WolfError as e:
+        unavailable(f"needs the shared {name} snapshot: {e}")
+        raise
+    work = dest / "work"
+    work.mkdir(parents=True)
+    with tarfile.open(src) as tf:
+        when = max(m.mtime for m in tf.getmembers())
+    subprocess.run(["tar", "-xzf", str(src), "-C", str(work)], check=True)
+    (top,) = list(work.iterdir())
+    env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "s"]):
+        subprocess.run(argv, cwd=top, check=True, env=env)
+    return top / ".git"
+
+
+def _needed(tree: Path, d: str) -> Needed:
+    """What the tree's make says the directory downloads (its PKG_* variables)."""
+    v = srcneeded.pkg_vars(tree, d)
+    git = v.get("PKG_SOURCE_PROTO") == "git"
+    return Needed(
+        file=v["PKG_SOURCE"], hash=v["PKG_MIRROR_HASH" if git else "PKG_HASH"], dirs=(d,),
+        name=v["PKG_NAME"], version=v["PKG_VERSION"], proto=v.get("PKG_SOURCE_PROTO", ""),
+        git_url=v.get("PKG_SOURCE_URL", ""), commit=v.get("PKG_SOURCE_VERSION", ""),
+        source_date=v.get("PKG_SOURCE_DATE", ""),
+    )  # fmt: skip
+
+
+def test_git_pack_gives_openwrt_mirror_hash(tree: Path, tmp_path: Path) -> None:
+    """uhttpd at its pinned content, packed as OpenWrt's rawgit method packs a checkout,
+    is byte for byte the tarball OpenWrt's PKG_MIRROR_HASH names."""
+    repo = _repo_from_snapshot("uhttpd", tmp_path / "uhttpd")
+    n = _needed(tree, UHTTPD)
+    out = tmp_path / n.file
+    srcpack.git_pack(repo, "HEAD", srcpack.stem(n.file), out)
+    assert _sha(out) == n.hash
+
+
+def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
+    """--from with git repositories: uhttpd's pinned content is exact; ustream-ssl's snapshot
+    is an older commit, refused until --allow substitute, then placed under the name the
+    edited Makefile gives and with its hash, and listed in the substitutions file.
+
+    The repositories are made here from the snapshots, so their commit ids are not upstream's:
+    uhttpd's file is asked for by this repository's commit (same content and time, so the
+    same bytes), ustream-ssl's by OpenWrt's pin, which this repository does not have."""
+    local = tmp_path / "git"
+    repos = {}
+    for name in ("uhttpd", "ustream-ssl"):
+        repo = _repo_from_snapshot(name, tmp_path / f"src-{name}")
+        repos[name] = local / f"openwrt+{name}" / "repo"
+        shutil.copytree(repo, repos[name])
+    ours = srcpack.resolve_commit(repos["uhttpd"], "HEAD")
+    needed = [dataclasses.replace(_needed(tree, UHTTPD), commit=ours), _needed(tree, USTREAM)]
+    log = tmp_path / "log"
+
+    subs = sources.fill(tree, needed, local=[local], allow=(), debian=False, log=log)
+    by = {f["file"]: f for f in subs.files}
+    assert by[needed[0].file]["class"] == "exact"
+    assert _sha(tree / "dl" / needed[0].file) == needed[0].hash
+    assert by[needed[1].file]["class"] == "missing"
+    assert "--allow substitute" in by[needed[1].file]["note"]
+    assert _var(tree, USTREAM, "PKG_SOURCE") == needed[1].file  # nothing edited yet
+
+    subs = sources.fill(tree, needed, local=[local], allow=("substitute",), debian=False, log=log)
+    f = {f["file"]: f for f in subs.files}[needed[1].file]
+    assert f["class"] == "substitute"
+    after = srcneeded.pkg_vars(tree, USTREAM)  # OpenWrt's make reads the edited Makefile
+    assert after["PKG_SOURCE"] == f["placed"] != needed[1].file
+    assert after["PKG_MIRROR_HASH"] == _sha(tree / "dl" / f["placed"])
+    assert after["PKG_SOURCE_VERSION"] != needed[1].commit
+    raw = tmp_path / "placed.tar"
+    srcpack.decompress(tree / "dl" / f["placed"], raw)  # zstd: not a tarfile compression
+    with tarfile.open(raw) as tf:
+        tops = {m.name.split("/")[0] for m in tf.getmembers()}
+    assert tops == {srcpack.stem(after["PKG_SOURCE"])}
+    saved = json.loads((tree / sources.SUBSTITUTIONS).read_text())
+    assert saved["counts"] == {"exact": 1, "same-version": 0, "substitute": 1, "missing": 0}
+    assert {e["what"] for e in f["edits"]} >= {"PKG_SOURCE_VERSION", "hash"}
+    assert saved["env"].get("CMAKE_POLICY_VERSION_MINIMUM") == "3.5"
+
+
+def test_fill_from_debian(tree: Path, tmp_path: Path) -> None:
+    """Debian's source archive: Mbed TLS 3.6.6 is OpenWrt's exact file; zstd's +dfsg
+    tarball is the same version with other bytes (hash overridden); bc 1.08.1 only exists as
+    1.07.1 (version and hash overridden). Each placed file has the hash the tree's make now
+    names, and its top directory is the one the tree unpacks into."""
+    need_tools("apt-get")
+    dirs = ["package/libs/mbedtls", "tools/zstd", "tools/bc"]
+    needed = [_needed(tree, d) for d in dirs]
+    log = tmp_path / "log"
+    try:
+        subs = sources.fill(tree, needed, local=[], allow=("same-version", "substitute"),
+                            debian=True, log=log)  # fmt: skip
+    except WolfError as e:
+        unavailable(f"Debian's archive is not reachable: {e}")
+        raise
+    by = {f["file"]: f for f in subs.files}
+    assert [by[n.file]["class"] for n in needed] == ["exact", "same-version", "substitute"]
+    assert _sha(tree / "dl" / needed[0].file) == needed[0].hash
+    for d in dirs:
+        v = srcneeded.pkg_vars(tree, d)
+        placed = tree / "dl" / v["PKG_SOURCE"]
+        assert _sha(placed) == v["PKG_HASH"], d
+        with tarfile.open(placed) as tf:
+            tops = {m.name.split("/")[0] for m in tf.getmembers()}
+        build = v.get("HOST_BUILD_DIR") or v.get("PKG_BUILD_DIR", "")
+        assert tops == {Path(build).name}, d
+    assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_VERSION"] != needed[2].version
+    assert "dfsg" in by[needed[1].file]["version"]
+
+
+def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
+    """The recorder sees what OpenWrt's download step asks for, with the hash the Makefile
+    names; an unselected package that make compiles anyway is found by the dry run."""
+    seed = "CONFIG_TARGET_malta=y\nCONFIG_TARGET_malta_be=y\nCONFIG_SDK=y\n"
+    (tree / ".config").write_text(seed)
+    subprocess.run(["make", "defconfig"], cwd=tree, check=True, capture_output=True,
+                   env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
+    assert srcneeded.downloads_when_compiled(tree, "package/libs/libselinux")
+    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware")
+    # with CONFIG_SDK tools/Makefile builds lzop, whose compile needs liblzo: not in tools-y
+    selected, added = srcneeded.compile_closure(tree, tmp_path / "log", tools=True)
+    assert "lzop" in selected and "liblzo" in added and "liblzo" not in selected
+    selected, added = srcneeded.compile_closure(tree, tmp_path / "log")
+    assert "utils/busybox" in selected and "libs/libselinux" in added
+    got = srcneeded.list_needed(tree, tmp_path / "log", targets=("tools/bison/download",))
+    (n,) = got
+    assert (n.file, n.hash, n.dirs) == ("bison-3.8.2.tar.gz", _needed(tree, "tools/bison").hash,
+                                        ("tools/bison",))  # fmt: skip
+
+
+def test_closest_version() -> None:
+    assert sources.closest("2.7.3", ["2.5.0", "2.8.2", "2.8.3", "2.9.0"]) == "2.8.2"
+    assert sources.closest("1.18.1", ["1.17"]) == "1.17"
+    assert sources.closest("2023.02.20", ["20220903", "20241016"]) == "20241016"
+    assert sources.closest("1.0", []) is None
+
+
+def test_bad_substitutions_file(tmp_path: Path) -> None:
+    (tmp_path / sources.SUBSTITUTIONS).write_text("{not json")
+    with pytest.raises(WolfError, match=r"substitutions file .*: not JSON"):
+        sources.read_substitutions(tmp_path)
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps({"schema": 99, "files": []}))
+    with pytest.raises(WolfError, match="schema"):
+        sources.read_substitutions(tmp_path)
+    with pytest.raises(WolfError, match="unknown class"):
+        sources.parse_allow("exact,substitute")
+
+
+EDIT = {"path": "tools/bc/Makefile", "what": "PKG_VERSION", "old": "1.08.1", "new": "1.07.1"}
+GOOD_FILE = {
+    "file": "bc-1.08.1.tar.xz", "expected": "0" * 64, "dirs": ["tools/bc"], "class": "substitute",
+    "origin": "http://deb.debian.org/x", "placed": "bc-1.07.1.tar.xz", "sha256": "1" * 64,
+    "version": "1.07.1", "note": "n",
+    "edits": [EDIT],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"edits": [{**EDIT, "path": "../../etc/passwd"}]}, "path inside"),
+        ({"edits": [{**EDIT, "path": "/etc/passwd"}]}, "path inside"),
+        ({"dirs": ["tools/../../x"]}, "path inside"),
+        ({"placed": "../dl/x.tar.gz"}, "not a file name"),
+        ({"class": "trusted"}, "class"),
+        ({"sha256": 5}, r"files\[0\]\.sha256"),
+        ({"edits": "x"}, r"files\[0\]\.edits"),
+    ],
+)
+def test_substitutions_file_is_read_as_untrusted(
+    tmp_path: Path, change: dict[str, object], field: str
+) -> None:
+    """--redo/--revert write where an edit's path points and make reads `env`: a file that
+    points out of the tree or smuggles make code is one error line, before anything is used."""
+    doc = {"schema": 1, "tree": str(tmp_path), "created": "x", "allow": [],
+           "files": [{**GOOD_FILE, **change}], "env": {}}  # fmt: skip
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps(doc))
+    with pytest.raises(WolfError, match=field):
+        sources.read_substitutions(tmp_path)
+    doc["files"] = [GOOD_FILE]
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps(doc))
+    assert sources.read_substitutions(tmp_path) is not None  # the good file reads
+    doc["env"] = {"CMAKE_POLICY_VERSION_MINIMUM": "$(shell touch /tmp/x)"}
+    (tmp_path / sources.SUBSTITUTIONS).write_text(json.dumps(doc))
+    with pytest.raises(WolfError, match="not a plain path or word for make"):
+        sources.read_substitutions(tmp_path)
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real HTTP server on 127.0.0.1 serving a directory, laid out as OpenWrt's sources
+    mirror (files by name)."""
+    root = tmp_path / "mirror"
+    root.mkdir()
+    with serve(root) as (url, _srv):
+        yield url, root
+
+
+def test_fill_from_a_mirror_url(tmp_path: Path, mirror: tuple[str, Path]) -> None:
+    """--sources-url: a file under OpenWrt's name with the pinned hash is exact; other bytes
+    under that name are not used (never silent, never placed); an unreachable mirror is a
+    missing file, not a traceback."""
+    from openwrt_wolf.build.sources import Filler
+
+    url, root = mirror
+    tree = tmp_path / "tree"
+    (tree / "dl").mkdir(parents=True)
+    (root / "good-1.0.tar.gz").write_bytes(b"the pinned bytes\n")
+    (root / "other-1.0.tar.gz").write_bytes(b"other bytes\n")
+    good = Needed(file="good-1.0.tar.gz", hash=hashlib.sha256(b"the pinned bytes\n").hexdigest(),
+                  dirs=("tools/good",), name="good", version="1.0")  # fmt: skip
+    other = dataclasses.replace(good, file="other-1.0.tar.gz", dirs=("tools/other",))
+    f = Filler(tree, local=[], allow=(), archive=None, log=tmp_path / "log", urls=[url])
+    r = f.resolve(good)
+    assert (r.cls, r.origin) == ("exact", f"{url}/good-1.0.tar.gz")
+    assert _sha(tree / "dl" / "good-1.0.tar.gz") == good.hash
+    assert f.resolve(other).cls == "missing"
+    assert not (tree / "dl" / "other-1.0.tar.gz").exists()
+    assert not [p for p in (tree / "dl").iterdir() if p.name.endswith(".part")]
+    dead = Filler(tree, local=[], allow=(), archive=None, log=tmp_path / "log",
+                  urls=["http://127.0.0.1:9"])  # fmt: skip
+    assert dead.resolve(dataclasses.replace(good, file="good-2.0.tar.gz")).cls == "missing"
+
+
+def test_one_task_two_modes() -> None:
+    """`sources` without --tree is the pin table; tree options without --tree, or pin
+    options with it, are one error line; the help names both modes."""
+    wolf = [str(Path(__file__).resolve().parents[2] / "wolf")]
+    p = subprocess.run([*wolf, "sources", "--allow", "substitute"], capture_output=True,
+                       text=True, timeout=120)  # fmt: skip
+    assert p.returncode != 0
+    assert "--allow: only with --tree" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([*wolf, "sources", "--tree", "/nonexistent", "--fetch", "all"],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode != 0 and "not with --tree" in p.stderr
+    h = subprocess.run([*wolf, "--help", "sources"], capture_output=True, text=True, timeout=120)
+    assert h.returncode == 0
+    for opt in ("--tree", "--fetch", "--digest", "--sources-url", "--allow", "--redo"):
+        assert opt in h.stdout, opt
+
+
+def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) -> None:
+    """The edits a substitute needs change what the tree's make reads and nothing else, and
+    --revert / --redo put back OpenWrt's own files byte for byte."""
+    from openwrt_wolf.build import srcedit
+
+    bison = _needed(tree, "tools/bison")
+    atm = "package/network/utils/linux-atm/patches/200-no_libfl.patch"
+    aa = "tools/autoconf-archive/patches/001-AX_CXX_COMPILE_STDCXX-Add-C-23-support.patch"
+    edits = [
+        *srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64),
+        *srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", "1.08.1", "1.07.1"),
+        *srcedit.drop_hunks(tree, atm, "src/qgen/Makefile.in"),
+        *srcedit.remove_file(tree, aa, "contained in the substitute"),
+    ]
+    assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed"]
+    assert srcneeded.pkg_vars(tree, "tools/bison")["PKG_HASH"] == "0" * 64
+    assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_SOURCE"] == "bc-1.07.1.tar.xz"
+    text = (tree / atm).read_text()
+    assert "src/qgen/Makefile.in" not in text and "src/qgen/Makefile.am" in text
+    assert not (tree / aa).exists()
+    # the same edit again writes nothing (OpenWrt's stamps hash mtimes)
+    before = (tree / "tools/bison/Makefile").stat().st_mtime_ns
+    srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
+    assert (tree / "tools/bison/Makefile").stat().st_mtime_ns == before
+    restored = srcedit.revert(tree)
+    assert sorted(restored) == sorted({e.path for e in edits})
+    for rel in restored:
+        assert (tree / rel).read_bytes() == (openwrt_tree_25125 / rel).read_bytes(), rel
+
+
+def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Path) -> None:
+    """A host tool taken from Debian's binaries: its Makefile is replaced (make no longer
+    downloads anything for it, and the replacement links the binary into staging_dir/host), yet
+    the substitution stays listed with OpenWrt's original pin, read from the kept Makefile."""
+    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import Filler
+
+    need_tools("lzma_alone")
+    pinned = _needed(tree, "tools/lzma")
+    f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+    r = f.resolve(pinned)
+    assert (r.cls, r.origin) == ("substitute", "debian-binary:lzma-alone")
+    assert "PKG_SOURCE" not in srcneeded.pkg_vars(tree, "tools/lzma")  # no download any more
+    text = (tree / "tools/lzma/Makefile").read_text()
+    assert "ln -s /usr/bin/lzma_alone $(STAGING_DIR_HOST)/bin/lzma" in text
+    (again,) = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
+    assert (again.file, again.hash) == (pinned.file, pinned.hash)
+    assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
