@@ -5,6 +5,7 @@ into what users run. Read from the source with ast, not by importing it."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,3 +58,77 @@ def test_the_product_never_imports_the_testbed() -> None:
         if is_testbed(m)
     ]
     assert found == []
+
+
+# --- docs/architecture.md names every module and folder ------------------------------------
+
+DOC = ROOT / "docs" / "architecture.md"
+ROW = re.compile(r"^\|[^|]*\|\s*`(?P<folder>[\w/]+/)`\s*\|(?P<rest>.*)$")
+
+
+def package_layout(package: Path) -> dict[str, set[str]]:
+    """Every folder of the package (``openwrt_wolf/`` for its top, else relative: ``perf/``,
+    ``data/perf/``) -> the modules in it (``__init__.py`` aside: its folder names it)."""
+    layout: dict[str, set[str]] = {}
+    for d in [package, *sorted(p for p in package.rglob("*") if p.is_dir())]:
+        if d.name == "__pycache__" or "__pycache__" in d.parts:
+            continue
+        key = "openwrt_wolf/" if d == package else f"{d.relative_to(package).as_posix()}/"
+        layout[key] = {f.name for f in d.glob("*.py") if f.name != "__init__.py"}
+    return layout
+
+
+def problems(doc: str, layout: dict[str, set[str]], stages: set[str]) -> list[str]:
+    """What the doc misses or names wrongly: each folder with modules has its row in the table
+    (`folder/` in the second column) naming every module there and no other; every folder is
+    named somewhere; every stage is in the diagram (the first ``` block)."""
+    rows = {m["folder"]: m["rest"] for line in doc.splitlines() if (m := ROW.match(line))}
+    diagram = doc.split("```")[1]
+    out = []
+    for folder, modules in sorted(layout.items()):
+        if f"`{folder}`" not in doc and not in_diagram(folder, diagram):
+            out.append(f"folder {folder} is not named")
+        if not modules:
+            continue
+        if folder not in rows:
+            out.append(f"folder {folder} has no row in the table")
+            continue
+        named = set(re.findall(r"`([\w]+\.py)`", rows[folder].split("|")[0]))
+        out += [f"{folder}{m} is not named in its row" for m in sorted(modules - named)]
+        out += [f"{folder}{m} is named but does not exist" for m in sorted(named - modules)]
+    out += [f"row {f} names no folder of the package" for f in sorted(rows.keys() - layout.keys())]
+    out += [
+        f"stage {s}/ is not in the diagram" for s in sorted(stages) if not in_diagram(s, diagram)
+    ]
+    return out
+
+
+def in_diagram(folder: str, diagram: str) -> bool:
+    """``perf/`` as a name of its own there, not the tail of ``data/perf/``."""
+    return re.search(rf"(?<![\w/]){re.escape(folder.rstrip('/'))}/", diagram) is not None
+
+
+def stages(package: Path) -> set[str]:
+    return {p.parent.name for p in package.glob("*/__init__.py")}
+
+
+def test_architecture_doc_names_every_module_folder_and_stage() -> None:
+    layout = package_layout(PACKAGE)
+    assert {"perf/", "queue/", "targets/vm/", "openwrt_wolf/"} <= layout.keys()
+    assert problems(DOC.read_text(encoding="utf-8"), layout, stages(PACKAGE)) == []
+
+
+def test_the_doc_check_fails_on_what_it_should() -> None:
+    doc = DOC.read_text(encoding="utf-8")
+    layout = package_layout(PACKAGE)
+    layout["perf/"] = layout["perf/"] | {"newthing.py"}  # a module added, the doc not
+    layout["queue/"] = layout["queue/"] - {"url.py"}  # a module gone, the doc not
+    layout["newstage/"] = {"a.py"}
+    found = problems(doc, layout, stages(PACKAGE) | {"newstage"})
+    assert found == [
+        "folder newstage/ is not named",
+        "folder newstage/ has no row in the table",
+        "perf/newthing.py is not named in its row",
+        "queue/url.py is named but does not exist",
+        "stage newstage/ is not in the diagram",
+    ]
