@@ -2,9 +2,9 @@
 repository and from Debian's source archive, each file checked against OpenWrt's own pins.
 
 Oracles: OpenWrt's PKG_MIRROR_HASH / PKG_HASH as the v25.12.5 tree states them, and the tree's
-own make (`make -C <dir> var.PKG_SOURCE` etc.) reading the edited Makefiles back. The tree is a
-hard-linked copy of the shared snapshot: edits replace files (temp + rename), so the snapshot
-itself is never changed."""
+own make (`make -C <dir> var.PKG_SOURCE` etc.) reading the edited Makefiles back. Each test's
+tree is a hard-linked copy of one copy of the snapshot: edits replace files (temp + rename), so
+neither is ever changed."""
 
 from __future__ import annotations
 
@@ -34,11 +34,20 @@ def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+@pytest.fixture(scope="module")
+def tree_here(openwrt_tree_25125: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the snapshot on the tests' own file system (a CI machine's /tmp is a tmpfs,
+    where hard links into the cache cannot reach), for the tests to hard-link from."""
+    here = tmp_path_factory.mktemp("snapshot") / "openwrt"
+    subprocess.run(["cp", "-a", str(openwrt_tree_25125), str(here)], check=True)
+    return here
+
+
 @pytest.fixture
-def tree(openwrt_tree_25125: Path, tmp_path: Path) -> Path:
+def tree(tree_here: Path, tmp_path: Path) -> Path:
     need_tools("make", "git", "tar", "gawk")
     t = tmp_path / "openwrt"
-    subprocess.run(["cp", "-al", str(openwrt_tree_25125), str(t)], check=True)
+    subprocess.run(["cp", "-al", str(tree_here), str(t)], check=True)
     for stale in ("dl", "tmp", ".wolf-sources", sources.SUBSTITUTIONS):
         p = t / stale
         if p.is_dir():
