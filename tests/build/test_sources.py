@@ -326,7 +326,12 @@ def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) ->
         *srcedit.drop_hunks(tree, atm, "src/qgen/Makefile.in"),
         *srcedit.remove_file(tree, aa, "contained in the substitute"),
     ]
-    assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed"]
+    added = "toolchain/gcc/patches-14.x/995-openwrt-wolf-test.patch"
+    edits += srcedit.add_file(tree, added, "a patch\n", "a substitute needs it")
+    assert (tree / added).read_text() == "a patch\n"
+    with pytest.raises(WolfError, match="already in the tree"):
+        srcedit.add_file(tree, "tools/bc/Makefile", "x", "an existing file is not added")
+    assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed", "added"]
     assert srcneeded.pkg_vars(tree, "tools/bison")["PKG_HASH"] == "0" * 64
     assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_SOURCE"] == "bc-1.07.1.tar.xz"
     text = (tree / atm).read_text()
@@ -338,7 +343,8 @@ def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) ->
     assert (tree / "tools/bison/Makefile").stat().st_mtime_ns == before
     restored = srcedit.revert(tree)
     assert sorted(restored) == sorted({e.path for e in edits})
-    for rel in restored:
+    assert not (tree / added).exists()  # not OpenWrt's: removed again
+    for rel in set(restored) - {added}:
         assert (tree / rel).read_bytes() == (openwrt_tree_25125 / rel).read_bytes(), rel
 
 
