@@ -73,16 +73,27 @@ def recording() -> Iterator[list[str]]:
 
 
 def _kill_group(p: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(p.pid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        p.wait(timeout=5)
-    # KILL what is left of the group even when its leader went at TERM: a shell's or make's
+    _kill_groups([p])
+
+
+def _kill_groups(procs: list[subprocess.Popen[bytes]]) -> None:
+    """TERM every group, one grace period for all of them (not one each: a task stopping
+    with n builds running waits 5 s, not 5n s), then KILL what is left."""
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+    # KILL what is left of each group even when its leader went at TERM: a shell's or make's
     # children (the compilers) may ignore TERM or not have been told
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(p.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        p.wait(timeout=5)
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
 
 
 # --- every running command of this process, and the reaper for a SIGKILLed task -----------
@@ -151,8 +162,7 @@ def stop_all() -> None:
     _stopping.set()
     with _live_lock:
         procs = list(_live.values())
-    for p in procs:
-        _kill_group(p)
+    _kill_groups(procs)
 
 
 @contextlib.contextmanager
