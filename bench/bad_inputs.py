@@ -300,6 +300,7 @@ def hostile_families(w: Path) -> list[Family]:
         Family("report escaping", hostile.report_injection_family(w)),
         Family("secrets", hostile.secrets_family(secret, redis_url)),
         Family("refused", hostile.refused_family()),
+        Family("sources --tree", hostile.sources_tree_family(w)),
     ]
 
 

@@ -1041,3 +1041,72 @@ def chmod_back(w: Path) -> None:
                 p.chmod(0o700)
         except OSError:
             continue
+
+
+def _mini_tree(w: Path, name: str, subs: str | None = None, special_kind: str = "") -> Path:
+    """What `sources --tree` checks a tree by (Makefile, include/target.mk,
+    config/Config-build.in) and, when given, its wolf-substitutions.json."""
+    t = w / "trees" / name
+    for rel in ("Makefile", "include/target.mk", "config/Config-build.in"):
+        (t / rel).parent.mkdir(parents=True, exist_ok=True)
+        (t / rel).write_text("")
+    f = t / "wolf-substitutions.json"
+    if subs is not None:
+        f.write_text(subs)
+    elif special_kind:
+        special(f, special_kind)
+    return t
+
+
+def _subs(edits: list[dict[str, str]], env: dict[str, str] | None = None) -> str:
+    entry = {"file": "x-1.0.tar.gz", "expected": "0" * 64, "dirs": ["tools/x"],
+             "class": "substitute", "origin": "debian:x", "placed": "x-1.0.tar.gz",
+             "sha256": "0" * 64, "version": "1.0", "note": "", "edits": edits}  # fmt: skip
+    return json.dumps({"schema": 1, "tree": "/t", "created": "2026-12-01", "allow": [],
+                       "files": [entry], "env": env or {}})  # fmt: skip
+
+
+def sources_tree_family(w: Path) -> list[Probe]:
+    """`sources --tree` (issue 22's dl/ filling): the tree, --sources and --config as special
+    files, a crafted wolf-substitutions.json read by --redo (paths out of the tree, make code in
+    its env, NaN, 20 GB, a FIFO, /dev/zero), make code in --packages. Nothing outside the tree
+    may change: a victim file beside it is the oracle."""
+    victim = w / "trees" / "victim.txt"
+    victim.parent.mkdir(parents=True, exist_ok=True)
+    victim.write_text("keep me\n")
+
+    def victim_intact() -> Finding | None:
+        if not victim.is_file() or victim.read_text() != "keep me\n":
+            return "data loss", f"{victim} changed or removed"
+        return None
+
+    ok = _mini_tree(w, "plain")
+    out = [Probe(["sources", "--tree", str(w / x)]) for x in ("fifo", "big.bin", "empty", "nope")]
+    out.append(Probe(["sources", "--tree", "/dev/zero"]))
+    out.append(Probe(["sources", "--tree", str(w / "dir")]))  # a directory, not a tree
+    out += [Probe(["sources", "--tree", str(ok), "--sources", str(w / x), "--no-debian"])
+            for x in ("fifo", "big.bin")]  # fmt: skip
+    out += [Probe(["sources", "--tree", str(ok), "--config", x, "--no-debian"])
+            for x in (str(w / "fifo"), "/dev/zero", str(w / "dir"))]  # fmt: skip
+    crafted = {
+        "escape": _subs([{"path": "../victim.txt", "what": "replace", "old": "a", "new": "b"}]),
+        "absolute": _subs([{"path": str(victim), "what": "replace", "old": "a", "new": "b"}]),
+        "nul": _subs([{"path": "Makefile\0x", "what": "replace", "old": "a", "new": "b"}]),
+        "make-env": _subs([], {"CC": f"$(shell touch {w / 'sentinels' / 'subs-env'})"}),
+        "nan": '{"schema": 1, "files": NaN}',
+        "list": "[1, 2]",
+        "deep": "[" * 100_000,
+    }
+    for name, text in crafted.items():
+        t = _mini_tree(w, f"subs-{name}", subs=text)
+        out.append(Probe(["sources", "--tree", str(t), "--redo", "x-1.0.tar.gz", "--no-debian"],
+                         sentinel=w / "sentinels" / "subs-env", after=victim_intact))  # fmt: skip
+    for kind in ("fifo", "sparse 20 GB", "symlink to /dev/zero"):
+        t = _mini_tree(w, "subs-" + kind.replace(" ", "-").replace("/", ""), special_kind=kind)
+        out.append(Probe(["sources", "--tree", str(t), "--redo", "x-1.0.tar.gz", "--no-debian"],
+                         after=victim_intact))  # fmt: skip
+    for i, v in enumerate(["$(shell touch {s})", "@g$(shell touch {s})", "luci;touch {s}"]):
+        s = w / "sentinels" / f"src-pk-{i}"
+        argv = ["sources", "--tree", str(ok), "--device", "malta-be", "--flavour", "wolfssl"]
+        out.append(Probe([*argv, "--packages", v.format(s=s), "--no-debian"], sentinel=s))
+    return out

@@ -129,19 +129,27 @@ def _exited(pid: int) -> bool:
 def kill_group(p: subprocess.Popen[bytes], *, grace: float) -> None:
     """TERM the process group, KILL what is left of it after ``grace`` seconds, reap the
     leader. A leader reaped earlier is left alone: its pid may be another process's now."""
-    if p.returncode is not None:
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(p.pid, signal.SIGTERM)
+    kill_groups([p], grace=grace)
+
+
+def kill_groups(procs: list[subprocess.Popen[bytes]], *, grace: float) -> None:
+    """kill_group for several groups with one grace period for all of them, not one each: a
+    task stopping with n builds running waits ``grace`` seconds, not n times that."""
+    procs = [p for p in procs if p.returncode is None]
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while not _exited(p.pid) and time.monotonic() < deadline:
+    while not all(_exited(p.pid) for p in procs) and time.monotonic() < deadline:
         time.sleep(0.05)
-    # KILL what is left of the group even when its leader went at TERM: a shell's or make's
+    # KILL what is left of each group even when its leader went at TERM: a shell's or make's
     # children (the compilers) may ignore TERM or not have been told
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(p.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        p.wait(timeout=5)
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
 
 
 def _tell_reaper(line: str) -> None:
@@ -184,8 +192,7 @@ def stop_all() -> None:
     _stopping.set()
     with _live_lock:
         procs = list(_live.values())
-    for p in procs:
-        kill_group(p, grace=5.0)
+    kill_groups(procs, grace=5.0)
 
 
 @contextlib.contextmanager

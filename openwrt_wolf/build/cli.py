@@ -268,7 +268,7 @@ def _build_seeds(
     if not (device and flavour):
         raise WolfError("--device and --flavour go together (the seeds of those builds)")
     rel = releases.get(release).name
-    extra = tuple(p.strip() for p in (packages or "").split(",") if p.strip())
+    extra = names.packages(packages)  # checked before anything reaches make
     out = []
     for dev in devs.resolve_many(device, rel):
         for fl in flavours.resolve_many(flavour):

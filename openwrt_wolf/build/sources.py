@@ -509,6 +509,8 @@ class Filler:
             if "replace" in e:
                 old, new = (str(x) for x in e["replace"])
                 out += srcedit.replace_text(self.tree, e["path"], old, new)
+            if "add" in e:
+                out += srcedit.add_file(self.tree, e["add"], str(e["text"]), str(e.get("why", "")))
         return out
 
     def _repack(self, o: srcdebian.Orig, out: Path, topdir: str, inner: str | None) -> None:

@@ -24,6 +24,7 @@ from ..errors import WolfError
 from ..results.store import write_atomic
 
 ORIG_DIR = ".wolf-sources/orig"
+ADDED = ".wolf-added"  # marker beside the originals: this file was not in the tree
 
 
 @dataclass(frozen=True)
@@ -162,13 +163,39 @@ def replace_file(tree: Path, rel: str, text: str, why: str) -> list[Edit]:
     return [Edit(rel, "Makefile", f"{ORIG_DIR}/{rel}", why)]
 
 
+def add_file(tree: Path, rel: str, text: str, why: str) -> list[Edit]:
+    """A new file in the tree (a patch for a substitute's source, which OpenWrt applies with
+    the others of its directory); --revert removes it again."""
+    path = tree / rel
+    marker = tree / ORIG_DIR / (rel + ADDED)
+    if path.exists() and not marker.is_file():
+        raise WolfError(f"{rel} is already in the tree (data/sources.toml [[edit]] add: new files)")
+    if not path.is_file() or path.read_text() != text:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(why + "\n")
+        write_atomic(path, text)
+    return [Edit(rel, "added", "", why)]
+
+
+def _drop_added(tree: Path, rel: str) -> bool:
+    marker = tree / ORIG_DIR / (rel + ADDED)
+    if not marker.is_file():
+        return False
+    (tree / rel).unlink(missing_ok=True)
+    marker.unlink()
+    return True
+
+
 def revert_paths(tree: Path, rels: list[str]) -> list[str]:
-    """Put back the originals of these files (those an earlier run kept)."""
+    """Put back the originals of these files (those an earlier run kept), and remove the
+    files an earlier run added."""
     base = tree / ORIG_DIR
     done = []
     for rel in dict.fromkeys(rels):
         orig = base / rel
-        if orig.is_file():
+        if _drop_added(tree, rel):
+            done.append(rel)
+        elif orig.is_file():
             (tree / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(orig, tree / rel)
             orig.unlink()
@@ -182,6 +209,9 @@ def revert(tree: Path) -> list[str]:
     restored = []
     for orig in sorted(p for p in base.rglob("*") if p.is_file()):
         rel = str(orig.relative_to(base))
+        if rel.endswith(ADDED) and _drop_added(tree, rel.removesuffix(ADDED)):
+            restored.append(rel.removesuffix(ADDED))
+            continue
         (tree / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(orig, tree / rel)
         orig.unlink()

@@ -157,3 +157,21 @@ def test_a_group_is_a_packages_word_but_never_a_make_value() -> None:
         names.package("@$(x)")
     with pytest.raises(WolfError, match="not an OpenWrt package name"):
         names.make_variable("PACKAGES=uhttpd @https-server")
+
+
+def test_sources_seed_packages_are_checked_before_make(tmp_path: Path) -> None:
+    """`sources --tree T --device D --flavour F --packages P` writes the seeds `build --tree`
+    would: P is checked as build's --packages is, before make reads a seed."""
+    from openwrt_wolf.build.buildroot import Tree
+
+    for need in ("Makefile", "include/target.mk", "config/Config-build.in"):
+        (tmp_path / need).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / need).write_text("")
+    p = subprocess.run(
+        [str(ROOT / "wolf"), "sources", "--tree", str(tmp_path), "--device", "malta-be",
+         "--flavour", "wolfssl", "--packages", "uhttpd,x$(shell touch pwned)"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert p.returncode != 0 and "not an OpenWrt package name" in p.stderr
+    assert not list(tmp_path.rglob("pwned")) and not (tmp_path / ".config").exists()
+    assert Tree(tmp_path).top == tmp_path.resolve()  # the tree itself was fine

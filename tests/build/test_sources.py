@@ -2,9 +2,9 @@
 repository and from Debian's source archive, each file checked against OpenWrt's own pins.
 
 Oracles: OpenWrt's PKG_MIRROR_HASH / PKG_HASH as the v25.12.5 tree states them, and the tree's
-own make (`make -C <dir> var.PKG_SOURCE` etc.) reading the edited Makefiles back. The tree is a
-hard-linked copy of the shared snapshot: edits replace files (temp + rename), so the snapshot
-itself is never changed."""
+own make (`make -C <dir> var.PKG_SOURCE` etc.) reading the edited Makefiles back. Each test's
+tree is a hard-linked copy of one copy of the snapshot: edits replace files (temp + rename), so
+neither is ever changed."""
 
 from __future__ import annotations
 
@@ -34,11 +34,20 @@ def _sha(p: Path) -> str:
     return hashlib.sha256(p.read_bytes()).hexdigest()
 
 
+@pytest.fixture(scope="module")
+def tree_here(openwrt_tree_25125: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the snapshot on the tests' own file system (a CI machine's /tmp is a tmpfs,
+    where hard links into the cache cannot reach), for the tests to hard-link from."""
+    here = tmp_path_factory.mktemp("snapshot") / "openwrt"
+    subprocess.run(["cp", "-a", str(openwrt_tree_25125), str(here)], check=True)
+    return here
+
+
 @pytest.fixture
-def tree(openwrt_tree_25125: Path, tmp_path: Path) -> Path:
+def tree(tree_here: Path, tmp_path: Path) -> Path:
     need_tools("make", "git", "tar", "gawk")
     t = tmp_path / "openwrt"
-    subprocess.run(["cp", "-al", str(openwrt_tree_25125), str(t)], check=True)
+    subprocess.run(["cp", "-al", str(tree_here), str(t)], check=True)
     for stale in ("dl", "tmp", ".wolf-sources", sources.SUBSTITUTIONS):
         p = t / stale
         if p.is_dir():
@@ -317,7 +326,12 @@ def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) ->
         *srcedit.drop_hunks(tree, atm, "src/qgen/Makefile.in"),
         *srcedit.remove_file(tree, aa, "contained in the substitute"),
     ]
-    assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed"]
+    added = "toolchain/gcc/patches-14.x/995-openwrt-wolf-test.patch"
+    edits += srcedit.add_file(tree, added, "a patch\n", "a substitute needs it")
+    assert (tree / added).read_text() == "a patch\n"
+    with pytest.raises(WolfError, match="already in the tree"):
+        srcedit.add_file(tree, "tools/bc/Makefile", "x", "an existing file is not added")
+    assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed", "added"]
     assert srcneeded.pkg_vars(tree, "tools/bison")["PKG_HASH"] == "0" * 64
     assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_SOURCE"] == "bc-1.07.1.tar.xz"
     text = (tree / atm).read_text()
@@ -329,7 +343,8 @@ def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) ->
     assert (tree / "tools/bison/Makefile").stat().st_mtime_ns == before
     restored = srcedit.revert(tree)
     assert sorted(restored) == sorted({e.path for e in edits})
-    for rel in restored:
+    assert not (tree / added).exists()  # not OpenWrt's: removed again
+    for rel in set(restored) - {added}:
         assert (tree / rel).read_bytes() == (openwrt_tree_25125 / rel).read_bytes(), rel
 
 

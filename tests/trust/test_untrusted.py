@@ -189,17 +189,23 @@ def test_unreadable_files_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_20gb_sparse_file_is_refused_before_reading(tmp_path: Path) -> None:
-    """The size is checked from stat: the reader's RSS stays small (it would be 20 GB)."""
+    """The size is checked from stat: the reader's peak RSS stays small (it would be 20 GB).
+    The peak is the reader's own VmHWM: getrusage's ru_maxrss would also carry the pytest
+    worker's peak across fork and exec (Linux keeps it in the signal struct), and a worker
+    grown past the bound failed this test on a fresh machine. A 1 GiB address-space limit
+    makes reading the file fail outright rather than only slowly."""
     big = _special(tmp_path, "sparse 20 GB")
     code = (
         "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
         "from openwrt_wolf.trust import untrusted\n"
         "from openwrt_wolf.errors import WolfError\n"
         "try:\n"
         f"    untrusted.load_json(__import__('pathlib').Path({str(big)!r}), 'x')\n"
         "except WolfError as e:\n"
         "    print(e)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "status = open('/proc/self/status').read().splitlines()\n"
+        "print(next(ln.split()[1] for ln in status if ln.startswith('VmHWM:')))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)  # fmt: skip
