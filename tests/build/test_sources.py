@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -366,3 +368,43 @@ def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Pat
     (again,) = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
     assert (again.file, again.hash) == (pinned.file, pinned.hash)
     assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
+
+
+def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
+    tree: Path, tmp_path: Path
+) -> None:
+    """LibreSSL replaced by Debian's OpenSSL: the tree's package/Makefile makes the build's apk
+    signing key with $(STAGING_DIR_HOST)/bin/openssl (LibreSSL's command); the replacement must
+    link a binary there that runs the tree's own command lines (a real build stopped at
+    package/compile with 'staging_dir/host/bin/openssl: No such file or directory')."""
+    from openwrt_wolf.build.sources import Filler
+
+    need_tools("openssl", "/usr/include/openssl/evp.h")
+    f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+    r = f.resolve(_needed(tree, "tools/libressl"))
+    assert (r.cls, r.origin) == ("substitute", "debian-binary:libssl-dev")
+    makefile = (tree / "tools/libressl/Makefile").read_text()
+    links = {
+        name: path
+        for path, name in re.findall(r"ln -s (\S+) \$\(STAGING_DIR_HOST\)/(\S+)", makefile)
+    }
+    recipes = re.findall(
+        r"^\t\$\(STAGING_DIR_HOST\)/bin/openssl (.+)$",
+        (tree / "package/Makefile").read_text(),
+        flags=re.M,
+    )
+    assert len(recipes) == 2, recipes  # the key, then its public half
+    env = {
+        "BUILD_KEY_APK_SEC": str(tmp_path / "key.pem"),
+        "BUILD_KEY_APK_PUB": str(tmp_path / "pub.pem"),
+    }
+    for recipe in recipes:
+        for var, val in env.items():
+            recipe = recipe.replace(f"$({var})", val)
+        args, _, out = recipe.partition(">")
+        done = subprocess.run(
+            [links["bin/openssl"], *shlex.split(args)], capture_output=True, check=True, timeout=60
+        )
+        if out:
+            Path(out.strip()).write_bytes(done.stdout)
+    assert (tmp_path / "pub.pem").read_text().startswith("-----BEGIN PUBLIC KEY-----")
