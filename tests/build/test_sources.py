@@ -190,8 +190,23 @@ def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
     (tree / ".config").write_text(seed)
     subprocess.run(["make", "defconfig"], cwd=tree, check=True, capture_output=True,
                    env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
-    assert srcneeded.downloads_when_compiled(tree, "package/libs/libselinux")
-    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware")
+    empty = tmp_path / "dl-empty"
+    empty.mkdir()
+    selinux = "package/libs/libselinux"
+    assert srcneeded.downloads_when_compiled(tree, selinux, empty)
+    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware", empty)
+    # a file an earlier run placed in the tree's dl/ is still needed: the dry run does not
+    # look there (with the tree's dl/, make would not download it and ppp's linux-atm, compiled
+    # though nobody selects it, dropped out of a later run's list)
+    from openwrt_wolf.build import srcedit
+
+    atm = "package/network/utils/linux-atm"
+    (tree / "dl").mkdir(exist_ok=True)
+    placed = tree / "dl" / srcneeded.pkg_vars(tree, atm)["PKG_SOURCE"]
+    placed.write_bytes(b"placed")  # with a matching PKG_HASH, as a substitute is placed
+    srcedit.set_hash(tree, (atm,), _needed(tree, atm).hash, _sha(placed))
+    assert srcneeded.downloads_when_compiled(tree, atm, empty)
+    assert not srcneeded.downloads_when_compiled(tree, atm, tree / "dl")  # what went wrong
     # with CONFIG_SDK tools/Makefile builds lzop, whose compile needs liblzo: not in tools-y
     selected, added = srcneeded.compile_closure(tree, tmp_path / "log", tools=True)
     assert "lzop" in selected and "liblzo" in added and "liblzo" not in selected
