@@ -77,7 +77,9 @@ def _repo_from_snapshot(name: str, dest: Path) -> Path:
     work.mkdir(parents=True)
     with tarfile.open(src) as tf:
         when = max(m.mtime for m in tf.getmembers())
-    subprocess.run(["tar", "-xzf", str(src), "-C", str(work)], check=True)
+    # a public archive's owners are not ours (GitHub's: another uid): git refuses a tree owned
+    # by another user ("dubious ownership"), so take the files as our own
+    subprocess.run(["tar", "--no-same-owner", "-xzf", str(src), "-C", str(work)], check=True)
     (top,) = list(work.iterdir())
     env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
