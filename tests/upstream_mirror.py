@@ -2,8 +2,9 @@
 holding every pinned file by name, made from a folder of the pinned files (../shared/openwrt),
 either as they are (--form shared) or repacked the way GitHub's archive packs a commit (--form
 github: top folder <repo>-<commit>, another gzip, other modes and owners, so only the tree
-digest can verify them). It runs a command with the project's ../shared hidden
-($OPENWRT_WOLF_SHARED pointing at an empty folder) and $OPENWRT_WOLF_SOURCES_URL at the server:
+digest can verify them), and offline/dl's tarballs as they are (OpenWrt's source mirror). It
+runs a command with the project's ../shared hidden ($OPENWRT_WOLF_SHARED pointing at an empty
+folder) and $OPENWRT_WOLF_SOURCES_URL at the server:
 
     python3 tests/upstream_mirror.py --form github -- bash .ci/run
 
@@ -41,9 +42,11 @@ def repack(
     change: Callable[[tarfile.TarInfo, bytes | None], tuple[tarfile.TarInfo, bytes | None]]
     | None = None,
     comment: str = "",
+    shift: int = 3600,
 ) -> None:
     """Write src's tree to dest as another packer would: another top folder, gzip -6 with a
-    time stamp, modes 0644/0755, another owner and time, a pax comment naming the commit.
+    time stamp, modes 0644/0755, another owner, times moved by ``shift`` seconds, a pax comment
+    naming the commit.
     ``change`` may alter a member (and its content) on the way, to make a tampered copy."""
     with tarfile.open(src, "r:*") as tin:
         members = [(m, tin.extractfile(m).read() if m.isreg() else None) for m in tin]  # type: ignore[union-attr]
@@ -51,7 +54,7 @@ def repack(
     with tarfile.open(raw, "w", format=tarfile.PAX_FORMAT, pax_headers={"comment": comment}) as t:
         for m, data in members:
             n = tarfile.TarInfo(top + m.name[m.name.index("/") :] if "/" in m.name else top)
-            n.type, n.linkname, n.mtime = m.type, m.linkname, m.mtime + 3600
+            n.type, n.linkname, n.mtime = m.type, m.linkname, m.mtime + shift
             n.mode = 0o755 if m.isdir() or m.mode & 0o111 else 0o644
             n.uid = n.gid = 1000
             n.uname = n.gname = "runner"
@@ -81,8 +84,16 @@ def make_mirror(shared: Path, into: Path, form: str) -> list[str]:
         if form == "shared":
             shutil.copyfile(src, dest)
         else:
-            repack(src, dest, github_top(pin), comment=pin["commit"])
+            # GitHub's archive is `git archive`: every entry carries the commit's time
+            repack(src, dest, github_top(pin), comment=pin["commit"], shift=0)
         names.append(pin["file"])
+    # OpenWrt's source mirror (sources.openwrt.org) holds download.pl's tarballs by name, the
+    # same bytes as offline/dl: hostapd's for the Wi-Fi lab (footprint/wpad.py)
+    dl = shared / "offline" / "dl"
+    for f in sorted(dl.iterdir()) if dl.is_dir() else []:
+        if f.is_file():
+            shutil.copyfile(f, into / f.name)
+            names.append(f.name)
     return names
 
 

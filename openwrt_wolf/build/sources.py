@@ -570,8 +570,8 @@ class Filler:
         if gate:
             return gate
         tool = tools[0].removeprefix("tools/")
-        if spec.get("host_tool"):
-            hosttools.ensure([str(spec["host_tool"])])
+        if spec.get("host_tools"):
+            hosttools.ensure([str(t) for t in spec["host_tools"]])
         links = dict(spec.get("links", {}))
         text = packages.render(
             "host-binary.mk.j2",

@@ -220,12 +220,14 @@ def replaced_by_us(tree: Path, orig_dir: Path, marker: str) -> list[Needed]:
     return out
 
 
-def downloads_when_compiled(tree: Path, d: str) -> bool:
+def downloads_when_compiled(tree: Path, d: str, dl_dir: Path) -> bool:
     """Whether `make compile` in ``d`` would download (a dry run): a package nobody selected
     is still compiled as a dependency, and some of them (libselinux for busybox) then unpack
-    their source while others (linux-firmware) do nothing."""
+    their source while others (linux-firmware) do nothing. ``dl_dir`` is an empty DL_DIR: with
+    the tree's own dl/ a file fetched by an earlier run would not be downloaded again, and the
+    package would drop out of the list (linux-atm, ppp's dependency, did)."""
     done = proc.run(
-        ["make", "-n", "-s", "-C", d, "compile", f"TOPDIR={tree}"],
+        ["make", "-n", "-s", "-C", d, "compile", f"TOPDIR={tree}", f"DL_DIR={dl_dir}"],
         cwd=tree,
         timeout=VAL_TIMEOUT,
         check=False,
@@ -267,7 +269,7 @@ def list_needed(
             pkgs = [f"package/{d}" for d in selected + added if f"package/{d}" not in asked]
             pkgs = [d for d in pkgs if (tree / d / "Makefile").is_file()]
             with ThreadPoolExecutor(max_workers=2) as pool:
-                fetches = list(pool.map(lambda d: downloads_when_compiled(tree, d), pkgs))
+                fetches = list(pool.map(lambda d: downloads_when_compiled(tree, d, dl), pkgs))
             extra += [d for d, yes in zip(pkgs, fetches, strict=True) if yes]
         if extra:
             _make(tree, [f"{d}/download" for d in extra] + overrides, log, env)

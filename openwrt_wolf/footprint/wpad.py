@@ -98,17 +98,21 @@ def hostapd_source() -> spec.Source:
 def fetch_source() -> Path:
     """OpenWrt's hostapd tarball, sha256-checked: the shared snapshot folder first
     ($OPENWRT_WOLF_SHARED or ../shared: openwrt/offline/dl), --sources/$OPENWRT_WOLF_SOURCES,
-    then OpenWrt's source mirrors."""
+    the mirror URLs of the pinned sources (--sources-url/$OPENWRT_WOLF_SOURCES_URL), then
+    OpenWrt's source mirrors."""
     shared = [upstream.shared_dir() / d for d in data()["source"]["shared_dirs"]]
     src = hostapd_source()
     try:
-        return sources.fetch(src, local=[d for d in shared if d.is_dir()])
+        return sources.fetch(
+            src, local=[d for d in shared if d.is_dir()], mirrors=upstream.mirror_urls()
+        )
     except upstream.Unavailable as e:
         raise upstream.Unavailable(
             e.message.split(", and Debian")[0],
             hint=f"put {src.file} (sha256 {src.sha256[:12]}…, OpenWrt's PKG_MIRROR_HASH) in a "
-            f"folder named by ${sources.SOURCES_ENV}, or in "
-            f"{shared[0] if shared else upstream.shared_dir()}",
+            f"folder named by ${sources.SOURCES_ENV} or in "
+            f"{shared[0] if shared else upstream.shared_dir()}, or serve it by name at a URL "
+            f"named by ${upstream.SOURCES_URL_ENV}",
         ) from None
 
 

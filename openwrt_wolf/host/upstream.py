@@ -246,7 +246,10 @@ def source_dir(name: str) -> Path:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", dir=root))
         try:
-            proc.run(["tar", "-xf", str(src), "-C", str(tmp)], timeout=EXTRACT_TIMEOUT)
+            # the archive's owners and set-id bits are not the tree's content (the tree digest
+            # does not cover them): root's tar would keep them, so the files become ours
+            proc.run(["tar", "--no-same-owner", "--no-same-permissions", "-xf", str(src), "-C",
+                      str(tmp)], timeout=EXTRACT_TIMEOUT)  # fmt: skip
             tops = [q for q in tmp.iterdir() if q.is_dir()]
             if len(tops) != 1:
                 raise WolfError(f"{src}: expected one top folder, found {len(tops)}")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -75,7 +77,9 @@ def _repo_from_snapshot(name: str, dest: Path) -> Path:
     work.mkdir(parents=True)
     with tarfile.open(src) as tf:
         when = max(m.mtime for m in tf.getmembers())
-    subprocess.run(["tar", "-xzf", str(src), "-C", str(work)], check=True)
+    # a public archive's owners are not ours (GitHub's: another uid): git refuses a tree owned
+    # by another user ("dubious ownership"), so take the files as our own
+    subprocess.run(["tar", "--no-same-owner", "-xzf", str(src), "-C", str(work)], check=True)
     (top,) = list(work.iterdir())
     env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000",
            "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
@@ -188,8 +192,23 @@ def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
     (tree / ".config").write_text(seed)
     subprocess.run(["make", "defconfig"], cwd=tree, check=True, capture_output=True,
                    env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})  # fmt: skip
-    assert srcneeded.downloads_when_compiled(tree, "package/libs/libselinux")
-    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware")
+    empty = tmp_path / "dl-empty"
+    empty.mkdir()
+    selinux = "package/libs/libselinux"
+    assert srcneeded.downloads_when_compiled(tree, selinux, empty)
+    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware", empty)
+    # a file an earlier run placed in the tree's dl/ is still needed: the dry run does not
+    # look there (with the tree's dl/, make would not download it and ppp's linux-atm, compiled
+    # though nobody selects it, dropped out of a later run's list)
+    from openwrt_wolf.build import srcedit
+
+    atm = "package/network/utils/linux-atm"
+    (tree / "dl").mkdir(exist_ok=True)
+    placed = tree / "dl" / srcneeded.pkg_vars(tree, atm)["PKG_SOURCE"]
+    placed.write_bytes(b"placed")  # with a matching PKG_HASH, as a substitute is placed
+    srcedit.set_hash(tree, (atm,), _needed(tree, atm).hash, _sha(placed))
+    assert srcneeded.downloads_when_compiled(tree, atm, empty)
+    assert not srcneeded.downloads_when_compiled(tree, atm, tree / "dl")  # what went wrong
     # with CONFIG_SDK tools/Makefile builds lzop, whose compile needs liblzo: not in tools-y
     selected, added = srcneeded.compile_closure(tree, tmp_path / "log", tools=True)
     assert "lzop" in selected and "liblzo" in added and "liblzo" not in selected
@@ -366,3 +385,43 @@ def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Pat
     (again,) = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
     assert (again.file, again.hash) == (pinned.file, pinned.hash)
     assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
+
+
+def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
+    tree: Path, tmp_path: Path
+) -> None:
+    """LibreSSL replaced by Debian's OpenSSL: the tree's package/Makefile makes the build's apk
+    signing key with $(STAGING_DIR_HOST)/bin/openssl (LibreSSL's command); the replacement must
+    link a binary there that runs the tree's own command lines (a real build stopped at
+    package/compile with 'staging_dir/host/bin/openssl: No such file or directory')."""
+    from openwrt_wolf.build.sources import Filler
+
+    need_tools("openssl", "/usr/include/openssl/evp.h")
+    f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+    r = f.resolve(_needed(tree, "tools/libressl"))
+    assert (r.cls, r.origin) == ("substitute", "debian-binary:libssl-dev")
+    makefile = (tree / "tools/libressl/Makefile").read_text()
+    links = {
+        name: path
+        for path, name in re.findall(r"ln -s (\S+) \$\(STAGING_DIR_HOST\)/(\S+)", makefile)
+    }
+    recipes = re.findall(
+        r"^\t\$\(STAGING_DIR_HOST\)/bin/openssl (.+)$",
+        (tree / "package/Makefile").read_text(),
+        flags=re.M,
+    )
+    assert len(recipes) == 2, recipes  # the key, then its public half
+    env = {
+        "BUILD_KEY_APK_SEC": str(tmp_path / "key.pem"),
+        "BUILD_KEY_APK_PUB": str(tmp_path / "pub.pem"),
+    }
+    for recipe in recipes:
+        for var, val in env.items():
+            recipe = recipe.replace(f"$({var})", val)
+        args, _, out = recipe.partition(">")
+        done = subprocess.run(
+            [links["bin/openssl"], *shlex.split(args)], capture_output=True, check=True, timeout=60
+        )
+        if out:
+            Path(out.strip()).write_bytes(done.stdout)
+    assert (tmp_path / "pub.pem").read_text().startswith("-----BEGIN PUBLIC KEY-----")

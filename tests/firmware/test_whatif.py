@@ -30,7 +30,7 @@ from openwrt_wolf import locks, paths
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware import pkgsource, whatif
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests.conftest import need_tools, preparing
+from tests.conftest import free_port, need_tools, preparing
 from tests.standin import make_standin
 from tests.standin.kit import Kit
 
@@ -420,8 +420,13 @@ def test_tools_come_from_the_imagebuilder(
     mksquashfs4, unsquashfs4) and needs neither ../shared nor OpenWrt's tools in the cache;
     packages without an ImageBuilder around them and no ../shared: one line naming both."""
     src = lab[(V1, "mbedtls")]
+    # no ../shared and no network: no mirror URL, and the public archives behind a proxy that
+    # refuses (else what-if may fetch the pinned sources and build OpenWrt's tools itself)
+    dead = f"http://127.0.0.1:{free_port()}"
     env = {"OPENWRT_WOLF_SHARED": str(tmp_path / "no-shared"),
-           "OPENWRT_WOLF_CACHE": str(tmp_path / "empty-cache")}  # fmt: skip
+           "OPENWRT_WOLF_CACHE": str(tmp_path / "empty-cache"), "OPENWRT_WOLF_SOURCES_URL": "",
+           "OPENWRT_WOLF_SOURCES": "", "NO_PROXY": "", "no_proxy": "", "HTTPS_PROXY": dead,
+           "https_proxy": dead, "HTTP_PROXY": dead, "http_proxy": dead}  # fmt: skip
     p = cli("--from", str(src.bin_dir), "--flavour", "wolfssl", "--packages", str(src.packages),
             "--store", str(tmp_path / "store"), "--json", env=env)  # fmt: skip
     assert p.returncode == 0, p.stderr[-2000:]
