@@ -597,6 +597,16 @@ def _left_out_note(paths: list[str]) -> str:
     )
 
 
+def put_back_unlisted(tree: Path) -> list[str]:
+    """Put back the tree files an earlier run edited that no entry of the substitutions file
+    names (the file stopped being needed, or was left out of a run's list): the tree is always
+    OpenWrt's own plus the listed edits, never an edit nobody sees, and the next listing reads
+    OpenWrt's pins, not a substitute's."""
+    prev = read_substitutions(tree)
+    listed = {str(e["path"]) for f in (prev.files if prev else ()) for e in f["edits"]}
+    return srcedit.revert_paths(tree, [r for r in srcedit.kept(tree) if r not in listed])
+
+
 def redo(tree: Path, files: list[str]) -> list[str]:
     """Undo an earlier run's edits for these files (OpenWrt's names), so the next run
     resolves them from the original pins again (e.g. after data/sources.toml changed how

@@ -387,6 +387,33 @@ def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Pat
     assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
 
 
+def test_edits_no_substitutions_entry_names_are_put_back(tree: Path) -> None:
+    """An edit the substitutions file does not list (its file dropped out of a run's list:
+    linux-atm's Makefile kept 2.5.1 while the file said nothing, and the next run read the
+    edited Makefile as OpenWrt's pin) is put back; listed edits stay."""
+    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.srcmodel import SUBSTITUTIONS, Substitutions
+
+    bison = _needed(tree, "tools/bison")
+    bc_makefile = (tree / "tools/bc/Makefile").read_bytes()
+    listed = srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
+    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+                    "1.07.1")  # fmt: skip
+    srcedit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "unlisted")
+    entry = {"file": bison.file, "expected": bison.hash, "dirs": list(bison.dirs),
+             "class": "substitute", "origin": "test", "placed": bison.file, "sha256": "0" * 64,
+             "version": bison.version, "note": "",
+             "edits": [e.to_dict() for e in listed]}  # fmt: skip
+    subs = Substitutions(str(tree), "now", ("substitute",), (entry,))
+    (tree / SUBSTITUTIONS).write_text(json.dumps(subs.to_dict()))
+    back = sources.put_back_unlisted(tree)
+    assert sorted(back) == ["toolchain/gcc/patches-14.x/995-x.patch", "tools/bc/Makefile"]
+    assert (tree / "tools/bc/Makefile").read_bytes() == bc_makefile  # OpenWrt's own again
+    assert not (tree / "toolchain/gcc/patches-14.x/995-x.patch").exists()
+    assert _needed(tree, "tools/bison").hash == "0" * 64  # the listed edit stays
+    assert sources.put_back_unlisted(tree) == []
+
+
 def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
     tree: Path, tmp_path: Path
 ) -> None:
