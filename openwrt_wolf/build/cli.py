@@ -231,6 +231,11 @@ def sources_main(
             put_back = sources.redo(top, redone)
             term.console().print(f"redo {', '.join(redone)}: {len(put_back)} files put back",
                                  markup=False)  # fmt: skip
+        unlisted = sources.put_back_unlisted(top)
+        if unlisted:
+            term.console().print(f"put back {len(unlisted)} files an earlier run edited that its "
+                                 f"substitutions file does not list: {', '.join(unlisted)}",
+                                 markup=False)  # fmt: skip
         local = [d.resolve() for d in upstream.given_dirs()]
         for d in local:
             if not d.is_dir():
@@ -246,6 +251,10 @@ def sources_main(
         subs = sources.fill(top, needed, local=local, urls=upstream.mirror_urls(),
                             allow=sources.parse_allow(allow), debian=debian is not False,
                             log=log)  # fmt: skip
+        gone = sources.put_back_unlisted(top)  # edits of files this run no longer needs
+        if gone:
+            term.console().print(f"put back {len(gone)} files no longer needed: "
+                                 f"{', '.join(gone)}", markup=False)  # fmt: skip
     show_substitutions(subs)
     missing = [f["file"] for f in subs.files if f["class"] == "missing"]
     con = term.console()

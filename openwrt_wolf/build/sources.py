@@ -150,10 +150,13 @@ class Filler:
         return None
 
     def _git_repo(self, n: Needed) -> Path | None:
+        return self._git_repo_of(n.git_url)
+
+    def _git_repo_of(self, url: str) -> Path | None:
         """A git repository of the project under a --sources directory: <dir>/<project>,
         <dir>/<project>.git, or the fetch tool's <dir>/<owner>+<project>/repo."""
-        proj = re.sub(r"\.git$", "", n.git_url.rstrip("/").rsplit("/", 1)[-1])
-        if not proj:
+        proj = re.sub(r"\.git$", "", url.rstrip("/").rsplit("/", 1)[-1])
+        if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._+-]*", proj):  # a name, never a path
             return None
         for d in self.local:
             for cand in [d / proj, d / f"{proj}.git", *sorted(d.glob(f"*+{proj}/repo"))]:
@@ -292,7 +295,8 @@ class Filler:
         commit = srcpack.resolve_commit(repo, n.commit) if n.commit else ""
         if commit:
             out = self.work / n.file
-            left_out = srcpack.git_pack(repo, commit, subdir, out)
+            left_out = srcpack.git_pack(repo, commit, subdir, out, submodules=n.submodules,
+                                        find=self._git_repo_of)  # fmt: skip
             sha = file_sha256(out)
             if sha == n.hash:
                 self._place(out, n.file, move=True)
@@ -329,7 +333,8 @@ class Filler:
         if not name or name == n.file:
             raise WolfError(f"{n.file}: cannot name a substitute (PKG_VERSION {n.version!r})")
         out = self.work / name
-        left_out = srcpack.git_pack(repo, head, srcpack.stem(name), out)
+        left_out = srcpack.git_pack(repo, head, srcpack.stem(name), out,
+                                    submodules=n.submodules, find=self._git_repo_of)  # fmt: skip
         sha = file_sha256(out)
         edits = [
             *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_DATE", n.source_date, date),
@@ -595,6 +600,16 @@ def _left_out_note(paths: list[str]) -> str:
     return (
         f"; the repository lacks {', '.join(paths[:5])}{' ...' if len(paths) > 5 else ''}: left out"
     )
+
+
+def put_back_unlisted(tree: Path) -> list[str]:
+    """Put back the tree files an earlier run edited that no entry of the substitutions file
+    names (the file stopped being needed, or was left out of a run's list): the tree is always
+    OpenWrt's own plus the listed edits, never an edit nobody sees, and the next listing reads
+    OpenWrt's pins, not a substitute's."""
+    prev = read_substitutions(tree)
+    listed = {str(e["path"]) for f in (prev.files if prev else ()) for e in f["edits"]}
+    return srcedit.revert_paths(tree, [r for r in srcedit.kept(tree) if r not in listed])
 
 
 def redo(tree: Path, files: list[str]) -> list[str]:

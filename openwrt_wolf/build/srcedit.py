@@ -203,6 +203,13 @@ def revert_paths(tree: Path, rels: list[str]) -> list[str]:
     return done
 
 
+def kept(tree: Path) -> list[str]:
+    """The files an earlier run changed or added (their originals or markers are kept)."""
+    base = tree / ORIG_DIR
+    rels = (str(p.relative_to(base)) for p in base.rglob("*") if p.is_file())
+    return sorted({r.removesuffix(ADDED) for r in rels})
+
+
 def revert(tree: Path) -> list[str]:
     """Put back every original kept under .wolf-sources/orig/."""
     base = tree / ORIG_DIR

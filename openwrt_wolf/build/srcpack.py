@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -202,10 +202,86 @@ def _archive(repo: Path, commit: str, archive: Path) -> list[str]:
     raise WolfError(f"git archive {commit[:12]} of {repo}: more than {MAX_MISSING} files missing")
 
 
-def git_pack(repo: Path, commit: str, subdir: str, dest: Path) -> list[str]:
+SubmoduleRepo = Callable[[str], "Path | None"]  # a submodule's URL -> a repository of it
+
+
+def _gitlinks(repo: Path, commit: str) -> list[tuple[str, str]]:
+    """(path, commit) of every submodule of ``commit``: its tree's mode-160000 entries."""
+    out = proc.run(["git", "--git-dir", repo, "ls-tree", "-r", "-z", commit],
+                   timeout=GIT_TIMEOUT).output  # fmt: skip
+    links = []
+    for entry in out.split("\0"):
+        meta, _, path = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3 and parts[0] == "160000":
+            links.append((path, parts[2]))
+    return links
+
+
+def _submodule_url(repo: Path, commit: str, path: str) -> str:
+    done = proc.run(["git", "--git-dir", repo, "config", "--blob", f"{commit}:.gitmodules",
+                     "--get-regexp", r"^submodule\..*\.path$"], timeout=GIT_TIMEOUT,
+                    check=False)  # fmt: skip
+    for line in done.output.splitlines():
+        key, _, value = line.partition(" ")
+        if value == path:
+            name = key.removeprefix("submodule.").removesuffix(".path")
+            return proc.run(["git", "--git-dir", repo, "config", "--blob",
+                             f"{commit}:.gitmodules", f"submodule.{name}.url"],
+                            timeout=GIT_TIMEOUT).output.strip()  # fmt: skip
+    raise WolfError(f"submodule {path} of {commit[:12]} is not in its .gitmodules")
+
+
+def _checkout_submodules(
+    repo: Path,
+    commit: str,
+    top: Path,
+    into: Path,
+    wanted: str,
+    find: SubmoduleRepo,
+    modules: str = "",
+) -> None:
+    """What rawgit's `git submodule update --init --recursive -- $(SUBMODULES)` leaves: each
+    submodule's files as `git checkout` writes them (no export attributes), and in its folder
+    the one-line .git file pointing into the superproject's .git/modules/."""
+    for path, sub in _gitlinks(repo, commit):
+        if wanted and path not in wanted.split():
+            continue
+        url = _submodule_url(repo, commit, path)
+        sub_repo = find(url)
+        if sub_repo is None:
+            raise WolfError(f"no git repository of {url} (submodule {path}) under --sources")
+        dest = into / path
+        if not dest.resolve().is_relative_to(top.resolve()):
+            raise WolfError(f"submodule path {path!r} leaves the checkout")
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="wolf-subidx-") as idx:
+            env = {"GIT_INDEX_FILE": str(Path(idx) / "index")}
+            proc.run(["git", "--git-dir", sub_repo, "read-tree", sub], timeout=GIT_TIMEOUT,
+                     env=env)  # fmt: skip
+            proc.run(["git", "--git-dir", sub_repo, "--work-tree", dest, "checkout-index", "-a",
+                      "-f"], timeout=GIT_TIMEOUT, env=env)  # fmt: skip
+        # git's gitdir for a submodule at P (of a submodule at S): .git/modules/[S/modules/]P,
+        # written relative to the submodule's folder
+        gitdir = f"{modules}{path}"
+        up = "../" * len(dest.relative_to(top).parts)
+        (dest / ".git").write_text(f"gitdir: {up}.git/modules/{gitdir}\n")
+        _checkout_submodules(sub_repo, sub, top, dest, "", find, f"{gitdir}/modules/")
+
+
+def git_pack(
+    repo: Path,
+    commit: str,
+    subdir: str,
+    dest: Path,
+    *,
+    submodules: str = "skip",
+    find: SubmoduleRepo | None = None,
+) -> list[str]:
     """Pack ``commit`` of the git repository ``repo`` (bare or not) as OpenWrt's rawgit method
-    packs a checkout into ``dest`` (its extension says the compression). Returns the paths the
-    repository lacks blobs for (left out of the tarball)."""
+    packs a checkout into ``dest`` (its extension says the compression). ``submodules`` is
+    PKG_SOURCE_SUBMODULES ("" all, "skip" none, else paths), their repositories found by
+    ``find``. Returns the paths the repository lacks blobs for (left out of the tarball)."""
     if not re.fullmatch(r"[A-Za-z0-9._+~-]+", subdir):
         raise WolfError(f"unusable top directory name {subdir!r}")
     with tempfile.TemporaryDirectory(prefix="wolf-gitpack-", dir=dest.parent) as tmp:
@@ -214,6 +290,10 @@ def git_pack(repo: Path, commit: str, subdir: str, dest: Path) -> list[str]:
         left_out = _archive(repo, commit, archive)
         (t / subdir).mkdir()
         _extract(archive, t / subdir)
+        if submodules != "skip" and _gitlinks(repo, commit):
+            if find is None:
+                raise WolfError(f"{subdir}: has submodules and no way to find them")
+            _checkout_submodules(repo, commit, t / subdir, t / subdir, submodules, find)
         for leftover in (".git", ".gitmodules"):
             p = t / subdir / leftover
             if p.is_dir():

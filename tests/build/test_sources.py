@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
+import os
 import re
 import shlex
 import shutil
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zstandard
 
 from openwrt_wolf.build import sources, srcneeded, srcpack
 from openwrt_wolf.build.srcneeded import Needed
@@ -109,6 +112,77 @@ def test_git_pack_gives_openwrt_mirror_hash(tree: Path, tmp_path: Path) -> None:
     out = tmp_path / n.file
     srcpack.git_pack(repo, "HEAD", srcpack.stem(n.file), out)
     assert _sha(out) == n.hash
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_DATE": "@1700000000 +0000", "GIT_COMMITTER_DATE": "@1700000000 +0000",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "HOME": str(cwd)}  # fmt: skip
+    return subprocess.run(["git", "-c", "protocol.file.allow=always", *args], cwd=cwd,
+                          check=True, capture_output=True, text=True, env=env).stdout  # fmt: skip
+
+
+def _listing(top: Path) -> dict[str, tuple[str, int, bytes]]:
+    out = {}
+    for p in sorted(top.rglob("*")):
+        kind = "l" if p.is_symlink() else "d" if p.is_dir() else "f"
+        data = os.readlink(p).encode() if kind == "l" else p.read_bytes() if kind == "f" else b""
+        out[str(p.relative_to(top))] = (kind, p.lstat().st_mode & 0o111, data)
+    return out
+
+
+def test_git_pack_checks_out_submodules_as_git_does(tmp_path: Path) -> None:
+    """A project with a submodule (which has its own): packed as rawgit packs it, the
+    submodules' files are what `git submodule update --init --recursive` writes (checkout, so
+    no export-subst) with its one-line .git files, as git itself leaves them (urngd's
+    jitterentropy-rngd: without it OpenWrt's urngd has no sources to compile)."""
+    need_tools("git", "tar")
+    repos = {}
+    for name in ("inner", "lib", "super"):
+        r = tmp_path / name
+        r.mkdir()
+        _git(r, "init", "-q", "-b", "main")
+        repos[name] = r
+    (repos["inner"] / "x.c").write_text("int x;\n")
+    (repos["lib"] / "v.txt").write_text("$Format:%H$\n")
+    (repos["lib"] / ".gitattributes").write_text("v.txt export-subst\n")
+    (repos["lib"] / "run.sh").write_text("#!/bin/sh\n")
+    (repos["lib"] / "run.sh").chmod(0o755)
+    (repos["super"] / "main.c").write_text("int main;\n")
+    for name, subs in (("inner", []), ("lib", [("inner", "deps/x")]),
+                       ("super", [("lib", "3rdparty/lib")])):  # fmt: skip
+        r = repos[name]
+        for sub, path in subs:
+            _git(r, "submodule", "add", "-q", str(repos[sub]), path)
+        _git(r, "add", "-A")
+        _git(r, "commit", "-q", "-m", name)
+    head = _git(repos["super"], "rev-parse", "HEAD").strip()
+
+    out = tmp_path / "super-1.tar.zst"
+    srcpack.git_pack(repos["super"] / ".git", head, "super-1", out, submodules="",
+                     find=lambda url: Path(url) / ".git")  # fmt: skip
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    subprocess.run(["tar", "--zstd", "-xf", str(out), "-C", str(ours)], check=True)
+
+    # the oracle: git's own clone and submodule update, then rawgit's `rm -rf .git .gitmodules`
+    theirs = tmp_path / "theirs"
+    _git(tmp_path, "clone", "-q", str(repos["super"]), str(theirs))
+    _git(theirs, "submodule", "update", "-q", "--init", "--recursive")
+    shutil.rmtree(theirs / ".git")
+    (theirs / ".gitmodules").unlink()
+    got, want = _listing(ours / "super-1"), _listing(theirs)
+    assert got == want
+    assert want["3rdparty/lib/v.txt"][2] == b"$Format:%H$\n"  # checked out, not archived
+    assert want["3rdparty/lib/deps/x/.git"][2].startswith(b"gitdir: ../../../../.git/modules/")
+    srcpack.git_pack(repos["super"] / ".git", head, "super-1", tmp_path / "skip.tar.zst",
+                     submodules="skip")  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(zstandard.decompress(
+            (tmp_path / "skip.tar.zst").read_bytes(), max_output_size=1 << 20))) as tf:  # fmt: skip
+        assert "super-1/3rdparty/lib/v.txt" not in tf.getnames()
+    with pytest.raises(WolfError, match="no git repository of"):
+        srcpack.git_pack(repos["super"] / ".git", head, "super-1", tmp_path / "n.tar.zst",
+                         submodules="", find=lambda url: None)  # fmt: skip
 
 
 def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
@@ -385,6 +459,33 @@ def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Pat
     (again,) = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
     assert (again.file, again.hash) == (pinned.file, pinned.hash)
     assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
+
+
+def test_edits_no_substitutions_entry_names_are_put_back(tree: Path) -> None:
+    """An edit the substitutions file does not list (its file dropped out of a run's list:
+    linux-atm's Makefile kept 2.5.1 while the file said nothing, and the next run read the
+    edited Makefile as OpenWrt's pin) is put back; listed edits stay."""
+    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.srcmodel import SUBSTITUTIONS, Substitutions
+
+    bison = _needed(tree, "tools/bison")
+    bc_makefile = (tree / "tools/bc/Makefile").read_bytes()
+    listed = srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
+    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+                    "1.07.1")  # fmt: skip
+    srcedit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "unlisted")
+    entry = {"file": bison.file, "expected": bison.hash, "dirs": list(bison.dirs),
+             "class": "substitute", "origin": "test", "placed": bison.file, "sha256": "0" * 64,
+             "version": bison.version, "note": "",
+             "edits": [e.to_dict() for e in listed]}  # fmt: skip
+    subs = Substitutions(str(tree), "now", ("substitute",), (entry,))
+    (tree / SUBSTITUTIONS).write_text(json.dumps(subs.to_dict()))
+    back = sources.put_back_unlisted(tree)
+    assert sorted(back) == ["toolchain/gcc/patches-14.x/995-x.patch", "tools/bc/Makefile"]
+    assert (tree / "tools/bc/Makefile").read_bytes() == bc_makefile  # OpenWrt's own again
+    assert not (tree / "toolchain/gcc/patches-14.x/995-x.patch").exists()
+    assert _needed(tree, "tools/bison").hash == "0" * 64  # the listed edit stays
+    assert sources.put_back_unlisted(tree) == []
 
 
 def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
