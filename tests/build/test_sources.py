@@ -9,6 +9,7 @@ neither is ever changed."""
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import io
 import json
@@ -486,6 +487,26 @@ def test_edits_no_substitutions_entry_names_are_put_back(tree: Path) -> None:
     assert not (tree / "toolchain/gcc/patches-14.x/995-x.patch").exists()
     assert _needed(tree, "tools/bison").hash == "0" * 64  # the listed edit stays
     assert sources.put_back_unlisted(tree) == []
+
+
+def test_fakeroot_substitute_has_the_library_the_imagebuilder_copies(tree: Path) -> None:
+    """fakeroot replaced by Debian's: target/imagebuilder/Makefile copies
+    staging_dir/host/lib/libfakeroot* into the ImageBuilder (CONFIG_IB stopped with 'cannot
+    stat ... libfakeroot*' when only the commands were linked); the links must match that glob
+    with a file that exists."""
+    from openwrt_wolf.build.sources import Filler
+
+    need_tools("fakeroot-tcp")
+    f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+    r = f.resolve(_needed(tree, "tools/fakeroot"))
+    assert (r.cls, r.origin) == ("substitute", "debian-binary:fakeroot")
+    makefile = (tree / "tools/fakeroot/Makefile").read_text()
+    links = {name: path for path, name in re.findall(r"ln -s (\S+) \$\(STAGING_DIR_HOST\)/(\S+)",
+                                                       makefile)}  # fmt: skip
+    (glob,) = re.findall(r"staging_dir/host/(lib/libfakeroot\S*)",
+                         (tree / "target/imagebuilder/Makefile").read_text())  # fmt: skip
+    matched = [n for n in links if fnmatch.fnmatch(n, glob)]
+    assert matched and all(Path(links[n]).is_file() for n in matched), (glob, links)
 
 
 def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
