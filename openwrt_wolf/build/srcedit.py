@@ -181,8 +181,30 @@ def _drop_added(tree: Path, rel: str) -> bool:
     marker = tree / ORIG_DIR / (rel + ADDED)
     if not marker.is_file():
         return False
+    _inside(tree, rel)
     (tree / rel).unlink(missing_ok=True)
     marker.unlink()
+    return True
+
+
+def _inside(tree: Path, rel: str) -> None:
+    if not (tree / rel).parent.resolve().is_relative_to(tree.resolve()):
+        raise WolfError(f"{rel}: its folder leads out of the tree {tree}")
+
+
+def _put_back(tree: Path, orig: Path, rel: str) -> bool:
+    """Copy a kept original back to tree/rel, never through a link: a tree file or folder
+    made a symbolic link to somewhere else is not followed out of the tree (the link itself is
+    replaced), and a kept "original" that is not a regular file is left alone."""
+    if orig.is_symlink() or not orig.is_file():
+        return False
+    dest = tree / rel
+    _inside(tree, rel)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_symlink():
+        dest.unlink()
+    shutil.copy2(orig, dest)
+    orig.unlink()
     return True
 
 
@@ -193,12 +215,7 @@ def revert_paths(tree: Path, rels: list[str]) -> list[str]:
     done = []
     for rel in dict.fromkeys(rels):
         orig = base / rel
-        if _drop_added(tree, rel):
-            done.append(rel)
-        elif orig.is_file():
-            (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(orig, tree / rel)
-            orig.unlink()
+        if _drop_added(tree, rel) or _put_back(tree, orig, rel):
             done.append(rel)
     return done
 
@@ -219,8 +236,6 @@ def revert(tree: Path) -> list[str]:
         if rel.endswith(ADDED) and _drop_added(tree, rel.removesuffix(ADDED)):
             restored.append(rel.removesuffix(ADDED))
             continue
-        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(orig, tree / rel)
-        orig.unlink()
-        restored.append(rel)
+        if _put_back(tree, orig, rel):
+            restored.append(rel)
     return restored

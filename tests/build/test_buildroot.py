@@ -281,3 +281,25 @@ def test_build_config_prints_the_seed() -> None:
         "CONFIG_USE_WOLFSSL=y",
     ]
     assert "PACKAGE_" not in p.stdout  # the patched Kconfig swaps the packages
+
+
+def test_a_device_without_flash_has_no_deleted_image(tmp_path: Path) -> None:
+    """malta-be makes no sysupgrade image (its images are the initramfs kernel and rootfs
+    pieces): the record must not say OpenWrt deleted one as too big (the real malta/be
+    build's table said "UNKNOWN (deleted)")."""
+    from openwrt_wolf.build import driver
+    from openwrt_wolf.catalogue import devices
+    from tests.sqfs_kit import mksquashfs
+
+    need_tools("mksquashfs")
+    dev = devices.resolve("malta-be", "25.12.5")
+    assert not dev.has_flash
+    kdir, root = tmp_path / "kdir", tmp_path / "root"
+    kdir.mkdir()
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text("OpenWrt\n")
+    mksquashfs(root, kdir / "root.squashfs")
+    report, files, deleted, _notes = driver._measure(kdir, dev, tmp_path / "bin")
+    assert not deleted
+    assert report.verdict == "UNKNOWN"  # no IMAGE_SIZE to fit against
+    assert "rootfs" in {f["type"] for f in files}

@@ -9,6 +9,7 @@ neither is ever changed."""
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import io
 import json
@@ -486,6 +487,54 @@ def test_edits_no_substitutions_entry_names_are_put_back(tree: Path) -> None:
     assert not (tree / "toolchain/gcc/patches-14.x/995-x.patch").exists()
     assert _needed(tree, "tools/bison").hash == "0" * 64  # the listed edit stays
     assert sources.put_back_unlisted(tree) == []
+
+
+def test_fakeroot_substitute_has_the_library_the_imagebuilder_copies(tree: Path) -> None:
+    """fakeroot replaced by Debian's: target/imagebuilder/Makefile copies
+    staging_dir/host/lib/libfakeroot* into the ImageBuilder (CONFIG_IB stopped with 'cannot
+    stat ... libfakeroot*' when only the commands were linked); the links must match that glob
+    with a file that exists."""
+    from openwrt_wolf.build.sources import Filler
+
+    need_tools("fakeroot-tcp")
+    f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+    r = f.resolve(_needed(tree, "tools/fakeroot"))
+    assert (r.cls, r.origin) == ("substitute", "debian-binary:fakeroot")
+    makefile = (tree / "tools/fakeroot/Makefile").read_text()
+    links = {name: path for path, name in re.findall(r"ln -s (\S+) \$\(STAGING_DIR_HOST\)/(\S+)",
+                                                       makefile)}  # fmt: skip
+    (glob,) = re.findall(r"staging_dir/host/(lib/libfakeroot\S*)",
+                         (tree / "target/imagebuilder/Makefile").read_text())  # fmt: skip
+    matched = [n for n in links if fnmatch.fnmatch(n, glob)]
+    assert matched and all(Path(links[n]).is_file() for n in matched), (glob, links)
+
+
+def test_putting_back_never_writes_through_a_link(tree: Path, tmp_path: Path) -> None:
+    """Putting originals back (every run now does it for unlisted edits) replaces a tree file
+    that became a link instead of writing through it, refuses a folder that leads out of the
+    tree, and deletes nothing outside it."""
+    from openwrt_wolf.build import srcedit
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+                    "1.07.1")  # fmt: skip
+    (tree / "tools/bc/Makefile").unlink()
+    (tree / "tools/bc/Makefile").symlink_to(victim)
+    assert sources.put_back_unlisted(tree) == ["tools/bc/Makefile"]
+    assert victim.read_text() == "keep me\n"
+    assert not (tree / "tools/bc/Makefile").is_symlink()
+    assert "PKG_VERSION" in (tree / "tools/bc/Makefile").read_text()
+    # an added file whose folder became a link out of the tree: refused, the outside kept
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "995-x.patch").write_text("theirs\n")
+    srcedit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "test")
+    shutil.rmtree(tree / "toolchain/gcc/patches-14.x")
+    (tree / "toolchain/gcc/patches-14.x").symlink_to(outside)
+    with pytest.raises(WolfError, match="leads out of the tree"):
+        sources.put_back_unlisted(tree)
+    assert (outside / "995-x.patch").read_text() == "theirs\n"
 
 
 def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
