@@ -242,9 +242,9 @@ def _prepare_group(
             hint="give the ImageBuilder of the device's target",
         )
     for job in jobs:
-        if job.device.profile not in info.profiles:
+        if job.device.make_profile not in info.profiles:
             raise WolfError(
-                f"device {job.device.profile} is not in the ImageBuilder for "
+                f"device {job.device.make_profile} is not in the ImageBuilder for "
                 f"{job.request.release} {target} ({ib_name})",
                 hint="`make info` there lists its profiles; check the release",
             )
@@ -407,7 +407,7 @@ def _build_one(
     dev = job.device
     partial, final, log = _out_dirs(job)
     changes = packages.changes(
-        job.rules, group.info.defaults(dev.profile), luci_https=opts.luci_https,
+        job.rules, group.info.defaults(dev.make_profile), luci_https=opts.luci_https,
         extra=opts.packages, sdk=job.request.backend == "sdk",
     )  # fmt: skip
     value = packages.packages_value(changes)
@@ -417,13 +417,15 @@ def _build_one(
         if line.strip() in PHASES:
             con.print(f"  {job.label}: {line.strip()}")
 
-    with proc.recording() as cmds:
+    repos = _mirror_repositories(ib, job, opts)
+    with proc.recording() as cmds, ib.repositories(repos) if repos else contextlib.nullcontext():
         t = time.monotonic()
-        manifest = ib.manifest(dev.profile, value, log, group.info.defaults(dev.profile))
+        defaults = group.info.defaults(dev.make_profile)
+        manifest = ib.manifest(dev.make_profile, value, log, defaults)
         phases["manifest"] = time.monotonic() - t
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()
-        status, warnings = ib.image(dev.profile, value, partial, log, files=opts.files,
+        status, warnings = ib.image(dev.make_profile, value, partial, log, files=opts.files,
                                     on_line=on_line)  # fmt: skip
         phases["image"] = time.monotonic() - t
         make_seconds = phases["manifest"] + phases["image"]
@@ -432,6 +434,8 @@ def _build_one(
         phases["measure"] = time.monotonic() - t
     if status != 0:
         notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
+    if repos:
+        notes.append(f"packages from --mirror: {', '.join(repos)}")
     for f in group.local:  # the SDK's packages beside the images, as OpenWrt's bin/ has them
         (partial / "packages").mkdir(exist_ok=True)
         shutil.copyfile(f, partial / "packages" / f.name)
@@ -450,10 +454,29 @@ def _build_one(
         report=report,
         openwrt_warnings=warnings,
         image_deleted=deleted,
-        notes=list(changes.notes) + notes,
+        notes=list(_notes_holding(job.flavour, changes.notes, manifest)) + notes,
         sdk=group.sdk[0],
         sdk_sha256=group.sdk[1],
     )  # fmt: skip
+
+
+def _mirror_repositories(ib: ImageBuilder, job: Job, opts: Options) -> list[str]:
+    """With --mirror, the package repositories the ImageBuilder's apk reads are the mirror's
+    (25.12+; opkg's repositories.conf is left as it is)."""
+    rel = releases.get(job.request.release)
+    if not opts.mirror or rel.package_manager != "apk":
+        return []
+    base = f"{download.Source(opts.mirror).base}/{rel.download}"
+    return ib.mirrored_repositories(base, job.device.target_path, job.device.arch_packages)
+
+
+def _notes_holding(
+    flavour: str, notes: tuple[str, ...], manifest: dict[str, str]
+) -> tuple[str, ...]:
+    """The flavour's notes as they hold for what the ImageBuilder installed: one built with the
+    USE_WOLFSSL patch set (the buildroot's CONFIG_IB) ships apk-wolfssl, so "apk-mbedtls
+    stays" is not true of it; a stock ImageBuilder's manifest keeps the note."""
+    return buildroot.flavour(flavour).notes(notes, {f"PACKAGE_{n}": "y" for n in manifest})
 
 
 def _store(
@@ -522,7 +545,7 @@ def _measure(
         shutil.copyfile(kernel, bin_dir / kernel.name)
         arts.append(Artifact.of(bin_dir / kernel.name, "kernel"))
         kernel_size = kernel.stat().st_size
-    else:
+    elif dev.has_flash:  # malta's kernel is an ELF, not a flash piece
         notes.append(f"no kernel piece {kernel}")
     if roots:
         shutil.copyfile(roots[-1], bin_dir / "root.squashfs")

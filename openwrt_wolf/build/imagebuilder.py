@@ -4,11 +4,12 @@ PACKAGES= BIN_DIR= [FILES=]`; the kernel and rootfs pieces it leaves in $(KDIR).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ..catalogue import names
 from ..errors import CommandError, WolfError
 from ..host import hosttools
 from ..paths import DATA_DIR
+from ..trust import untrusted
 
 MAKE_TIMEOUT = 3 * 3600.0  # the SDK's compile; the ImageBuilder's phases have their own
 
@@ -220,6 +222,48 @@ class ImageBuilder:
             raise _make_error(e, "make image") from None
         return done.returncode, _size_lines(done.output)
 
+    def mirrored_repositories(self, base: str, target: str, arch: str) -> list[str]:
+        """The `repositories` lines (apk, 25.12+) that take packages from ``base``, a mirror
+        of one release (<mirror>/releases/<version>): the ImageBuilder's own lines, written by
+        FeedSourcesAppendAPK with %U = OpenWrt's release URL, moved to ``base``. A standalone
+        ImageBuilder (CONFIG_IB_STANDALONE, as a buildroot makes it) has none: it gets the
+        lines FeedSourcesAppendAPK writes, for the feeds a directory ``base`` holds."""
+        own = self.top / "repositories"
+        lines = []
+        if own.is_file():
+            text = untrusted.read_text(own, "ImageBuilder repositories file", limit=64 * 1024)
+            for line in text.splitlines():
+                m = _REPO_LINE.match(line.strip())
+                if m:
+                    lines.append(f"{m.group(1)}{base}/{m.group(2)}")
+        if lines or re.match(r"^https?://", base):
+            return lines
+        top = Path(base)
+        t, s = target.split("/")
+        found = [top / "targets" / t / s / "packages" / "packages.adb"]
+        feeds = sorted((top / "packages" / arch).glob("*/packages.adb"))
+        found += [f for f in feeds if f.parent.name == "base"]
+        found += [f for f in feeds if f.parent.name != "base"]
+        return [str(f) for f in found if f.is_file()]
+
+    @contextlib.contextmanager
+    def repositories(self, lines: list[str]) -> Iterator[None]:
+        """`repositories` holds ``lines`` while the block runs; the ImageBuilder's own file
+        (or its absence) afterwards."""
+        own = self.top / "repositories"
+        kept = own.read_bytes() if own.is_file() else None
+        tmp = own.with_name("repositories.openwrt-wolf")
+        tmp.write_text("".join(f"{ln}\n" for ln in lines))
+        os.replace(tmp, own)
+        try:
+            yield
+        finally:
+            if kept is None:
+                own.unlink(missing_ok=True)
+            else:
+                tmp.write_bytes(kept)
+                os.replace(tmp, own)
+
     def kdir(self, target: str) -> Path:
         """$(KDIR) = build_dir/target-<arch>_<libc>/linux-<target>_<subtarget>, where the
         ImageBuilder ships the kernels and writes root.squashfs."""
@@ -236,6 +280,14 @@ class ImageBuilder:
         for p in k.glob("root.*"):
             p.unlink()
         shutil.rmtree(k / "tmp", ignore_errors=True)
+
+
+# FeedSourcesAppendAPK's lines after VERSION_SED_SCRIPT: "[# ]<release URL>/targets/<t>/<s>/
+# packages/packages.adb" (or kmods/<kernel>/), "[# ]<release URL>/packages/<arch>/<feed>/..."
+_REPO_LINE = re.compile(
+    r"^(#\s*)?\S+/(targets/[^/\s]+/[^/\s]+/(?:packages|kmods/[^/\s]+)/packages\.adb"
+    r"|packages/[^/\s]+/[^/\s]+/packages\.adb)$"
+)
 
 
 def _size_lines(text: str) -> list[str]:

@@ -109,7 +109,9 @@ def plan(opts: Options) -> list[Job]:
     tree_id: str | None = None
     subs_digest = ""
     for dev in devs:
-        if not dev.has_flash and not (dev.extra.get("initramfs") and opts.tree):
+        # malta has no flash: the buildroot makes its initramfs kernel, an ImageBuilder its
+        # rootfs images and plain kernel (the kernel it ships cannot take an initramfs)
+        if not dev.has_flash and not dev.extra.get("initramfs"):
             raise WolfError(
                 f"{dev.profile} has no flash image to build ({dev.recipe})",
                 hint="pick a flash device, see `./wolf devices`",

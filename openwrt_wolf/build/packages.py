@@ -105,6 +105,14 @@ def changes(
     remove: list[str] = []
     add: list[str] = []
     extra = expand(r, extra)
+    foreign = {} if have is None else _foreign(have, r)
+    if have is not None:  # seen as OpenWrt's own defaults, which the rules are written for
+        remove += sorted(foreign)
+        have = (have - set(foreign)) | set(foreign.values())
+    replaced = {old for old, _ in r.replace}
+    for old in sorted(foreign.values()):  # the stock package, where the flavour keeps it
+        if old not in replaced and f"-{old}" not in extra and old not in add:
+            add.append(old)
     for old, new in r.replace:
         if f"-{old}" in extra:
             continue  # removed on request: so is its replacement (expand)
@@ -129,6 +137,30 @@ def changes(
         )
     notes = r.notes if (luci_https or not _luci_note(r.notes)) else _no_luci(r.notes)
     return Changes(tuple(remove), tuple(add), notes, tuple(local))
+
+
+def _foreign(defaults: set[str], r: Rules) -> dict[str, str]:
+    """Defaults that are another flavour's variant of an OpenWrt default, with the Mbed TLS
+    package each stands for. An ImageBuilder made by a buildroot with USE_WOLFSSL=y ships
+    libustream-wolfssl, wpad-basic-wolfssl and apk-wolfssl as defaults: the mbedtls and openssl
+    flavours must swap them back. Known by OpenWrt's variant names (<stem>-<library>) and by
+    every flavour's replacements in data/flavours.toml (px5g-standalone)."""
+    stock = next(f.library for f in flavours.flavours().values() if f.openwrt_default)
+    own = flavours.get(r.flavour).library
+    back: dict[str, str] = {}
+    for name, fl in flavours.flavours().items():
+        spec = fl.releases.get(r.release)
+        if name != r.flavour and spec is not None:
+            back.update({new: old for old, new in spec.replace})
+    out = {}
+    for d in sorted(defaults):
+        lib = next((f.library for f in flavours.flavours().values()
+                    if d.endswith(f"-{f.library}")), None)  # fmt: skip
+        if d in back and not d.endswith(f"-{own}"):
+            out[d] = back[d]
+        elif lib is not None and lib not in (stock, own):
+            out[d] = d.removesuffix(lib) + stock
+    return out
 
 
 def _luci_note(notes: tuple[str, ...]) -> bool:

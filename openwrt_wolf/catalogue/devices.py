@@ -55,6 +55,12 @@ class Device:
     def has_flash(self) -> bool:
         return self.image_size is not None
 
+    @property
+    def make_profile(self) -> str:
+        """The name OpenWrt's ImageBuilder knows the device by (`make image PROFILE=`): a
+        target without device profiles (malta) has one, "Default"."""
+        return str(self.extra.get("target_profile") or self.profile)
+
 
 _SIZE_FIELDS = ("flash_size", "image_size", "kernel_size", "blocksize", "squashfs_block")
 _KNOWN = {

@@ -593,6 +593,44 @@ def test_device_not_in_release_and_not_in_imagebuilder(
         build(Options(flavour="mbedtls", device=V1, imagebuilder=lacking))
 
 
+def test_imagebuilder_takes_packages_from_a_mirror_directory(
+    mirror_dir: Path,
+    standin_kit: Kit,
+    openwrt_tree_25125: Path,
+    wolf_env: dict[str, Path],
+    tmp_path: Path,
+) -> None:
+    """A standalone ImageBuilder (as a buildroot's CONFIG_IB makes it: only its image's
+    packages) that lacks the flavour's packages takes them from --mirror DIR laid out like
+    downloads.openwrt.org: the ImageBuilder's own apk reads the repositories lines we write, and
+    its repositories file is as it was afterwards. Oracle: apk's `make manifest` and the image."""
+    from tests.standin import package_pack
+
+    ib = tmp_path / "ib"
+    shutil.copytree(tree(mirror_dir), ib, symlinks=True)
+    feed = tmp_path / "mirror" / "releases" / "25.12.5" / "packages" / "mips_24kc" / "base"
+    feed.mkdir(parents=True)
+    moved = sorted(ib.glob("packages/libustream-wolfssl*.apk"))
+    assert moved
+    for f in moved:
+        shutil.move(f, feed / f.name)
+    for d in (ib / "packages", feed):
+        package_pack.index(standin_kit.apk, d, standin_kit.key, openwrt_tree_25125, "mips_24kc")
+    before = (ib / "repositories").read_bytes()
+    args = ("--imagebuilder", str(ib), "--device", V1, "--flavour", "wolfssl", "--no-report")
+    assert "unknown packages: libustream-wolfssl" in error_line(cli(*args))
+    p = cli(*args, "--mirror", str(tmp_path / "mirror"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert (ib / "repositories").read_bytes() == before
+    [rec] = [
+        json.loads(f.read_text())["data"] for f in (wolf_env["store"] / "build").glob("*.json")
+    ]
+    assert rec["manifest"].get("libustream-wolfssl"), rec["manifest"]
+    assert any(str(feed) in n for n in rec["notes"]), rec["notes"]
+    root = next(a["path"] for a in rec["artifacts"] if a["name"] == "root.squashfs")
+    assert "/lib/libustream-ssl.so" in unsquashfs_list(Path(root))
+
+
 def test_disk_full_is_one_line(mirror_dir: Path, tmp_path: Path) -> None:
     # a 1 MiB tmpfs as the cache, in a private mount namespace (a killed run leaves no mount
     # on the host): unpacking the ImageBuilder runs out of space

@@ -188,6 +188,48 @@ def test_imagebuilder_info_and_removals(patched: Path, pristine: Path, tmp_path:
     assert off_pkgs == _ib(before, *args, f"USER_PACKAGES={user}").split()
 
 
+def test_imagebuilder_notes_follow_what_it_installs(patched: Path, tmp_path: Path) -> None:
+    """An ImageBuilder made by a buildroot with USE_WOLFSSL=y installs apk-wolfssl (its own
+    `make info` says so): the wolfssl flavour's note "apk-mbedtls stays" (true of OpenWrt's own
+    ImageBuilder) must not be printed for it; for the ImageBuilder of the same tree without
+    USE_WOLFSSL it must."""
+    from openwrt_wolf.build import driver, packages
+
+    need_tools("make", "perl")
+    notes = packages.rules("wolfssl", "25.12.5").notes
+    assert any("apk-mbedtls stays" in n for n in notes)
+    for use, dest in ((True, "on"), (False, "off")):
+        ib = _imagebuilder(
+            patched, kconfig.select(patched, WR902, use_wolfssl=use), tmp_path / dest
+        )
+        installed = dict.fromkeys(_default_packages(_ib(ib, "info")), "1")
+        held = driver._notes_holding("wolfssl", notes, installed)
+        assert any("apk-mbedtls stays" in n for n in held) is not use, (dest, held)
+
+
+def test_flavours_from_a_wolfssl_imagebuilder(patched: Path, tmp_path: Path) -> None:
+    """An ImageBuilder made with USE_WOLFSSL=y has wolfSSL defaults (libustream-wolfssl,
+    wpad-basic-wolfssl, apk-wolfssl): asked for Mbed TLS or OpenSSL, the PACKAGES we give must
+    leave no wolfSSL package. Oracle: the ImageBuilder Makefile's own BUILD_PACKAGES."""
+    from openwrt_wolf.build import packages
+
+    need_tools("make", "perl")
+    ib = _imagebuilder(patched, kconfig.select(patched, WR902, use_wolfssl=True), tmp_path / "on")
+    defaults = _default_packages(_ib(ib, "info"))
+    assert "apk-wolfssl" in defaults
+    want = {"mbedtls": {"libustream-mbedtls", "apk-mbedtls", "wpad-basic-mbedtls"},
+            "openssl": {"libustream-openssl", "apk-openssl", "wpad-basic-openssl"},
+            "wolfssl": {"libustream-wolfssl", "apk-wolfssl", "wpad-basic-wolfssl"}}  # fmt: skip
+    for flavour, needed in want.items():
+        ch = packages.changes(packages.rules(flavour, "25.12.5"), defaults)
+        value = packages.packages_value(ch)
+        args = ("-s", "val.BUILD_PACKAGES", f"USER_PROFILE=DEVICE_{WR902.profile}")
+        built = set(_ib(ib, *args, f"USER_PACKAGES={value}").split())
+        assert needed <= built, (flavour, sorted(built))
+        others = {f for f in want if f != flavour}
+        assert not [p for p in built if any(p.endswith(f"-{o}") for o in others)], (flavour, built)
+
+
 def test_buildroot_wolfssl_notes_and_checks_follow_the_patch_set(patched: Path) -> None:
     """The buildroot backend builds the patched tree, where OpenWrt's own Kconfig selects
     apk-wolfssl instead of apk-mbedtls: data/flavours.toml's note that apk-mbedtls stays (true
