@@ -9,12 +9,16 @@
 4. apk verifies a signed index: the build's packages.adb served over HTTP from the host
    (QEMU's user network: the host is 192.168.1.2 on the lan side), `apk update` against it
    must succeed with the build key the image trusts, and fail on a copy with one byte of the
-   signature changed.
+   signature changed and (with --apk, a host apk-tools 3) on the same packages indexed and
+   signed with another key;
+5. uhttpd's memory (/proc/<pid>/status): after boot, and after 20 HTTPS requests
+   from the host (the handshake time of each: median and spread).
 
 Run (after `./wolf build --tree T --device malta-be --flavour F`):
   .venv/bin/python bench/openwrt_vm.py \\
       --image T/bin/targets/malta/be/openwrt-malta-be-vmlinux-initramfs.elf \\
-      --packages T/bin/packages/mips_24kc --flavour wolfssl [--json out.json]
+      --packages T/bin/packages/mips_24kc --flavour wolfssl [--json out.json] \\
+      [--apk T/staging_dir/host/bin/apk]
 Emulated (TCG): times are QEMU's, not a router's.
 """
 
@@ -27,6 +31,8 @@ import json
 import shutil
 import socket
 import ssl
+import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -77,12 +83,54 @@ def https_from_host(port: int, deadline: float) -> dict[str, Any]:
     return {"ok": False, "error": last}
 
 
+def uhttpd_memory(vm: VM) -> dict[str, int]:
+    """kB from the kernel's own accounting of the uhttpd process (the first, the master):
+    /proc/<pid>/status (generic OpenWrt kernels have no smaps: PROC_PAGE_MONITOR is off)."""
+    fields = "VmPeak|VmSize|VmHWM|VmRSS|RssAnon|RssFile|VmData"
+    r = vm.run(f"p=$(pidof uhttpd | cut -d' ' -f1); grep -E '^({fields}):' /proc/$p/status")
+    out: dict[str, int] = {}
+    for line in r.output.splitlines():
+        k, _, v = line.partition(":")
+        if v.strip().endswith("kB"):
+            out[k.strip()] = int(v.split()[0])
+    return out
+
+
+def handshakes(port: int, n: int) -> dict[str, Any]:
+    times = []
+    for _ in range(n):
+        r = https_from_host(port, time.monotonic() + 60)
+        if r.get("ok"):
+            times.append(r["handshake_s"])
+    if not times:
+        return {"ok": 0}
+    return {"ok": len(times), "median_s": statistics.median(times), "min_s": min(times),
+            "max_s": max(times)}  # fmt: skip
+
+
+def other_key_index(apk: Path, src: Path, dest: Path) -> None:
+    """The same packages indexed and signed as OpenWrt's build does (apk mkndx --sign), with a
+    P-256 key the image does not trust."""
+    shutil.copytree(src, dest)
+    key = dest.parent / "other-key.pem"
+    subprocess.run(["openssl", "ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out",
+                    str(key)], check=True, timeout=60)  # fmt: skip
+    (dest / "packages.adb").unlink()
+    names = sorted(p.name for p in dest.glob("*.apk"))
+    subprocess.run([str(apk), "mkndx", "--allow-untrusted", "--sign", str(key), "--output",
+                    "packages.adb", *names], cwd=dest, check=True, timeout=300)  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--image", required=True, type=Path)
     ap.add_argument("--packages", required=True, type=Path, help="bin/packages/<arch>")
     ap.add_argument("--flavour", required=True)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--apk", type=Path, help="host apk-tools 3 (the tree's staging_dir/host/bin/apk)"
+    )
+    ap.add_argument("--requests", type=int, default=20)
     a = ap.parse_args()
     out: dict[str, Any] = {"image": str(a.image), "flavour": a.flavour}
     https_port = qemu.free_port()
@@ -96,6 +144,10 @@ def main() -> int:
         data = bytearray(bad.read_bytes())
         data[-40] ^= 0x01  # inside the signature block at the end of the adb file
         bad.write_bytes(bytes(data))
+        cases = ["good", "bad"]
+        if a.apk:
+            other_key_index(a.apk, a.packages / "base", repo / "otherkey")
+            cases.append("otherkey")
         srv, port = serve(repo)
         try:
             with VM(spec) as vm:
@@ -110,11 +162,18 @@ def main() -> int:
                     if any(k in p for k in ("mbedtls", "wolfssl", "openssl", "ustream", "px5g"))
                 )  # fmt: skip
                 out["mbedtls_present"] = any("mbed" in x for x in libs + installed)
+                out["tls_file_bytes"] = vm.run(
+                    f"cd /usr/lib && ls -lL | grep -E ' {TLS_FILES[1:]}' | awk '{{print $9, $5}}'"
+                ).output.split("\n")
+                vm.run("sleep 5")
+                out["uhttpd_idle_kB"] = uhttpd_memory(vm)
                 out["https_host"] = https_from_host(https_port, time.monotonic() + 300)
+                out["handshakes"] = handshakes(https_port, a.requests)
+                out["uhttpd_after_requests_kB"] = uhttpd_memory(vm)
                 r = vm.run("uclient-fetch -q -O - --no-check-certificate https://127.0.0.1/ "
                            "| head -c 64", timeout=120)  # fmt: skip
                 out["https_guest"] = {"exit": r.exit_status, "head": r.output.strip()[:64]}
-                for name in ("good", "bad"):
+                for name in cases:
                     url = f"http://{HOST_ON_LAN}:{port}/{name}/packages.adb"
                     r = vm.run(f"apk --repositories-file /dev/null -X {url} update 2>&1",
                                timeout=300)  # fmt: skip
@@ -130,6 +189,7 @@ def main() -> int:
         a.json.write_text(text + "\n")
     ok = bool(out["https_host"].get("ok")) and out["https_guest"]["exit"] == 0
     ok = ok and out["apk_update_good"]["exit"] == 0 and out["apk_update_bad"]["exit"] != 0
+    ok = ok and out.get("apk_update_otherkey", {"exit": 1})["exit"] != 0
     if a.flavour == "wolfssl":
         ok = ok and not out["mbedtls_present"]
     return 0 if ok else 1
