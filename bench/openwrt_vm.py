@@ -11,8 +11,9 @@
    must succeed with the build key the image trusts, and fail on a copy with one byte of the
    signature changed and (with --apk, a host apk-tools 3) on the same packages indexed and
    signed with another key;
-5. uhttpd's memory (/proc/<pid>/status): after boot, and after 20 HTTPS requests
-   from the host (the handshake time of each: median and spread).
+5. uhttpd's memory (/proc/<pid>/status): after boot, after 20 HTTPS requests from the host
+   (the handshake time of each: median and spread), and with 10 TLS sessions held open at
+   once (per-connection RssAnon and VmData: the TLS library's state in uhttpd's heap).
 
 Run (after `./wolf build --tree T --device malta-be --flavour F`):
   .venv/bin/python bench/openwrt_vm.py \\
@@ -108,6 +109,29 @@ def handshakes(port: int, n: int) -> dict[str, Any]:
             "max_s": max(times)}  # fmt: skip
 
 
+def held_connections(vm: VM, port: int, n: int) -> dict[str, Any]:
+    """uhttpd's memory with ``n`` TLS sessions open at once (handshake done, request not yet
+    complete, so uhttpd keeps each session's state): the per-connection cost from the kernel's
+    RssAnon and VmData of the process, against the same figures before."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    before = uhttpd_memory(vm)
+    held = []
+    try:
+        for _ in range(n):
+            raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+            s = ctx.wrap_socket(raw, server_hostname="OpenWrt")
+            s.sendall(b"GET / HTTP/1.0\r\n")  # no blank line: the request stays open
+            held.append(s)
+        during = uhttpd_memory(vm)
+    finally:
+        for s in held:
+            s.close()
+    per = {k: round((during.get(k, 0) - before.get(k, 0)) / n, 1) for k in ("RssAnon", "VmData")}
+    return {"open": len(held), "before_kB": before, "during_kB": during, "per_connection_kB": per}
+
+
 def other_key_index(apk: Path, src: Path, dest: Path) -> None:
     """The same packages indexed and signed as OpenWrt's build does (apk mkndx --sign), with a
     P-256 key the image does not trust."""
@@ -131,6 +155,7 @@ def main() -> int:
         "--apk", type=Path, help="host apk-tools 3 (the tree's staging_dir/host/bin/apk)"
     )
     ap.add_argument("--requests", type=int, default=20)
+    ap.add_argument("--held", type=int, default=10, help="TLS sessions held open at once")
     a = ap.parse_args()
     out: dict[str, Any] = {"image": str(a.image), "flavour": a.flavour}
     https_port = qemu.free_port()
@@ -170,6 +195,7 @@ def main() -> int:
                 out["https_host"] = https_from_host(https_port, time.monotonic() + 300)
                 out["handshakes"] = handshakes(https_port, a.requests)
                 out["uhttpd_after_requests_kB"] = uhttpd_memory(vm)
+                out["uhttpd_held"] = held_connections(vm, https_port, a.held)
                 r = vm.run("uclient-fetch -q -O - --no-check-certificate https://127.0.0.1/ "
                            "| head -c 64", timeout=120)  # fmt: skip
                 out["https_guest"] = {"exit": r.exit_status, "head": r.output.strip()[:64]}
