@@ -240,11 +240,12 @@ def _checkout_submodules(
     wanted: str,
     find: SubmoduleRepo,
     modules: str = "",
+    links: list[tuple[str, str]] | None = None,
 ) -> None:
     """What rawgit's `git submodule update --init --recursive -- $(SUBMODULES)` leaves: each
     submodule's files as `git checkout` writes them (no export attributes), and in its folder
     the one-line .git file pointing into the superproject's .git/modules/."""
-    for path, sub in _gitlinks(repo, commit):
+    for path, sub in _gitlinks(repo, commit) if links is None else links:
         if wanted and path not in wanted.split():
             continue
         url = _submodule_url(repo, commit, path)
@@ -290,10 +291,12 @@ def git_pack(
         left_out = _archive(repo, commit, archive)
         (t / subdir).mkdir()
         _extract(archive, t / subdir)
-        if submodules != "skip" and _gitlinks(repo, commit):
+        links = [] if submodules == "skip" else _gitlinks(repo, commit)
+        if links:
             if find is None:
                 raise WolfError(f"{subdir}: has submodules and no way to find them")
-            _checkout_submodules(repo, commit, t / subdir, t / subdir, submodules, find)
+            _checkout_submodules(repo, commit, t / subdir, t / subdir, submodules, find,
+                                 links=links)  # fmt: skip
         for leftover in (".git", ".gitmodules"):
             p = t / subdir / leftover
             if p.is_dir():
