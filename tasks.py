@@ -221,7 +221,8 @@ def fit(
         "image": "a sysupgrade image of one flavour (instead of --from)",
         "flavour": "the flavour to predict: mbedtls, wolfssl or openssl",
         "device": "device profile or alias (when the name or directory does not say)",
-        "packages": "the packages directory the flavours come from (index.json + archives)",
+        "packages": "the packages directories the flavours come from, comma-separated (the "
+        "ImageBuilder's packages/, then a mirror's feeds)",
         "release": "OpenWrt release (default: from profiles.json or the image's openwrt_release)",
         "store": "results store directory (default ./results or $OPENWRT_WOLF_STORE)",
         "output": "keep the predicted root.squashfs in this file",

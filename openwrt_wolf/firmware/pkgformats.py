@@ -121,6 +121,23 @@ def adb_files(apk: Path, package: Path) -> list[tuple[str, int, str]]:
     return out
 
 
+def adb_entries(apk: Path, package: Path) -> list[tuple[str, str]]:
+    """("symlink" | "dir", path) of what an ADB package installs besides regular files: its
+    links (libmbedtls.so.21 -> ...) and the directories it owns."""
+    data = _dump(apk, package)
+    out = []
+    for d in data.get("paths") or []:
+        if not isinstance(d, dict):
+            continue
+        base = d.get("name", "")
+        if base:
+            out.append(("dir", f"/{base}"))
+        for f in d.get("files") or []:
+            if isinstance(f, dict) and "name" in f and f.get("target") is not None:
+                out.append(("symlink", f"/{base}/{f['name']}" if base else f"/{f['name']}"))
+    return out
+
+
 def adb_extract(apk: Path, package: Path, root: Path) -> None:
     """apk's own extraction of one package into root (as `apk add --root` lays files out);
     root is an empty directory (pkgsource.extract), what apk wrote is checked from there."""
@@ -180,7 +197,13 @@ def _host(packages_dir: Path, name: str) -> str:
 
 
 def apk_database(
-    apk: Path, packages_dir: Path, arch: str, world: list[str], scratch: Path, epoch: int
+    apk: Path,
+    packages_dir: Path,
+    arch: str,
+    world: list[str],
+    scratch: Path,
+    epoch: int,
+    more: tuple[Path, ...] = (),
 ) -> Path:
     """The package database a build with this world writes: `apk add --initdb --no-scripts`
     into a scratch root, as the ImageBuilder's package_install runs it, then include/rootfs.mk's
@@ -191,7 +214,8 @@ def apk_database(
     argv: list[str | Path] = [
         apk, "--root", scratch, "--keys-dir", packages_dir.resolve().parent / "keys",
         "--no-logfile", "--no-network", "--no-cache", "--allow-untrusted",
-        "--repositories-file", "/dev/null", "--repository", packages_dir / "packages.adb",
+        "--repositories-file", "/dev/null",
+        *(a for d in (packages_dir, *more) for a in ("--repository", d / "packages.adb")),
         "add", "--initdb", "--no-scripts", "--arch", arch, *world,
     ]  # fmt: skip
     scratch.mkdir(parents=True)

@@ -43,6 +43,7 @@ class Package:
     format: str = "tar"  # "tar" (index.json), "adb" (packages.adb), "ipk" (Packages)
     apk: Path | None = None  # apk-tools that reads an "adb" package
     _files: list[PackageFile] = field(default_factory=list, compare=False, repr=False)
+    _entries: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def base(self) -> str:
@@ -58,6 +59,33 @@ class Package:
             else:
                 self._files.extend(PackageFile(*f) for f in _format_files(self))
         return self._files
+
+    def links(self) -> list[str]:
+        """The paths of the symbolic links it installs: removing the package removes them too
+        (libmbedtls.so.21, the ABI name of libmbedtls.so.3.6.6)."""
+        return [p for kind, p in self._other() if kind == "symlink"]
+
+    def dirs(self) -> list[str]:
+        """The directories it owns (removed with it when nothing is left in them)."""
+        return [p for kind, p in self._other() if kind == "dir"]
+
+    def _other(self) -> list[tuple[str, str]]:
+        if not self._entries:  # read once; an empty package re-reads (cheap)
+            if self.format == "adb":
+                from . import pkgformats
+
+                assert self.apk is not None
+                self._entries.extend(pkgformats.adb_entries(self.apk, self.file))
+            else:
+                inner = "data.tar.gz" if self.format == "ipk" else None
+                hint = NOT_IPK if inner else NOT_TAR
+                found = archive.members(self.file, archive.PACKAGE, what="package", hint=hint,
+                                        inner=inner)  # fmt: skip
+                self._entries.extend(
+                    (m.kind, "/" + m.name.rstrip("/")) for m, _ in found
+                    if m.kind in ("symlink", "dir")
+                )  # fmt: skip
+        return self._entries
 
 
 # what the error line says when a package cannot be read
@@ -117,8 +145,16 @@ def extract(pkg: Package, root: Path) -> None:
 
 @dataclass(frozen=True)
 class Index:
-    source: Path  # the directory
+    source: Path  # the (first) directory
     packages: dict[str, Package]
+    more: tuple[Path, ...] = ()  # further directories, after source (load_many)
+
+    @property
+    def sources(self) -> tuple[Path, ...]:
+        return (self.source, *self.more)
+
+    def where(self) -> str:
+        return " + ".join(str(s) for s in self.sources)
 
     @cached_property
     def providers(self) -> dict[str, str]:
@@ -207,3 +243,25 @@ def load(directory: Path) -> Index:
             apk=apk,
         )
     return Index(directory, out)
+
+
+def load_many(directories: list[Path]) -> Index:
+    """Several packages directories as one, as apk reads several repositories: an
+    ImageBuilder's packages/ and a mirror's feeds (a release ImageBuilder holds few packages
+    itself: the rest is in the release's feeds). A name in more than one takes the first
+    directory's package. The directories must hold one format."""
+    if not directories:
+        raise WolfError("no packages directory given")
+    indexes = [load(d) for d in directories]
+    formats = {i.format() for i in indexes if i.packages}
+    if len(formats) > 1:
+        raise WolfError(
+            f"packages directories of different formats ({', '.join(sorted(formats))}): "
+            + ", ".join(str(d) for d in directories),
+            hint="give the directories of one release",
+        )
+    merged: dict[str, Package] = {}
+    for i in indexes:
+        for name, pkg in i.packages.items():
+            merged.setdefault(name, pkg)
+    return Index(indexes[0].source, merged, tuple(i.source for i in indexes[1:]))

@@ -108,10 +108,39 @@ def plan(installed: set[str], index: pkgsource.Index, release: str, frm: str, to
     ra, rf = flavour_rules.rules(frm, release), flavour_rules.rules(to, release)
     swap = {_member(ra, s): _member(rf, s) for s in _slots(release)}
     swap = {a: f for a, f in swap.items() if a in installed and a != f}
-    gone, new = set(swap), set(swap.values())
+    # a variant the rules keep (apk-mbedtls: OpenWrt has no apk-wolfssl) is swapped too when
+    # the packages have the flavour's variant of it: a build with the USE_WOLFSSL patch set
+    lib_a, lib_f = flavours.get(frm).library, flavours.get(to).library
+    stock = next(f.library for f in flavours.flavours().values() if f.openwrt_default)
+    for p in sorted(installed - set(swap)):
+        other = p.removesuffix(lib_a) + lib_f
+        if p.endswith(f"-{lib_a}") and other not in installed and index.get(other) is not None:
+            swap[p] = other
+    for a, f in sorted(swap.items()):  # apk-openssl -> apk-mbedtls (stock) -> apk-wolfssl
+        own = f.removesuffix(stock) + lib_f
+        if f.endswith(f"-{stock}") and lib_f != stock and index.get(own) is not None:
+            swap[a] = own
+    # a package group the image holds whole (@https-server: uhttpd with the flavour's
+    # certificate tool) becomes the flavour's group: openssl-util, not the px5g slot's choice
+    ga, gf = dict(ra.groups), dict(rf.groups)
+    group_gone: set[str] = set()
+    group_new: set[str] = set()
+    for g, members in ga.items():
+        theirs = gf.get(g)
+        if theirs is not None and set(members) <= installed and set(members) != set(theirs):
+            group_gone |= set(members) - set(theirs)
+            group_new |= set(theirs) - set(members)
+    swap = {a: f for a, f in swap.items() if a not in group_gone}
+    gone, new = set(swap) | group_gone, set(swap.values()) | group_new
     if ra.luci_https and set(ra.luci_https) <= installed and ra.luci_https != rf.luci_https:
         gone |= set(ra.luci_https) - set(rf.luci_https)  # LuCI's HTTPS collection follows
         new |= set(rf.luci_https)
+    absent = sorted(n for n in new if index.get(n) is None)
+    if absent:
+        raise WolfError(
+            f"the {to} flavour installs {', '.join(absent)}, which {index.where()} does not hold",
+            hint="give --packages the directories that hold the flavour's packages",
+        )
     # what the installed packages pull in: not asked for, so it goes when nothing needs it
     needed = {_name(index, d) for p in installed if (pk := index.get(p)) for d in pk.depends}
     roots = {p for p in installed if p not in needed} - gone | new
@@ -137,7 +166,7 @@ def _closure(roots: set[str], index: pkgsource.Index) -> set[str]:
         if pkg is None:
             if want not in roots:
                 raise WolfError(
-                    f"package {want} is not in {index.source}/index.json",
+                    f"package {want} is not in {index.where()}",
                     hint="give --packages the directory that holds the flavour's packages",
                 )
             out.add(want)
@@ -217,23 +246,30 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
     reach nothing outside it."""
     notes: list[str] = []
     keep = {f.path for k in kept if (p := index.get(k)) for f in p.files()}
+    keep |= {link for k in kept if (p := index.get(k)) for link in p.links()}
     dirs: set[Path] = set()
     for name in swap.removed:
         pkg = index.get(name)
         if pkg is None:
             raise WolfError(
-                f"package {name} leaves the image but is not in {index.source}/index.json",
+                f"package {name} leaves the image but is not in {index.where()}",
                 hint="give --packages the packages the image was built from",
             )
-        for f in pkg.files():
-            if f.path in keep:
+        for entry in [f.path for f in pkg.files()] + pkg.links():
+            if entry in keep:
                 continue
-            path = archive.locate(root, f.path)
+            path = archive.locate(root, entry)
             if path.is_file() or path.is_symlink():
                 path.unlink()  # the entry itself: a link is removed, not followed
                 dirs.add(path.parent)
             else:
-                notes.append(f"{name}: {f.path} was not in the image")
+                notes.append(f"{name}: {entry} was not in the image")
+    kept_dirs = {d for k in kept if (p := index.get(k)) for d in p.dirs()}
+    for name in swap.removed:  # the directories a removed package owned, when left empty
+        pkg = index.get(name)
+        assert pkg is not None
+        dirs |= {archive.locate(root, d) for d in pkg.dirs() if d not in kept_dirs}
+        _disable(root, pkg)
     for d in sorted(dirs, key=lambda p: -len(p.parts)):  # parents emptied by the removal
         while d != root and d.is_relative_to(root) and _empty_dir(d):
             d.rmdir()
@@ -242,7 +278,53 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
         pkg = index.get(name)
         assert pkg is not None  # plan() resolved it
         pkgsource.extract(pkg, root)
+        _enable(root, pkg)
     return notes
+
+
+# base-files' default_postinst runs `/etc/rc.common <script> enable` for each init script a
+# package installs (the ImageBuilder's prepare_rootfs, IPKG_INSTROOT set); default_prerm runs
+# `disable`. A package's scripts are not run here (untrusted): what enable does is done instead.
+_RC_VAR = re.compile(r"^(START|STOP)=['\"]?(\d+)['\"]?\s*$", re.M)
+MAX_INIT_SCRIPT = 1 << 20
+
+
+def _init_scripts(pkg: pkgsource.Package) -> list[str]:
+    return [f.path.rsplit("/", 1)[1] for f in pkg.files() if f.path.startswith("/etc/init.d/")]
+
+
+def _disable(root: Path, pkg: pkgsource.Package) -> None:
+    """rc.common's disable: the /etc/rc.d/S??<name> and K??<name> links of its scripts."""
+    rcd = archive.locate(root, "etc/rc.d")
+    if not rcd.is_dir() or rcd.is_symlink():
+        return
+    for name in _init_scripts(pkg):
+        for link in rcd.iterdir():
+            if re.fullmatch(rf"[SK]\d\d{re.escape(name)}", link.name) and link.is_symlink():
+                link.unlink()
+
+
+def _enable(root: Path, pkg: pkgsource.Package) -> None:
+    """rc.common's enable: S<START><name> and K<STOP><name> links to ../init.d/<name>, with
+    START and STOP as the script sets them (a plain `START=NN` line)."""
+    for name in _init_scripts(pkg):
+        script = f"etc/init.d/{name}"
+        if _regular(root, script) is None:
+            continue
+        text = untrusted.read_text(archive.locate(root, script), script, MAX_INIT_SCRIPT)
+        if "#!/bin/sh /etc/rc.common" not in text:  # prepare_rootfs enables only these
+            continue
+        values = dict(_RC_VAR.findall(text))
+        rcd = archive.locate(root, "etc/rc.d")
+        for var, prefix in (("START", "S"), ("STOP", "K")):
+            if var in values:
+                rcd.mkdir(parents=True, exist_ok=True)
+                link = archive.locate(root, f"etc/rc.d/{prefix}{values[var]}{name}")
+                if link.is_symlink() or link.is_file():
+                    link.unlink()
+                elif link.exists():  # a directory of that name: ln -sf would put it inside
+                    continue
+                link.symlink_to(f"../init.d/{name}")
 
 
 def _empty_dir(d: Path) -> bool:
@@ -279,11 +361,12 @@ def _apk_database(
     new += [pkg.name for n in swap.asked_in if n not in entry and (pkg := index.get(n))]
     arch = (_image_text(root, "etc/apk/arch").split() or [""])[0]
     apk = next(p.apk for p in index.packages.values() if p.apk)
-    scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch)
+    scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch,
+                                      index.more)  # fmt: skip
     got = {index.base(n) for n in pkgformats.apk_installed(scratch)}
     if got != planned:  # apk resolved the new world to other packages than the swap
         raise WolfError(
-            f"apk installs other packages for the {index.source} world than the swap planned: "
+            f"apk installs other packages for the {index.where()} world than the swap planned: "
             f"+{sorted(got - planned)} -{sorted(planned - got)}",
             hint="give --packages the packages the image was built from",
         )
@@ -291,6 +374,15 @@ def _apk_database(
         if (scratch / rel).is_file():
             archive.copy_in(root, rel, scratch / rel, what="the apk database")
     shutil.rmtree(scratch)
+
+
+def touch_all(root: Path, when: int) -> None:
+    """include/rootfs.mk's prepare_rootfs: `find $(1)/ -mindepth 1 -execdir touch -hcd
+    "@$(SOURCE_DATE_EPOCH)"` (links themselves, not what they point to): the files the swap
+    installed carry their packages' times until then."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.utime(os.path.join(dirpath, name), (when, when), follow_symlinks=False)
 
 
 def repack(tools: openwrt_tools.OpenWrtTools, root: Path, out: Path, block: int, when: int) -> int:
@@ -304,11 +396,16 @@ def repack(tools: openwrt_tools.OpenWrtTools, root: Path, out: Path, block: int,
 # --- the whole prediction --------------------------------------------------------------
 
 
+# the rootfs as `invoke build` keeps it beside the images (build/driver.py _measure)
+ROOTFS_COPY = "root.squashfs"
+
+
 @dataclass(frozen=True)
 class _Input:
-    image: Path  # the sysupgrade image holding the rootfs
+    image: Path  # the sysupgrade image holding the rootfs (or the rootfs: offset 0)
     art: artifacts.Artifacts
     device: Device
+    offset: int = 0  # of the rootfs in image
 
 
 def _input(image: str | None, from_dir: str | None, device: str | None) -> _Input:
@@ -333,15 +430,20 @@ def _input(image: str | None, from_dir: str | None, device: str | None) -> _Inpu
         )
     a = arts[0]
     sys_image = path if image else path / (a.sysupgrade.name if a.sysupgrade else "")
+    dev, note = artifacts.find_device(a.profile, a.release)
+    flashless = dev is not None and not dev.has_flash
+    if from_dir and flashless and (path / ROOTFS_COPY).is_file():
+        # malta: no sysupgrade image; the build's output directory keeps the rootfs itself
+        assert dev is not None
+        return _Input(path / ROOTFS_COPY, a, dev)
     if a.split is None or not sys_image.is_file():
         raise WolfError(
             f"{path}: no sysupgrade image of {a.profile} to take the rootfs and kernel from",
             hint="OpenWrt deleted it (too big?); give the image of a flavour that was kept",
         )
-    dev, note = artifacts.find_device(a.profile, a.release)
     if dev is None:
         raise WolfError(f"{note}", hint="give --device with a catalogued profile")
-    return _Input(sys_image, a, dev)
+    return _Input(sys_image, a, dev, int(a.split["rootfs_offset"]))
 
 
 def _release(inp: _Input, root: Path, release: str | None) -> str:
@@ -368,7 +470,7 @@ def _installed(inp: _Input, root: Path, index: pkgsource.Index) -> tuple[set[str
     elif (rootfs := inp.art.rootfs) and rootfs.package_source:
         names, where = {p.name for p in rootfs.packages}, f"the rootfs's {rootfs.package_source}"
     else:
-        names, where = _installed_by_content(root, index), f"files matched against {index.source}"
+        names, where = _installed_by_content(root, index), f"files matched against {index.where()}"
     return {index.base(n) for n in names}, where
 
 
@@ -398,7 +500,7 @@ def predict(
     """``output``: keep the predicted root.squashfs there."""
     to = flavours.get(flavour).name
     # what the run reads is not what --output may overwrite (a file of --from DIR included)
-    inputs = [p for p in (image, from_dir, packages) if p]
+    inputs = [p for p in (image, from_dir, *(packages or "").split(",")) if p]
     if output:
         outputs.check(output, inputs=inputs)
     if device:
@@ -408,18 +510,17 @@ def predict(
             "what-if needs --packages DIR: the packages the flavours are built from",
             hint="the ImageBuilder's packages/ directory, with index.json",
         )
-    index = pkgsource.load(Path(packages))
+    dirs = [Path(d) for d in packages.split(",") if d]
+    index = pkgsource.load_many(dirs)
     inp = _input(image, from_dir, device)
-    split = inp.art.split
-    assert split is not None
-    offset = int(split["rootfs_offset"])
+    offset = inp.offset
     sb = squashfs_sb.parse_header(
         _head(inp.image, offset),
         available=inp.image.stat().st_size - offset,
         where=f"rootfs in {inp.image}",
         offset=offset,
     )
-    tools = image_tools(Path(packages), step)
+    tools = image_tools(dirs[0], step)
     with locks.work_dir(paths.cache_dir() / "what-if", "run-") as work:
         root = work / "root"
         step("unpacking the rootfs with unsquashfs4")
@@ -442,6 +543,7 @@ def predict(
             notes.append(
                 "the package database inside the rootfs is left as it was (a few hundred bytes)"
             )
+        touch_all(root, sb.mkfs_time)
         step("packing with mksquashfs4 (OpenWrt's options)")
         size = repack(tools, root, work / "root.squashfs", sb.block_size, sb.mkfs_time)
         if output:
@@ -460,7 +562,7 @@ def predict(
         flavour_from=frm,
         flavour_to=to,
         installed_from=installed_from,
-        package_source=str(index.source),
+        package_source=index.where(),
         removed=list(swap.removed),
         added=list(swap.added),
         squashfs_block=sb.block_size,

@@ -204,6 +204,40 @@ def test_prediction_matches_real_build(
     assert all(not n[-1].isdigit() for n in w["removed"] + w["added"] if n.startswith("libust"))
 
 
+def test_packages_from_several_directories(
+    lab: dict[tuple[str, str], Built],
+    standin_kit: Kit,
+    openwrt_tree_25125: Path,
+    tmp_path: Path,
+) -> None:
+    """A release ImageBuilder holds few packages itself; the rest are in the release's feeds
+    (a buildroot's bin/packages/<arch>/base and bin/targets/<t>/<s>/packages): --packages takes
+    the directories comma-separated, as apk takes several repositories. The flavour's packages
+    only in the second: the prediction is still the real build's squashfs, byte for byte."""
+    from tests.standin import package_pack
+
+    src, real = lab[(V1, "mbedtls")], lab[(V1, "wolfssl")]
+    ib = tmp_path / "ib"
+    shutil.copytree(src.packages, ib / "packages")
+    for part in ("staging_dir", "keys"):  # the ImageBuilder's tools and keys, as they are
+        (ib / part).symlink_to(src.packages.parent / part)
+    feed = tmp_path / "feed"
+    feed.mkdir()
+    moved = sorted(ib.glob("packages/*wolfssl*.apk"))
+    assert len(moved) >= 2
+    for f in moved:
+        shutil.move(f, feed / f.name)
+    for d in (ib / "packages", feed):
+        package_pack.index(standin_kit.apk, d, standin_kit.key, openwrt_tree_25125, "mips_24kc")
+    out = tmp_path / "predicted.squashfs"
+    common = ("--from", str(src.bin_dir), "--flavour", "wolfssl", "--store", str(tmp_path / "s"))
+    alone = cli(*common, "--packages", str(ib / "packages"))
+    assert alone.returncode == 2 and "does not hold" in alone.stderr, alone.stderr[-2000:]
+    p = cli(*common, "--packages", f"{ib / 'packages'},{feed}", "--output", str(out), "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert out.read_bytes() == real.rootfs.read_bytes()
+
+
 def test_verdicts_match_what_openwrt_kept(
     lab: dict[tuple[str, str], Built], tmp_path: Path
 ) -> None:
