@@ -265,3 +265,27 @@ def test_rootfs_img_gz_is_unpacked_once_into_the_cache(
     assert raw_rootfs(img) == img  # a raw image is used as it is
     with pytest.raises(WolfError, match="does not exist"):
         raw_rootfs(tmp_path / "missing.img")
+
+
+def test_console_lines_fit_openwrts_busybox(openwrt_tree_25125: Path, tmp_path: Path) -> None:
+    """OpenWrt's busybox cuts an input line at FEATURE_EDITING_MAX_LEN (its Config-defaults.in;
+    a real malta image's console broke a 96-byte chunk's line): every line a copy over the
+    console sends stays under it, and the shell's own printf turns the lines back into the
+    bytes (worst case: every byte an escape; a long path)."""
+    import random
+
+    from openwrt_wolf.targets.vm import machine
+
+    text = (openwrt_tree_25125 / "package/utils/busybox/Config-defaults.in").read_text()
+    m = re.search(r"config BUSYBOX_DEFAULT_FEATURE_EDITING_MAX_LEN\s+int\s+default (\d+)", text)
+    assert m, "FEATURE_EDITING_MAX_LEN not in the tree's busybox defaults"
+    limit = int(m.group(1))
+    data = random.Random(7).randbytes(3000) + bytes(range(256))
+    out = tmp_path / ("d" * 60) / "wolf-perf-0123456789ab" / "mbedtls-cpuclock.so"
+    out.parent.mkdir(parents=True)
+    commands = machine.write_commands(data, str(out))
+    lines = [machine.console_line(c, "0123456789") for c in commands]
+    assert max(len(ln) for ln in lines) < limit, (max(len(ln) for ln in lines), limit)
+    for ln in lines:  # what the guest's shell does with each line (dash here: POSIX printf)
+        subprocess.run(["sh", "-c", ln], check=True, capture_output=True, timeout=30)
+    assert out.read_bytes() == data

@@ -12,15 +12,19 @@ console lines."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import http.server
+import ipaddress
 import logging
 import os
 import re
 import shlex
 import shutil
 import socket
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -51,6 +55,62 @@ class State(StrEnum):
 
 ORDER = list(State)
 TAIL_LINES = 30
+HTTP_PUT_OVER = 16 * 1024  # bytes: below this the console is quick enough
+# OpenWrt's busybox cuts input lines at FEATURE_EDITING_MAX_LEN (512 in its
+# Config-defaults.in; Debian's busybox takes 1024): every console line stays under it
+CONSOLE_LINE_MAX = 500
+
+
+def write_commands(data: bytes, remote: str) -> list[str]:
+    """The shell commands that write ``data`` to ``remote`` over the console: truncate, then
+    printf of octal escapes (4 characters a byte), each line under CONSOLE_LINE_MAX."""
+    q = shlex.quote(remote)
+    around = len(console_line(f"printf '' >> {q}", "0" * 10))
+    step = (CONSOLE_LINE_MAX - around) // 4
+    if step < 16:
+        raise WolfError(f"the path {remote!r} is too long for the console")
+    out = [f": > {q}"]
+    for i in range(0, len(data), step):
+        chunk = "".join(f"\\{b:03o}" for b in data[i : i + step])
+        out.append(f"printf '{chunk}' >> {q}")
+    return out
+
+
+def console_line(command: str, tag: str) -> str:
+    """One shell command as the console gets it: in eval in a subshell (a syntax error or a
+    failing special builtin ends only the subshell, and the end marker still comes; like a
+    command over SSH, each run starts from the same shell state), between two markers."""
+    return (
+        f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); printf '__WE_%s %d\\n' {tag} $?"
+    )
+
+
+@contextlib.contextmanager
+def _one_file_server(data: bytes, token: str) -> Iterator[int]:
+    """An HTTP server on 127.0.0.1 that serves ``data`` at /<token> and nothing else; its
+    port while the block runs."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != f"/{token}":
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(srv.server_address[1])
+    finally:
+        srv.shutdown()
+        srv.server_close()
 
 
 def state_named(name: str) -> State:
@@ -312,14 +372,7 @@ class VM:
         tag = uuid.uuid4().hex[:10]
         c = self.console
         start = c.pos
-        # One line, the command in eval in a subshell: a syntax error or a failing special
-        # builtin ends only the subshell, and the end marker still comes. Like a command over
-        # SSH, each run starts from the same shell state.
-        line = (
-            f"printf '__WS_%s\\n' {tag}; (eval {shlex.quote(command)}); "
-            f"printf '__WE_%s %d\\n' {tag} $?"
-        )
-        c.send(line + "\n")
+        c.send(console_line(command, tag) + "\n")
         # The echoed input holds "__WS_%s' <tag>", never "__WS_<tag>": only the output matches.
         begin = c.expect(rf"__WS_{tag}", start=start, deadline=deadline)
         end = c.expect(rf"__WE_{tag} (\d+)\n", start=begin.end(), deadline=deadline)
@@ -329,7 +382,7 @@ class VM:
     def run(self, command: str, *, timeout: float = 30.0) -> CommandResult:
         if not self._reached(State.SHELL):
             self.transition(State.SHELL)
-        if len(command) > 360 or "\n" in command:
+        if len(console_line(command, "0" * 10)) > CONSOLE_LINE_MAX or "\n" in command:
             # Busybox's line editor truncates long lines: go through a script file instead.
             script = f"/tmp/.wolf-{uuid.uuid4().hex[:8]}.sh"
             self._write_remote(command.encode() + b"\n", script, timeout)
@@ -346,12 +399,8 @@ class VM:
 
     def _write_remote(self, data: bytes, remote: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        q = shlex.quote(remote)
-        self._run(f": > {q}", deadline)
-        step = 96  # 96 bytes → under 400 characters of printf escapes per line
-        for i in range(0, len(data), step):
-            chunk = "".join(f"\\{b:03o}" for b in data[i : i + step])
-            r = self._run(f"printf '{chunk}' >> {q}", deadline)
+        for cmd in write_commands(data, remote):
+            r = self._run(cmd, deadline)
             if r.exit_status != 0:
                 raise WolfError(f"{self.name}: writing {remote} failed: {r.output.strip()}")
 
@@ -362,6 +411,8 @@ class VM:
         if not self._reached(State.SHELL):
             self.transition(State.SHELL)
         data = local.read_bytes()
+        if len(data) > HTTP_PUT_OVER and self._fetched_in(data, remote, timeout):
+            return
         try:
             self._write_remote(data, remote, timeout)
             size = self._run(f"wc -c < {shlex.quote(remote)}", time.monotonic() + 30)
@@ -371,6 +422,33 @@ class VM:
             raise WolfError(
                 f"{self.name}: {remote} has {size.output.strip()!r} bytes, expected {len(data)}"
             )
+
+    def _fetched_in(self, data: bytes, remote: str, timeout: float) -> bool:
+        """Copy in over the lan when the guest is on it and has a fetch tool (OpenWrt's
+        uclient-fetch, busybox wget): the guest fetches the bytes from a one-file HTTP server
+        on the host's loopback, which QEMU's user network shows it as the lan's .2. True when
+        the guest's sha256sum of the copy is ours; False: take the console."""
+        lan = next((n for n in nics(self.spec.kernel) if n.net), None)
+        if lan is None or lan.net is None:
+            return False
+        deadline = time.monotonic() + timeout
+        if not self._reached(State.NETWORK):
+            if not self._run("command -v ubus", deadline).output.strip():
+                return False  # no netifd to wait for: not an OpenWrt image
+            try:
+                self.transition(State.NETWORK)
+            except StateUnavailable:
+                return False
+        tool = self._run("command -v uclient-fetch || command -v wget", deadline).output.strip()
+        if not tool or not self._run("command -v sha256sum", deadline).output.strip():
+            return False
+        host = str(list(ipaddress.ip_network(lan.net).hosts())[1])  # QEMU's host: .2
+        token = uuid.uuid4().hex
+        with _one_file_server(data, token) as port:
+            q = shlex.quote(remote)
+            url = f"http://{host}:{port}/{token}"
+            got = self._run(f"{tool.splitlines()[0]} -q -O {q} {url} && sha256sum {q}", deadline)
+        return got.exit_status == 0 and hashlib.sha256(data).hexdigest() in got.output
 
     def reboot(self, *, timeout: float = 180.0) -> None:
         """Reboot the guest (QEMU exits on it: -no-reboot) and boot again to the same state."""
