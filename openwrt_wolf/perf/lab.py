@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths
+from .. import paths, proc
 from ..errors import WolfError
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
@@ -245,6 +246,28 @@ def _net(
     return results
 
 
+def _needed(tc: toolchain.Toolchain, elf: Path) -> list[str]:
+    out = proc.run([tc.tool("readelf"), "-d", elf], timeout=60, check=False).output
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def _with_runtime(prog: programs.BenchProgram, tc: toolchain.Toolchain, dest: Path) -> Path:
+    """The library build, plus the compiler's runtime libraries it and the tools need
+    (libatomic.so.1 for OpenSSL built by OpenWrt's gcc: the image of another flavour has no
+    libatomic package), from the toolchain's lib/; the C library is the target's own."""
+    shutil.copytree(prog.libdir, dest, symlinks=True)
+    have = {p.name for p in dest.iterdir()}
+    runtime = Path(tc.sysroot) / "lib"
+    elves = [p for p in dest.iterdir() if p.is_file() and not p.is_symlink()]
+    for name in sorted({n for e in [*elves, *prog.exes.values()] for n in _needed(tc, e)}):
+        src = runtime / name
+        if name in have or name.startswith(("libc.", "ld-")) or not src.exists():
+            continue
+        shutil.copyfile(src.resolve(), dest / name)
+        have.add(name)
+    return dest
+
+
 @contextlib.contextmanager
 def _placed(
     place: Place, flavour: str, prog: programs.BenchProgram, bs: spec.BuildSpec,
@@ -268,7 +291,9 @@ def _placed(
         for variant, exe in prog.exes.items():
             exes[variant] = Path(place.put(exe, f"{flavour}-{exe.name}"))
             made.append(str(exes[variant]))
-        libdir = place.put_dir(prog.libdir, f"{flavour}-lib")
+        with tempfile.TemporaryDirectory(prefix="wolf-perf-lib-") as tmp:
+            libs = _with_runtime(prog, tc, Path(tmp) / "lib")
+            libdir = place.put_dir(libs, f"{flavour}-lib")
         made.append(libdir)
         env = {}
         if clock == "cpu":

@@ -21,10 +21,22 @@
 
 static int (*real_clock_gettime)(clockid_t, struct timespec *);
 
+/* The C library's clock_gettime for our struct timespec. A 32-bit target with a 64-bit
+ * time_t (musl 1.2+, OpenWrt's) names it __clock_gettime64: its headers redirect the
+ * declaration there, so the clock_gettime below is that symbol, and the one dlsym finds
+ * under the plain name is the old 32-bit time_t call, which fills only half the struct. */
+static void *real_symbol(void)
+{
+	void *p = 0;
+	if (sizeof(time_t) == 8 && sizeof(long) == 4)
+		p = dlsym(RTLD_NEXT, "__clock_gettime64");
+	return p ? p : dlsym(RTLD_NEXT, "clock_gettime");
+}
+
 static int cpu_now(struct timespec *ts)
 {
 	if (!real_clock_gettime)
-		real_clock_gettime = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+		real_clock_gettime = (int (*)(clockid_t, struct timespec *))real_symbol();
 	return real_clock_gettime(CLOCK_PROCESS_CPUTIME_ID, ts);
 }
 
