@@ -1080,6 +1080,12 @@ def sources_tree_family(w: Path) -> list[Probe]:
             return "data loss", f"{victim} changed or removed"
         return None
 
+    def outside_intact() -> Finding | None:
+        beside = victim.parent / "Makefile"  # what a folder made a link would reach
+        if beside.exists() and beside.read_text() != "keep me\n":
+            return "data loss", f"{beside} overwritten"
+        return victim_intact()
+
     ok = _mini_tree(w, "plain")
     out = [Probe(["sources", "--tree", str(w / x)]) for x in ("fifo", "big.bin", "empty", "nope")]
     out.append(Probe(["sources", "--tree", "/dev/zero"]))
@@ -1105,6 +1111,22 @@ def sources_tree_family(w: Path) -> list[Probe]:
         t = _mini_tree(w, "subs-" + kind.replace(" ", "-").replace("/", ""), special_kind=kind)
         out.append(Probe(["sources", "--tree", str(t), "--redo", "x-1.0.tar.gz", "--no-debian"],
                          after=victim_intact))  # fmt: skip
+    # an edit's kept original put back (--revert, and every run's put-back of unlisted edits)
+    # where the tree's file, or a folder on its way, was made a link out of the tree
+    edit = [{"path": "tools/x/Makefile", "what": "replace", "old": "a", "new": "b"}]
+    for how in ("file-link", "dir-link"):
+        t = _mini_tree(w, f"put-back-{how}", subs=_subs(edit))
+        kept = t / ".wolf-sources" / "orig" / "tools" / "x" / "Makefile"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text("OpenWrt's Makefile\n")
+        if how == "file-link":
+            (t / "tools" / "x").mkdir(parents=True, exist_ok=True)
+            (t / "tools" / "x" / "Makefile").symlink_to(victim)
+        else:
+            (t / "tools").mkdir(parents=True, exist_ok=True)
+            (t / "tools" / "x").symlink_to(victim.parent)
+            (victim.parent / "Makefile").write_text("keep me\n")
+        out.append(Probe(["sources", "--tree", str(t), "--revert"], after=outside_intact))
     for i, v in enumerate(["$(shell touch {s})", "@g$(shell touch {s})", "luci;touch {s}"]):
         s = w / "sentinels" / f"src-pk-{i}"
         argv = ["sources", "--tree", str(ok), "--device", "malta-be", "--flavour", "wolfssl"]
