@@ -8,6 +8,7 @@ import contextlib
 import os
 import re
 import shutil
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -230,8 +231,8 @@ class ImageBuilder:
         lines FeedSourcesAppendAPK writes, for the feeds a directory ``base`` holds."""
         own = self.top / "repositories"
         lines = []
-        if own.is_file():
-            text = untrusted.read_text(own, "ImageBuilder repositories file", limit=64 * 1024)
+        if own.is_symlink() or own.exists():  # anything but a small regular file: one line
+            text = untrusted.read_text(own, "ImageBuilder repositories file", MAX_REPOSITORIES)
             for line in text.splitlines():
                 m = _REPO_LINE.match(line.strip())
                 if m:
@@ -249,20 +250,20 @@ class ImageBuilder:
     @contextlib.contextmanager
     def repositories(self, lines: list[str]) -> Iterator[None]:
         """`repositories` holds ``lines`` while the block runs; the ImageBuilder's own file
-        (or its absence) afterwards."""
+        (or its absence) afterwards. Written by a new file renamed over it (a link there is
+        replaced, never written through); an own file that is not a regular one is refused."""
         own = self.top / "repositories"
-        kept = own.read_bytes() if own.is_file() else None
-        tmp = own.with_name("repositories.openwrt-wolf")
-        tmp.write_text("".join(f"{ln}\n" for ln in lines))
-        os.replace(tmp, own)
+        kept = None
+        if own.is_symlink() or own.exists():
+            kept = untrusted.read_bytes(own, "ImageBuilder repositories file", MAX_REPOSITORIES)
+        _replace(own, "".join(f"{ln}\n" for ln in lines).encode())
         try:
             yield
         finally:
             if kept is None:
                 own.unlink(missing_ok=True)
             else:
-                tmp.write_bytes(kept)
-                os.replace(tmp, own)
+                _replace(own, kept)
 
     def kdir(self, target: str) -> Path:
         """$(KDIR) = build_dir/target-<arch>_<libc>/linux-<target>_<subtarget>, where the
@@ -280,6 +281,20 @@ class ImageBuilder:
         for p in k.glob("root.*"):
             p.unlink()
         shutil.rmtree(k / "tmp", ignore_errors=True)
+
+
+MAX_REPOSITORIES = 64 * 1024  # bytes of an ImageBuilder's repositories file
+
+
+def _replace(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".repositories.", dir=path.parent)  # O_EXCL: a new file
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 # FeedSourcesAppendAPK's lines after VERSION_SED_SCRIPT: "[# ]<release URL>/targets/<t>/<s>/

@@ -55,6 +55,39 @@ def test_the_minimal_imagebuilder_runs_make_with_packages(mini_ib: Path, tmp_pat
     assert str(tmp_path) in (mini_ib / "image-saw").read_text()
 
 
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "link-out"])
+def test_a_crafted_repositories_file_is_one_line_and_nothing_outside_changes(
+    kind: str, mini_ib: Path, tmp_path: Path
+) -> None:
+    """--mirror rewrites the ImageBuilder's `repositories` for the run: a crafted one (a link
+    to /dev/zero, a FIFO, a link to a file outside) is one line or replaced, never read
+    without bound nor written through."""
+    own = mini_ib / "repositories"
+    victim = tmp_path / "victim"
+    victim.write_text(
+        "https://downloads.openwrt.org/releases/25.12.5/packages/x/base/packages.adb\n"
+    )
+    if kind == "dev-zero":
+        own.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(own)
+    else:
+        own.symlink_to(victim)
+    mirror = tmp_path / "mirror"
+    feed = mirror / "releases/25.12.5/packages/mips_24kc/base/packages.adb"
+    feed.parent.mkdir(parents=True)
+    feed.write_bytes(b"")
+    p = invoke("build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--imagebuilder",
+               str(mini_ib), "--mirror", str(mirror), tmp=tmp_path)  # fmt: skip
+    line = _one_error(p)
+    assert victim.read_text().startswith("https://downloads.openwrt.org/"), "written through"
+    if kind != "link-out":
+        assert "repositories" in line, line
+    else:  # read (bounded) and put back as a file; the mini ImageBuilder's make image fails
+        assert "make image" in line, line
+        assert not own.is_symlink() and own.read_text() == victim.read_text()
+
+
 MAKE_CODE = [
     "$(shell touch {s})", "`touch {s}`", "$$(shell touch {s})", "${{shell touch {s}}}",
     "foo;touch {s}", "foo $(shell touch {s})", "luci,$(shell touch {s})",
