@@ -4,13 +4,19 @@ two cores; CI cannot run it (tests/build/test_sources.py and the stand-in tests 
 code), so its times are written down in docs/build.md and docs/results.md.
 
 Every step is the product's own task (`./wolf sources`, `./wolf build`, `./wolf
-measure-memory`) run as a subprocess and timed; the per-stage make times come from the build
-records (`phases`, make:<stage>). Rerunning resumes: OpenWrt's stamps skip what is built, the
-store returns finished builds.
+measure-memory`, `./wolf what-if`) run as a subprocess and timed; the per-stage make times come
+from the build records (`phases`, make:<stage>). Rerunning resumes: OpenWrt's stamps skip what
+is built, the store returns finished builds. With --sdk-ib (the first flavour makes OpenWrt's
+ImageBuilder) and --work DIR it goes on as issue 22 asks: each flavour's bin/ kept in DIR (the
+next build overwrites the tree's), the real ImageBuilder builds the three flavours (its
+packages beside it from DIR as a mirror, a store of its own), its rootfs compared with the
+buildroot's file by file, what-if from each ImageBuilder image to each other flavour compared
+with the ImageBuilder's own byte for byte, and bench/openwrt_vm.py in each image.
 
 Run (an extracted OpenWrt v25.12.5 tree, a directory of git snapshots and tarballs):
   .venv/bin/python bench/openwrt_build.py --tree /var/tmp/owb/openwrt-25.12.5 \\
-      --sources /work/shared/openwrt/offline/dl,/work/.mirror [--boots 3] [-j 3] [--sdk-ib]
+      --sources /work/shared/openwrt/offline/dl,/work/.mirror [--boots 3] [-j 3] \\
+      [--sdk-ib --work /var/tmp/owb/bench]
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -28,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from openwrt_wolf import paths  # noqa: E402
+from openwrt_wolf.catalogue import devices  # noqa: E402
 from openwrt_wolf.results.store import FileStore  # noqa: E402
 
 FLAVOURS = ("wolfssl", "mbedtls", "openssl")
@@ -51,6 +59,90 @@ def newest(store: FileStore, kind: str, flavour: str, device: str) -> dict[str, 
     return recs[-1].data
 
 
+def real_imagebuilder(a: argparse.Namespace, flavours: list[str]) -> dict[str, float]:
+    """The ImageBuilder the first build made: the three flavours with it, compared with the
+    buildroot's images; what-if between its images; the in-VM checks of bench/openwrt_vm.py."""
+    work: Path = a.work
+    t, s = devices.resolve(a.device).target_path.split("/")
+    first = work / f"bin-{flavours[0]}"
+    archive = next(first.glob(f"targets/{t}/{s}/openwrt-imagebuilder-*.tar.zst"))
+    ib_top = work / "ib"
+    shutil.rmtree(ib_top, ignore_errors=True)
+    ib_top.mkdir(parents=True)
+    subprocess.run(["tar", "--zstd", "-xf", str(archive), "-C", str(ib_top)], check=True)
+    ib = next(ib_top.iterdir())
+    seconds: dict[str, float] = {}
+    env = {**os.environ, "OPENWRT_WOLF_STORE": str(work / "store-ib")}
+    outs: dict[str, Path] = {}
+    for fl in flavours:
+        mirror = work / f"mirror-{fl}" / "releases"
+        mirror.mkdir(parents=True, exist_ok=True)
+        link = mirror / "25.12.5"
+        if not link.is_symlink():
+            link.symlink_to(work / f"bin-{fl}")
+        t0 = time.monotonic()
+        argv = ["build", "--backend", "imagebuilder", "--imagebuilder", str(ib), "--mirror",
+                str(mirror.parent), "--device", a.device, "--flavour", fl, "--packages",
+                a.packages + ",-nftables", "--no-report", "--force"]  # fmt: skip
+        print(f"$ ./wolf {' '.join(argv)}", flush=True)
+        subprocess.run([str(ROOT / "wolf"), *argv], check=True, env=env)
+        seconds[f"imagebuilder {fl}"] = time.monotonic() - t0
+        rec = newest(FileStore(work / "store-ib"), "build", fl, a.device)
+        arts = rec["artifacts"]
+        assert isinstance(arts, list)
+        outs[fl] = Path(next(x["path"] for x in arts if x["name"] == "root.squashfs")).parent
+        print(f"{fl}: ImageBuilder vs buildroot, files that differ: "
+              f"{rootfs_diff(work / f'bin-{fl}' / 'targets' / t / s, outs[fl])}")  # fmt: skip
+    last = work / f"bin-{flavours[-1]}"  # bin/packages accumulates every flavour's packages
+    pkgs = f"{ib}/packages,{last}/packages/mips_24kc/base,{last}/targets/{t}/{s}/packages"
+    for frm in flavours:
+        for to in flavours:
+            if frm == to:
+                continue
+            out = work / f"what-if-{frm}-{to}.squashfs"
+            wi = work / "store-wi"
+            wolf("what-if", "--from", str(outs[frm]), "--device", a.device, "--flavour", to,
+                 "--packages", pkgs, "--output", str(out), "--store", str(wi))  # fmt: skip
+            real = (outs[to] / "root.squashfs").read_bytes()[: out.stat().st_size]
+            same = "byte-identical" if real == out.read_bytes() else "DIFFERENT"
+            print(f"what-if {frm} -> {to}: {same} to the ImageBuilder's")
+    for fl in flavours:
+        bin_dir = work / f"bin-{fl}"
+        image = bin_dir / "targets" / t / s / f"openwrt-{t}-{s}-vmlinux-initramfs.elf"
+        subprocess.run([sys.executable, str(ROOT / "bench" / "openwrt_vm.py"), "--image",
+                        str(image), "--packages", str(bin_dir / "packages" / "mips_24kc"),
+                        "--flavour", fl, "--apk", f"{a.tree}/staging_dir/host/bin/apk",
+                        "--json", str(work / f"vm-{fl}.json")], check=False)  # fmt: skip
+    return seconds
+
+
+def rootfs_diff(buildroot_dir: Path, ib_dir: Path) -> list[str]:
+    """unsquashfs both root filesystems and list the paths whose content, kind or presence
+    differs (expected: etc/apk/world, init, lib/apk/db/lock)."""
+    import filecmp
+    import gzip
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        br = Path(tmp) / "br.squashfs"
+        gz = next(buildroot_dir.glob("*-rootfs-squashfs.img.gz"))
+        br.write_bytes(gzip.decompress(gz.read_bytes()))
+        trees = []
+        for name, img in (("br", br), ("ib", ib_dir / "root.squashfs")):
+            subprocess.run(["unsquashfs", "-q", "-d", f"{tmp}/{name}", str(img)], check=True,
+                           stdout=subprocess.DEVNULL)  # fmt: skip
+            trees.append(Path(tmp) / name)
+        out: list[str] = []
+
+        def walk(c: filecmp.dircmp[str], rel: str) -> None:
+            out.extend(f"{rel}{n}" for n in c.left_only + c.right_only + c.diff_files)
+            for n, sub in c.subdirs.items():
+                walk(sub, f"{rel}{n}/")
+
+        walk(filecmp.dircmp(trees[0], trees[1], ignore=[]), "")
+        return sorted(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", required=True)
@@ -61,6 +153,8 @@ def main() -> int:
     ap.add_argument("--boots", type=int, default=3)
     ap.add_argument("-j", type=int, default=3)
     ap.add_argument("--sdk-ib", action="store_true")
+    ap.add_argument("--work", type=Path, help="keep each flavour's bin/ here; with --sdk-ib: "
+                    "ImageBuilder, what-if and in-VM checks")  # fmt: skip
     a = ap.parse_args()
     flavours = [f for f in a.flavours.split(",") if f]
     seconds: dict[str, float] = {}
@@ -69,10 +163,16 @@ def main() -> int:
     for fl in flavours:
         argv = ["build", "--tree", a.tree, "--device", a.device, "--flavour", fl,
                 "--packages", a.packages, "-j", str(a.j), "--no-report"]  # fmt: skip
-        seconds[f"build {fl}"] = wolf(*argv, *(["--sdk-ib"] if a.sdk_ib else []))
+        first = fl == flavours[0]
+        seconds[f"build {fl}"] = wolf(*argv, *(["--sdk-ib"] if a.sdk_ib and first else []))
+        if a.work:  # the next flavour's build overwrites bin/
+            shutil.rmtree(a.work / f"bin-{fl}", ignore_errors=True)
+            shutil.copytree(Path(a.tree) / "bin", a.work / f"bin-{fl}", symlinks=True)
     for fl in flavours:
         seconds[f"memory {fl}"] = wolf("measure-memory", "--device", a.device, "--flavour", fl,
                                        "--boots", str(a.boots))  # fmt: skip
+    if a.work and a.sdk_ib:
+        seconds |= real_imagebuilder(a, flavours)
     store = FileStore(paths.store_dir(None))
     print("\nstep                          wall s")
     for k, v in seconds.items():
@@ -85,15 +185,17 @@ def main() -> int:
         for k, v in phases.items():
             print(f"{fl:9} {k:14} {float(v):8.0f}")
     print("\nflavour   MemFree median kB   boots   ratio to mbedtls")
-    med = {}
+    med: dict[str, float] = {}
+    n: dict[str, int] = {}
     for fl in flavours:
         rec = newest(store, "memory", fl, a.device)
         boots = rec.get("boots", [])
         assert isinstance(boots, list)
         med[fl] = statistics.median(int(b["meminfo_kb"]["MemFree"]) for b in boots)
+        n[fl] = len(boots)
     for fl in flavours:
         ratio = med[fl] / med["mbedtls"] if "mbedtls" in med else float("nan")
-        print(f"{fl:9} {med[fl]:17.0f} {len(boots):7} {ratio:18.3f}")
+        print(f"{fl:9} {med[fl]:17.0f} {n[fl]:7} {ratio:18.3f}")
     print(json.dumps({"seconds": seconds, "memfree_kb": med}, indent=1))
     return 0
 
