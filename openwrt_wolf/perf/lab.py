@@ -247,7 +247,11 @@ def _net(
 
 
 def _needed(tc: toolchain.Toolchain, elf: Path) -> list[str]:
-    out = proc.run([tc.tool("readelf"), "-d", elf], timeout=60, check=False).output
+    """The NEEDED entries of an ELF file, by the toolchain's readelf (none without one)."""
+    readelf = tc.tool("readelf")
+    if not shutil.which(readelf):
+        return []
+    out = proc.run([readelf, "-d", elf], timeout=60, check=False).output
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
