@@ -295,9 +295,11 @@ def _placed(
         for variant, exe in prog.exes.items():
             exes[variant] = Path(place.put(exe, f"{flavour}-{exe.name}"))
             made.append(str(exes[variant]))
-        with tempfile.TemporaryDirectory(prefix="wolf-perf-lib-") as tmp:
-            libs = _with_runtime(prog, tc, Path(tmp) / "lib")
-            libdir = place.put_dir(libs, f"{flavour}-lib")
+        if place.target == "qemu":  # runs here: qemu-user finds the runtime in the sysroot
+            libdir = place.put_dir(prog.libdir, f"{flavour}-lib")
+        else:  # copied there: the copy is made while the temporary directory exists
+            with tempfile.TemporaryDirectory(prefix="wolf-perf-lib-") as tmp:
+                libdir = place.put_dir(_with_runtime(prog, tc, Path(tmp) / "lib"), f"{flavour}-lib")
         made.append(libdir)
         env = {}
         if clock == "cpu":
