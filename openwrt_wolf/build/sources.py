@@ -34,7 +34,7 @@ from typing import IO
 
 import requests
 
-from .. import downloads, outputs, term
+from .. import downloads, outputs, proc, term
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..host import hosttools
@@ -576,8 +576,8 @@ class Filler:
             return gate
         tool = tools[0].removeprefix("tools/")
         if spec.get("host_tools"):
-            hosttools.ensure([str(t) for t in spec["host_tools"]])
-        links = dict(spec.get("links", {}))
+            hosttools.ensure([_on_host(str(t)) for t in spec["host_tools"]])
+        links = {k: _on_host(str(v)) for k, v in spec.get("links", {}).items()}
         text = packages.render(
             "host-binary.mk.j2",
             file=n.file,
@@ -708,3 +708,12 @@ def fill(
         tree / SUBSTITUTIONS, json.dumps(subs.to_dict(), indent=1, sort_keys=True) + "\n"
     )
     return subs
+
+
+def _on_host(path: str) -> str:
+    """A Debian path of data/sources.toml on this machine: {multiarch} is the host's
+    triplet (x86_64-linux-gnu, aarch64-linux-gnu), as Debian's gcc prints it."""
+    if "{multiarch}" not in path:
+        return path
+    triplet = proc.run(["gcc", "-dumpmachine"], timeout=30).output.strip()
+    return path.replace("{multiarch}", triplet)

@@ -203,6 +203,8 @@ def _put_back(tree: Path, orig: Path, rel: str) -> bool:
     dest.parent.mkdir(parents=True, exist_ok=True)
     if dest.is_symlink():
         dest.unlink()
+    elif dest.is_dir():  # copy2 would put the file inside it: not this file's place
+        return False
     shutil.copy2(orig, dest)
     orig.unlink()
     return True
