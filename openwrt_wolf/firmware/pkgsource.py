@@ -70,7 +70,7 @@ class Package:
         return [p for kind, p in self._other() if kind == "dir"]
 
     def _other(self) -> list[tuple[str, str]]:
-        if not self._entries:  # read once; an empty package re-reads (cheap)
+        if not self._entries:  # read once: the marker below stands for "read" when it is empty
             if self.format == "adb":
                 from . import pkgformats
 
@@ -85,6 +85,7 @@ class Package:
                     (m.kind, "/" + m.name.rstrip("/")) for m, _ in found
                     if m.kind in ("symlink", "dir")
                 )  # fmt: skip
+            self._entries.append(("read", ""))
         return self._entries
 
 

@@ -12,6 +12,8 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from openwrt_wolf.firmware import pkgsource, whatif
 from tests.conftest import need_tools
 
@@ -128,3 +130,31 @@ def test_touch_as_prepare_rootfs_does(tmp_path: Path) -> None:
 
     assert times(trees[0]) == times(trees[1])
     assert set(times(trees[0]).values()) == {1782737960 * 10**9}
+
+
+def test_a_package_without_links_or_folders_is_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """what-if asks each kept package for its links and folders; one that has none is not
+    read from its archive again on every question."""
+    import io
+
+    from openwrt_wolf import archive
+
+    pkg_file = tmp_path / "plain-1.tar.gz"
+    with tarfile.open(pkg_file, "w:gz") as t:
+        data = b"x\n"
+        info = tarfile.TarInfo("usr/share/plain.txt")
+        info.size = len(data)
+        t.addfile(info, io.BytesIO(data))
+    reads = []
+    real = archive.members
+
+    def counted(*a: object, **kw: object) -> object:
+        reads.append(a[0])
+        return real(*a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(archive, "members", counted)
+    pkg = pkgsource.Package("plain", "1", pkg_file)
+    assert pkg.links() == [] and pkg.dirs() == [] and pkg.links() == []
+    assert reads == [pkg_file]
