@@ -225,6 +225,12 @@ def sources_main(
         if revert:
             restored = srcedit.revert(top)
             term.console().print(f"restored {len(restored)} files of {top}", markup=False)
+            left = srcedit.left_over(top)
+            if left:  # a link, a special file or a path now a folder: not put back, said
+                term.console().print(
+                    f"left {len(left)} under {top / srcedit.ORIG_DIR} (a link, not a regular "
+                    f"file, or its tree path is a folder): {', '.join(left)}", markup=False,
+                )  # fmt: skip
             return 0
         if redo:
             redone = [n.strip() for n in redo.split(",") if n.strip()]

@@ -229,6 +229,17 @@ def kept(tree: Path) -> list[str]:
     return sorted({r.removesuffix(ADDED) for r in rels})
 
 
+def left_over(tree: Path) -> list[str]:
+    """What `revert` could not put back: kept "originals" that are links or not regular
+    files, and those whose tree path is now a directory (they stay under ORIG_DIR)."""
+    base = tree / ORIG_DIR
+    if not base.is_dir():
+        return []
+    return sorted(
+        str(p.relative_to(base)) for p in base.rglob("*") if p.is_symlink() or not p.is_dir()
+    )
+
+
 def revert(tree: Path) -> list[str]:
     """Put back every original kept under .wolf-sources/orig/."""
     base = tree / ORIG_DIR

@@ -537,6 +537,31 @@ def test_putting_back_never_writes_through_a_link(tree: Path, tmp_path: Path) ->
     assert (outside / "995-x.patch").read_text() == "theirs\n"
 
 
+def test_revert_says_what_it_left(tree: Path, tmp_path: Path) -> None:
+    """`sources --revert` puts back regular originals and names the rest: a kept "original"
+    made a link (to a file outside) is neither followed nor silently skipped."""
+    from openwrt_wolf.build import srcedit
+
+    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+                    "1.07.1")  # fmt: skip
+    srcedit.set_var(tree, ("tools/bison",), "PKG_VERSION",
+                    _var(tree, "tools/bison", "PKG_VERSION"), "3.8.1")  # fmt: skip
+    kept = tree / srcedit.ORIG_DIR / "tools/bison/Makefile"
+    outside = tmp_path / "outside.mk"
+    outside.write_text("theirs\n")
+    kept.unlink()
+    kept.symlink_to(outside)
+    wolf = [str(Path(__file__).resolve().parents[2] / "wolf")]
+    out = subprocess.run([*wolf, "sources", "--tree", str(tree), "--revert"],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "COLUMNS": "1000"})  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "restored 1 files" in out.stdout
+    assert re.search(r"left 1 under .*: tools/bison/Makefile$", out.stdout, re.M), out.stdout
+    assert outside.read_text() == "theirs\n"
+    assert "1.07.1" not in (tree / "tools/bc/Makefile").read_text()
+
+
 def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
     tree: Path, tmp_path: Path
 ) -> None:
