@@ -19,8 +19,10 @@ Run (after `./wolf build --tree T --device malta-be --flavour F`):
   .venv/bin/python bench/openwrt_vm.py \\
       --image T/bin/targets/malta/be/openwrt-malta-be-vmlinux-initramfs.elf \\
       --packages T/bin/packages/mips_24kc --flavour wolfssl [--json out.json] \\
-      [--apk T/staging_dir/host/bin/apk]
-Emulated (TCG): times are QEMU's, not a router's.
+      [--apk T/staging_dir/host/bin/apk] [--store DIR]
+With --store (or $OPENWRT_WOLF_STORE) the figures become a "perf-image" record
+(openwrt_wolf/perf/model.py ImageServer), which `./wolf report` shows in its Memory and
+Performance tables beside the lab's. Emulated (TCG): times are QEMU's, not a router's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import argparse
 import functools
 import http.server
 import json
+import os
 import shutil
 import socket
 import ssl
@@ -43,7 +46,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from openwrt_wolf import paths
+from openwrt_wolf.hashing import file_sha256
 from openwrt_wolf.measure.free_memory import spec_for
+from openwrt_wolf.perf.model import IMAGE, ImageServer, Where, metric, record_key
+from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.machine import VM
 
@@ -106,7 +113,7 @@ def handshakes(port: int, n: int) -> dict[str, Any]:
     if not times:
         return {"ok": 0}
     return {"ok": len(times), "median_s": statistics.median(times), "min_s": min(times),
-            "max_s": max(times)}  # fmt: skip
+            "max_s": max(times), "times_s": times}  # fmt: skip
 
 
 def held_connections(vm: VM, port: int, n: int) -> dict[str, Any]:
@@ -145,6 +152,43 @@ def other_key_index(apk: Path, src: Path, dest: Path) -> None:
                     "packages.adb", *names], cwd=dest, check=True, timeout=300)  # fmt: skip
 
 
+def image_record(out: dict[str, Any], spec: qemu.VmSpec, a: argparse.Namespace) -> Record:
+    """The figures as a perf-image record (ImageServer): what the comparison report reads."""
+    held = out["uhttpd_held"]
+    times = out["handshakes"]["times_s"]
+    data = ImageServer(
+        flavour=a.flavour,
+        image=str(a.image),
+        image_sha256=file_sha256(a.image),
+        where=Where("vm", True, f"{qemu.binary(spec.kernel)} -M malta -m {spec.memory()}", "wall"),
+        target="vm",
+        emulated=True,
+        tls_packages=out["tls_packages"],
+        mbedtls_present=out["mbedtls_present"],
+        negotiated={k: out["https_host"][k] for k in ("version", "cipher")},
+        requests=a.requests,
+        held=held["open"],
+        handshake_s=times,
+        uhttpd_kB={
+            "idle": out["uhttpd_idle_kB"],
+            "requests": out["uhttpd_after_requests_kB"],
+            "held": held["during_kB"],
+        },
+        apk_exit={
+            k.removeprefix("apk_update_"): v["exit"]
+            for k, v in out.items()
+            if k.startswith("apk_update_")
+        },
+        metrics={
+            "rss_uhttpd_idle": metric(out["uhttpd_idle_kB"]["VmRSS"], "kB"),
+            "uhttpd_rss_per_session": metric(held["per_connection_kB"]["RssAnon"], "kB"),
+            "image_handshake_ms": metric(round(statistics.median(times) * 1000, 1), "ms"),
+        },
+    )
+    key = record_key(a.flavour, "vm", f"image-{data.image_sha256[:12]}")
+    return Record(IMAGE, key, a.release, a.device, a.flavour, data.to_dict())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--image", required=True, type=Path)
@@ -156,6 +200,9 @@ def main() -> int:
     )
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--held", type=int, default=10, help="TLS sessions held open at once")
+    ap.add_argument("--store", type=Path, help="results store (default: $OPENWRT_WOLF_STORE)")
+    ap.add_argument("--release", default="25.12.5")
+    ap.add_argument("--device", default="malta-be")
     a = ap.parse_args()
     out: dict[str, Any] = {"image": str(a.image), "flavour": a.flavour}
     https_port = qemu.free_port()
@@ -213,6 +260,9 @@ def main() -> int:
     print(text)
     if a.json:
         a.json.write_text(text + "\n")
+    if a.store or "OPENWRT_WOLF_STORE" in os.environ:
+        rec = image_record(out, spec, a)
+        print(f"record: {FileStore(a.store or paths.store_dir()).put(rec)}")
     ok = bool(out["https_host"].get("ok")) and out["https_guest"]["exit"] == 0
     ok = ok and out["apk_update_good"]["exit"] == 0 and out["apk_update_bad"]["exit"] != 0
     ok = ok and out.get("apk_update_otherkey", {"exit": 1})["exit"] != 0

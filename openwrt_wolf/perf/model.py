@@ -226,6 +226,41 @@ class WifiConnections:
         return _from_dict(cls, d, where)
 
 
+IMAGE = "perf-image"
+
+
+@dataclass(frozen=True)
+class ImageServer:
+    """The image's own programs in a real OpenWrt image booted in the VM (bench/openwrt_vm.py):
+    its uhttpd's memory from /proc/<pid>/status (idle, after `requests` HTTPS requests, with
+    `held` TLS sessions open at once), handshakes timed by the host's Python ssl client, the
+    TLS packages installed (`apk info`), apk's verdict on a good, a damaged and an
+    other-key index. Emulated (QEMU TCG): times carry over only as ratios."""
+
+    flavour: str
+    image: str  # the initramfs kernel booted
+    image_sha256: str
+    where: Where
+    target: str  # "vm"
+    emulated: bool
+    tls_packages: list[str]
+    mbedtls_present: bool
+    negotiated: dict[str, str]  # "version", "cipher" of the host's session
+    requests: int
+    held: int
+    handshake_s: list[float]  # the host client's times, connect to end of handshake
+    uhttpd_kB: dict[str, dict[str, int]]  # "idle", "requests", "held" -> status fields in kB
+    apk_exit: dict[str, int]  # "good", "bad", "otherkey" -> `apk update`'s exit status
+    metrics: dict[str, dict[str, Any]]  # the comparison's view: name -> {"value", "unit"}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str | None = None) -> ImageServer:
+        return _from_dict(cls, d, where)
+
+
 def _flat(obj: Any) -> dict[str, Any]:
     """asdict, with `common` also spread at the top (the comparison reads metrics/target/
     emulated there)."""

@@ -17,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from .. import paths
-from ..perf.model import CRYPTO, HANDSHAKE, MEMORY, SOAK, WIFI
+from ..perf.model import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI
 from ..results.store import FileStore, Record
 from .model import Figure, Row, Source, Table
 from .sizereport import Cell, DeviceReport, Footprint
@@ -217,7 +217,7 @@ def tables(
     """The three tables; a table with no rows is still listed (the renderers say 'no records')."""
     perf = [
         r
-        for kind in ("perf", CRYPTO, HANDSHAKE, MEMORY, SOAK, WIFI)  # the perf lab's (perf.model)
+        for kind in ("perf", CRYPTO, HANDSHAKE, MEMORY, SOAK, WIFI, IMAGE)  # perf.model's kinds
         for r in store.query(kind)
         if not wanted_devices or r.device is None or r.device in wanted_devices
     ]

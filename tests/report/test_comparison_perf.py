@@ -8,11 +8,13 @@ from pathlib import Path
 from openwrt_wolf.perf.model import (
     CRYPTO,
     HANDSHAKE,
+    IMAGE,
     MEMORY,
     CryptoSpeed,
     Handshakes,
     HeapPhase,
     HeapUse,
+    ImageServer,
     NetCommon,
     Where,
 )
@@ -84,3 +86,31 @@ def test_network_records_fill_memory_and_performance(tmp_path: Path) -> None:
     assert by["performance"]["perf:handshake_p256_ms:"].values["mbedtls"].value == 9.5
     back = st.get(MEMORY, "wolfssl-qemu-memory")
     assert back is not None and HeapUse.from_dict(back.data).download.peak == 244172
+
+
+def test_image_records_fill_memory_and_performance(tmp_path: Path) -> None:
+    """perf-image records (perf.model.ImageServer, bench/openwrt_vm.py on a real image): the
+    image's uhttpd per held session in Memory, the handshake median in Performance, each
+    labelled emulated (vm) with the device."""
+    st = FileStore(tmp_path / "results")
+    per_session = {"mbedtls": 46.8, "wolfssl": 18.4}  # what the test writes is the oracle
+    where = Where(target="vm", emulated=True, machine="qemu-system-mips -M malta", clock="wall")
+    for flav, kb in per_session.items():
+        rec = ImageServer(
+            flavour=flav, image="x.elf", image_sha256="0" * 64, where=where, target="vm",
+            emulated=True, tls_packages=[], mbedtls_present=flav == "mbedtls",
+            negotiated={"version": "TLSv1.3"}, requests=1, held=10, handshake_s=[0.03],
+            uhttpd_kB={}, apk_exit={"good": 0},
+            metrics={"uhttpd_rss_per_session": {"value": kb, "unit": "kB"},
+                     "image_handshake_ms": {"value": 30.0, "unit": "ms"}},
+        )  # fmt: skip
+        assert ImageServer.from_dict(rec.to_dict()) == rec
+        st.put(Record(IMAGE, f"{flav}-vm-image", "25.12.5", "malta-be", flav, rec.to_dict()))
+    tables = comparison.tables([], [], st, ["mbedtls", "wolfssl"], None, None)
+    by = {t.id: {r.id: r for r in t.rows} for t in tables}
+    row = by["memory"]["perf:uhttpd_rss_per_session:malta-be"]
+    assert {f: v.value for f, v in row.values.items()} == per_session
+    assert row.unit == "kB" and "TLS session held open" in row.label
+    src = row.values["wolfssl"].source
+    assert src is not None and src.setting == "emulated (vm)"
+    assert "perf:image_handshake_ms:malta-be" in by["performance"]
