@@ -272,8 +272,10 @@ def what_if(
         "files": "FILES= directory copied over the root filesystem",
         "sdk": "an unpacked SDK (selects the sdk backend)",
         "feed": "local feed the sdk backend builds from (default: feeds/wolf)",
-        "tree": "an OpenWrt source tree (selects the buildroot backend)",
-        "patches": "patch set the buildroot backend applies (default: this project's patches/)",
+        "tree": "an OpenWrt source tree (selects the buildroot backend); with --backend sdk the "
+        "SDK's base feed: the patch set is applied there and the SDK compiles its packages",
+        "patches": "patch set the buildroot and sdk (--tree) backends apply (default: this "
+        "project's patches/)",
         "report": "print the size report of the devices built (default on; --no-report)",
         "queue": "build on workers (docs/build-farm.md): redis://[:PASS@]HOST:PORT/DB, or env "
         "($OPENWRT_WOLF_QUEUE); one job per device and flavour",

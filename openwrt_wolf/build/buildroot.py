@@ -236,16 +236,20 @@ class Tree:
     def _make(
         self, argv: list[str], log: Path, timeout: float, on_line: Callable[[str], None] | None
     ) -> proc.Completed:
-        # an outer make's jobserver must not leak into the tree's make; substituted sources
-        # may need an environment (wolf-substitutions.json "env", build/sources.py)
+        return proc.run(argv, cwd=self.top, timeout=timeout, logfile=log, on_line=on_line,
+                        env=self.make_env())  # fmt: skip
+
+    def make_env(self) -> dict[str, str]:
+        """The environment of a make over this tree's packages (here or in an SDK): an outer
+        make's jobserver must not leak in; substituted sources may need variables
+        (wolf-substitutions.json "env", build/sources.py)."""
         from .sources import read_substitutions
 
         subs = read_substitutions(self.top)
         env = {**dict(subs.env if subs else ()), "MAKEFLAGS": ""}
         if os.geteuid() == 0:  # GNU tar's and coreutils' configure refuse root without it
             env["FORCE_UNSAFE_CONFIGURE"] = "1"
-        return proc.run(argv, cwd=self.top, timeout=timeout, logfile=log, on_line=on_line,
-                        env=env)  # fmt: skip
+        return env
 
     def defconfig(self, seed: str, log: Path) -> dict[str, str]:
         """Write the seed as .config, expand it with `make defconfig`, return the result."""

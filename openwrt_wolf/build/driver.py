@@ -31,6 +31,7 @@ from ..firmware import artifacts, fit
 from ..firmware.imageformats import squashfs_sb
 from ..hashing import file_sha256
 from ..host import hosttools
+from ..patchset import series
 from ..results import store
 from ..trust import untrusted
 from . import buildroot, download, packages, sources
@@ -234,7 +235,7 @@ def _prepare_group(
     local: list[Path] = []
     sdk_id: tuple[str | None, str | None] = (None, None)
     if backend == "sdk":
-        local, sdk_id = _sdk_packages(target, jobs, opts, con, info_cmds)
+        local, sdk_id = _sdk_packages(target, jobs, opts, con, info_cmds, info)
     t3 = time.monotonic()
     if info.target != target:
         raise WolfError(
@@ -273,25 +274,29 @@ def _each(jobs: list[Job], n: int, one: Callable[[Job], Outcome]) -> list[Outcom
 
 
 def _sdk_packages(
-    target: str, jobs: list[Job], opts: Options, con: Any, cmds: list[str]
+    target: str, jobs: list[Job], opts: Options, con: Any, cmds: list[str], info: Info
 ) -> tuple[list[Path], tuple[str | None, str | None]]:
-    """Compile, once for the group, the local-feed packages its jobs need."""
+    """Compile, once for the group, the local-feed packages its jobs need and, when the
+    tree is the base feed, the patch set's packages the images install."""
     names: list[str] = []
     for job in jobs:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, sdk=True)
         names += [n for n in c.local if n not in names]
-    if not names:
+    base = _base_feed(jobs, opts, con, info)
+    if not names and base is None:
         return [], (None, None)
     sdk, sdk_name, sdk_sha = obtain_sdk(target, opts, con)
     log = paths.cache_dir() / "builds" / f"sdk-{target.replace('/', '-')}.log"
-    log.write_text(f"# openwrt-wolf SDK {sdk_name}: {' '.join(names)}\n")
-    con.print(f"sdk: building {', '.join(names)} from {opts.local_feed()}")
+    chosen = ", ".join([*names, *(["the patch set's packages"] if base else [])])
+    log.write_text(f"# openwrt-wolf SDK {sdk_name}: {chosen}\n")
+    con.print(f"sdk: building {chosen} (log {log})", markup=False)
     with tree_lock(sdk.top), proc.recording() as sdk_cmds:
         built = sdk.build(
             tuple(names), release=jobs[0].request.release, flavour=jobs[0].flavour,
-            feed=opts.local_feed(), log=log, jobs=opts.jobs,
+            feed=opts.local_feed() if names else None, log=log, jobs=opts.jobs, base=base,
         )  # fmt: skip
     cmds += sdk_cmds
+    con.print(f"sdk: built {', '.join(f.name for f in built)}", markup=False)
     keep = paths.cache_dir() / "sdk-packages" / target.replace("/", "-")
     keep.mkdir(parents=True, exist_ok=True)
     out = []
@@ -299,6 +304,37 @@ def _sdk_packages(
         shutil.copyfile(f, keep / f.name)
         out.append(keep / f.name)
     return out, (sdk_name, sdk_sha)
+
+
+def _base_feed(jobs: list[Job], opts: Options, con: Any, info: Info) -> sdk_mod.BaseFeed | None:
+    """With --tree and a patch-set flavour: the tree (patched here, as the buildroot backend
+    does) as the SDK's base feed, and what the images install (the ImageBuilder's defaults
+    with each job's changes)."""
+    made = [j for j in jobs if j.request.tree]
+    if not made or opts.tree is None:
+        return None
+    if len({j.flavour for j in made}) > 1:
+        raise WolfError("the sdk backend builds one patch-set flavour at a time")
+    tree = buildroot.Tree(opts.tree)
+    with tree_lock(tree.top), tree.lock():
+        for o in tree.apply_patches(opts.patches_dir()):
+            con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
+    wanted: set[str] = set()
+    for job in made:
+        defaults = info.defaults(job.device.make_profile)
+        c = packages.changes(job.rules, defaults, luci_https=opts.luci_https,
+                             extra=opts.packages, sdk=True)  # fmt: skip
+        wanted |= (set(defaults) - set(c.remove)) | set(c.add)
+    fl = buildroot.flavour(made[0].flavour)
+    touched = [f for s in series.load(opts.patches_dir()) for f in s.touched()]
+    return sdk_mod.BaseFeed(
+        tree=tree.top,
+        wanted=frozenset(wanted),
+        library=f"lib{flavours.get(made[0].flavour).library}",
+        touched=tuple(touched),
+        config=fl.config,
+        env=tuple(sorted(tree.make_env().items())),
+    )
 
 
 def _out_dirs(job: Job) -> tuple[Path, Path, Path]:
@@ -457,7 +493,15 @@ def _build_one(
         notes=list(_notes_holding(job.flavour, changes.notes, manifest)) + notes,
         sdk=group.sdk[0],
         sdk_sha256=group.sdk[1],
+        sources=_tree_sources(opts) if job.request.tree else {},
     )  # fmt: skip
+
+
+def _tree_sources(opts: Options) -> dict[str, Any]:
+    """The substitutions of the tree the SDK's base feed came from (the record names them)."""
+    assert opts.tree is not None
+    subs = sources.read_substitutions(buildroot.Tree(opts.tree).top)
+    return subs.summary() if subs else {}
 
 
 def _mirror_repositories(ib: ImageBuilder, job: Job, opts: Options) -> list[str]:

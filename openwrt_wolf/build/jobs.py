@@ -5,6 +5,7 @@ by the request hash the results store files it under."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,6 +70,19 @@ class Outcome:
     path: Path
 
 
+def patched(flavour: str) -> bool:
+    """Whether the flavour is made by the USE_WOLFSSL patch set (data/buildroot.toml)."""
+    return buildroot.flavour(flavour).packages == "patchset"
+
+
+def with_patch_set(r: packages.Rules) -> packages.Rules:
+    """The flavour's rules where the patch set's packages are built: its own swaps
+    (apk-mbedtls -> apk-wolfssl) join the replacements, and the notes they void go."""
+    fl = buildroot.flavour(r.flavour)
+    replace = tuple(sorted({*r.replace, *fl.replace}))
+    return dataclasses.replace(r, replace=replace, notes=fl.notes(r.notes))
+
+
 def _backend(opts: Options, r: packages.Rules) -> str:
     """--backend, else what the paths given imply, else the SDK only when the request needs
     packages of our local feed (the issue: imagebuilder for stock flavours)."""
@@ -93,8 +107,11 @@ def _backend(opts: Options, r: packages.Rules) -> str:
                 f"{', '.join(unused)}: not used by the buildroot backend",
                 hint="a tree builds everything itself; FILES go into <tree>/files/",
             )
-    if backend != "buildroot" and opts.tree:
-        raise WolfError(f"--tree is for the buildroot backend, not {backend}")
+    if backend not in ("buildroot", "sdk") and opts.tree:
+        raise WolfError(
+            f"--tree is for the buildroot and sdk backends, not {backend}",
+            hint="with --backend sdk the tree is the SDK's base feed (the patch set applied)",
+        )
     return backend
 
 
@@ -141,17 +158,29 @@ def plan(opts: Options) -> list[Job]:
                 )
                 jobs.append(Job(dev, fl.name, r, req))
                 continue
+            base = backend == "sdk" and opts.tree is not None and patched(fl.name)
+            if base:  # the SDK compiles the patch set's packages: its swaps hold (apk-wolfssl)
+                assert opts.tree is not None
+                if tree_id is None:
+                    tree_id = buildroot.Tree(opts.tree).identity()
+                    subs = sources.read_substitutions(buildroot.Tree(opts.tree).top)
+                    subs_digest = subs.digest() if subs else ""
+                r = with_patch_set(r)
             spec = packages.changes(
                 r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
             )
+            parts = [sdk_mod.feed_hash(opts.local_feed())] if spec.local else []
+            parts += [buildroot.patch_set_hash(opts.patches_dir())] if base else []
             req = BuildRequest(
                 release=rel.name,
                 target=dev.target_path,
                 profile=dev.profile,
                 flavour=fl.name,
                 packages=tuple(spec.spec()),
-                patch_set=sdk_mod.feed_hash(opts.local_feed()) if spec.local else "none",
+                patch_set="+".join(parts) or "none",
                 backend=backend,
+                tree=(tree_id or "") if base else "",
+                sources=subs_digest if base else "",
             )
             jobs.append(Job(dev, fl.name, r, req))
     return jobs

@@ -213,7 +213,13 @@ def _feeds() -> dict[str, Any]:
     return tomllib.loads((DATA_DIR / "feeds.toml").read_text())
 
 
-def feeds_conf(release: str, flavour: str, local_feed: Path | None = None) -> str:
+def feeds_conf(
+    release: str, flavour: str, local_feed: Path | None = None, *, base: Path | None = None,
+    upstream: bool = True,
+) -> str:  # fmt: skip
+    """feeds.conf: the release's feeds (``upstream``), our local feed, and a base feed
+    linked from an OpenWrt tree's package/ (what the SDK's own feeds.conf.default clones from
+    git.openwrt.org)."""
     rel = releases.get(release).name
     spec = _feeds()["release"].get(rel)
     if spec is None:
@@ -221,9 +227,11 @@ def feeds_conf(release: str, flavour: str, local_feed: Path | None = None) -> st
             f"no feeds.conf.default known for release {rel}",
             hint="add it to data/feeds.toml from the release's tree",
         )
-    feeds = [(f["method"], f["name"], f["url"]) for f in spec["feeds"]]
+    feeds = [(f["method"], f["name"], f["url"]) for f in spec["feeds"]] if upstream else []
+    if base is not None:
+        feeds.insert(0, ("src-link", "base", str(base)))
     if local_feed is not None:
         feeds.append(("src-link", "wolf", str(local_feed)))
-    checked = [names.feed(*f, where="--feed" if f[1] == "wolf" else "data/feeds.toml")
-               for f in feeds]  # fmt: skip
+    where = {"wolf": "--feed", "base": "--tree"}
+    checked = [names.feed(*f, where=where.get(f[1], "data/feeds.toml")) for f in feeds]
     return render("feeds.conf.j2", feeds=checked, release=rel, flavour=flavour)

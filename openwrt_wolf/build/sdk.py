@@ -1,7 +1,11 @@
 """OpenWrt's SDK, driven through its own interface (target/sdk/files/Makefile,
 scripts/feeds): feeds.conf with our local feed, `scripts/feeds update -a`, `scripts/feeds
 install -p wolf <names>`, a .config selecting them, `make defconfig`, `make
-package/<name>/compile`, and the packages it leaves in bin/packages/<arch>/<feed>/.
+package/<dir>/compile`, and the packages it leaves in bin/packages/<arch>/<feed>/.
+
+With a base feed (an OpenWrt source tree, the patch set applied to it) the SDK also compiles
+the packages the patch set changes, and those linking the flavour's library (their ABI
+dependency names its build), for an ImageBuilder that has OpenWrt's own.
 
 The packages are then put where the ImageBuilder takes local packages (its packages/
 directory, whose index `make image` regenerates) and the image is assembled there."""
@@ -9,16 +13,116 @@ directory, whose index `make image` regenerates) and the image is assembled ther
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import proc
+from ..catalogue import names
 from ..errors import CommandError, WolfError
+from ..firmware.imageformats import bounded
 from . import packages
 
 MAKE_TIMEOUT = 6 * 3600.0
 FEED = "wolf"
+BASE = "base"
 LOCAL_MARK = ".openwrt-wolf-local"  # in an ImageBuilder's packages/: what we put there
+ABI_AND_VERSION = r"(?:[0-9][0-9A-Za-z.]*)?-[0-9][^/]*"  # after a package's name in its file
+ALL_OFF = ("ALL", "ALL_NONSHARED", "ALL_KMODS")  # target/sdk/files/Config.in
+MAX_INDEX = 64 * 1024 * 1024  # a feed index (feeds/base.index is ~2 MB)
+_SOURCE_DIR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)*")
+
+
+# what a failing step prints first; with -j the last lines are make's, not the cause
+_FIRST_ERROR = re.compile(r"CMake Error|\berror:|\*\*\* No rule|: No such file or directory$")
+
+
+def first_error(log: Path, start: int) -> str:
+    """The first line of the log after ``start`` that names a cause, read bounded."""
+    try:
+        with log.open("rb") as f:
+            f.seek(start)
+            text = f.read(MAX_INDEX).decode(errors="replace")
+    except OSError:
+        return ""
+    hit = next((ln.strip() for ln in text.splitlines() if _FIRST_ERROR.search(ln)), "")
+    return hit[:300]
+
+
+@dataclass(frozen=True)
+class Source:
+    """One package of a feed index (scripts/metadata.pm's .packageinfo): its source
+    directory inside the feed (libs/wolfssl), version and dependencies."""
+
+    directory: str
+    version: str
+    depends: tuple[str, ...]
+
+    @property
+    def make_name(self) -> str:
+        """What `make package/<name>/compile` takes: the source directory's name, not the
+        package's (libwolfssl is built by package/wolfssl)."""
+        return self.directory.rsplit("/", 1)[-1]
+
+
+def read_index(text: str, feed: str, where: str) -> dict[str, Source]:
+    """Package name -> Source, from a feed index or tmp/.packageinfo ("Source-Makefile:
+    feeds/<feed>/<dir>/Makefile" or "package/<dir>/Makefile", then its Package: stanzas)."""
+    out: dict[str, Source] = {}
+    directory: str | None = None
+    name: str | None = None
+    for line in text.splitlines():
+        key, _, value = line.partition(": ")
+        if key == "Source-Makefile":
+            rel = value.strip().removesuffix("/Makefile")
+            for prefix in (f"feeds/{feed}/", "package/"):
+                if rel.startswith(prefix):
+                    rel = rel[len(prefix) :]
+                    break
+            directory = rel if _SOURCE_DIR.fullmatch(rel) and ".." not in rel.split("/") else None
+            name = None
+        elif key == "Package" and directory is not None:
+            name = names.package(value.strip(), where, group=False)
+            out[name] = Source(directory, "", ())
+        elif name is not None and key == "Version":
+            out[name] = Source(directory or "", value.strip(), out[name].depends)
+        elif name is not None and key == "Depends":
+            # +libwolfssl, @USE_WOLFSSL, +PACKAGE_x:libfoo (conditional: the package named)
+            deps = tuple(d.lstrip("+@").rsplit(":", 1)[-1] for d in value.split())
+            out[name] = Source(out[name].directory, out[name].version, deps)
+    return out
+
+
+@dataclass(frozen=True)
+class BaseFeed:
+    """The sdk backend's base feed: an OpenWrt tree (the patch set applied), what the image
+    installs, and what the flavour's build needs."""
+
+    tree: Path
+    wanted: frozenset[str]  # the packages the image installs (defaults, changes), by name
+    library: str  # the flavour's library package (libwolfssl)
+    touched: tuple[str, ...]  # tree paths the patch set changes (package/libs/wolfssl/Makefile)
+    config: tuple[tuple[str, str], ...]  # Kconfig symbols (USE_WOLFSSL = y)
+    env: tuple[tuple[str, str], ...] = ()  # the tree's make environment (substitutions' needs)
+
+    def choose(self, index: dict[str, Source]) -> dict[str, Source]:
+        """The packages to compile: the library, and of what the image installs those the
+        patch set changes (their source directory) or that depend on the library."""
+        if self.library not in index:
+            raise WolfError(
+                f"the base feed of {self.tree} has no package {self.library}",
+                hint="give the OpenWrt tree of the SDK's release",
+            )
+        out = {}
+        for name in sorted(self.wanted | {self.library}):
+            src = index.get(name)
+            if src is None:
+                continue
+            changed = any(t.startswith(f"package/{src.directory}/") for t in self.touched)
+            if name == self.library or changed or self.library in src.depends:
+                out[name] = src
+        return out
 
 
 def feed_hash(feed: Path) -> str:
@@ -43,46 +147,105 @@ class SDK:
                 hint="give the unpacked openwrt-sdk-* directory",
             )
 
-    def _run(self, argv: list[str], log: Path, what: str) -> proc.Completed:
+    def _run(
+        self, argv: list[str], log: Path, what: str, env: tuple[tuple[str, str], ...] = ()
+    ) -> proc.Completed:
+        start = log.stat().st_size if log.is_file() else 0
         try:
             return proc.run(argv, cwd=self.top, timeout=MAKE_TIMEOUT, logfile=log,
-                            env={"MAKEFLAGS": ""})  # fmt: skip
+                            env={**dict(env), "MAKEFLAGS": ""})  # fmt: skip
         except CommandError as e:
-            raise CommandError(f"SDK {what} failed", tail=e.tail, log=e.log) from None
+            first = first_error(log, start)
+            msg = f"SDK {what} failed" + (f": {first}" if first else "")
+            raise CommandError(msg, tail=e.tail, log=e.log) from None
 
     def build(
-        self, names: tuple[str, ...], *, release: str, flavour: str, feed: Path, log: Path,
-        jobs: int = 1,
+        self, names: tuple[str, ...], *, release: str, flavour: str, feed: Path | None, log: Path,
+        jobs: int = 1, base: BaseFeed | None = None,
     ) -> list[Path]:  # fmt: skip
-        """Compile the named packages of the local feed; returns the package files."""
-        conf = packages.feeds_conf(release, flavour, feed.resolve())
-        (self.top / "feeds.conf").write_text(conf)
-        self._run(["./scripts/feeds", "update", "-a"], log, "feeds update")
-        self._run(["./scripts/feeds", "install", "-p", FEED, *names], log, "feeds install")
+        """Compile the named packages of the local feed and, with a base feed, the packages
+        it chooses; returns the package files."""
+        conf = packages.feeds_conf(
+            release, flavour, feed.resolve() if feed and names else None,
+            base=base.tree / "package" if base else None, upstream=bool(names),
+        )  # fmt: skip
+        old = self.top / "feeds.conf"
+        if not old.is_file() or old.read_text(errors="replace") != conf:
+            # OpenWrt's scan caches package metadata in tmp/; it names the old feeds' paths
+            shutil.rmtree(self.top / "tmp", ignore_errors=True)
+        old.write_text(conf)
+        env = base.env if base else ()
+        self._run(["./scripts/feeds", "update", "-a"], log, "feeds update", env)
+        chosen = self._choose(base) if base else {}
+        if chosen:
+            self._run(["./scripts/feeds", "install", "-p", BASE, *chosen], log, "feeds install",
+                      env)  # fmt: skip
+        if names:
+            self._run(["./scripts/feeds", "install", "-p", FEED, *names], log, "feeds install")
         for n in names:
             if not (self.top / "package" / "feeds" / FEED / n).exists():
                 raise WolfError(
                     f"package {n} is not in the local feed {feed}",
                     hint="check data/flavours.toml sdk_luci_https and the feed",
                 )
-        (self.top / ".config").write_text("".join(f"CONFIG_PACKAGE_{n}=m\n" for n in names))
-        self._run(["make", "defconfig"], log, "make defconfig")
-        out: list[Path] = []
-        for n in names:
-            self._run(["make", f"package/{n}/compile", f"-j{jobs}", "V=s"], log,
-                      f"make package/{n}/compile")  # fmt: skip
-            found = sorted(
-                (p for ext in ("apk", "ipk") for p in
-                 (self.top / "bin" / "packages").glob(f"*/{FEED}/{n}[-_]*.{ext}")),
-                key=lambda p: p.stat().st_mtime,
-            )  # fmt: skip
-            if not found:
-                raise WolfError(
-                    f"the SDK built no package file for {n} under bin/packages/*/{FEED}/",
-                    hint=f"see the log: {log}",
-                )
-            out.append(found[-1])
+        self._configure([*names, *chosen], base, log)
+        dirs = [*names, *dict.fromkeys(s.make_name for s in chosen.values())]
+        for d in dirs:
+            self._run(["make", f"package/{d}/compile", f"-j{jobs}", "V=s"], log,
+                      f"make package/{d}/compile", env)  # fmt: skip
+        out = [self._built(FEED, n, r"[-_][^/]+", log) for n in names]
+        # an ABI-versioned package's file names its ABI (libwolfssl5.9.2.0ca03cd3-5.9.2-r1.apk);
+        # the version starts with a digit (libwolfssl-benchmark-... is another package) and
+        # is not the index's (a git hash is shortened: 2024.07.28~99bd3d2b-r1)
+        out += [self._built(BASE, n, ABI_AND_VERSION, log) for n in chosen]
         return out
+
+    def _choose(self, base: BaseFeed) -> dict[str, Source]:
+        path = self.top / "feeds" / f"{BASE}.index"
+        text = bounded.read_file(path, "feed index", MAX_INDEX).decode(errors="replace")
+        return base.choose(read_index(text, BASE, str(path)))
+
+    def _configure(self, selected: list[str], base: BaseFeed | None, log: Path) -> None:
+        """A .config selecting the packages (and the flavour's symbols), expanded by
+        `make defconfig`; each must hold afterwards."""
+        want = [(f"PACKAGE_{n}", "m") for n in selected] + list(base.config if base else ())
+        # the SDK's Config.in selects every package by default (ALL=y): a package's build
+        # options would follow packages nobody asked for (libwolfssl-benchmark makes
+        # libwolfssl the full library, 1.12 MB instead of 668 kB on malta/be)
+        lines = [f"# CONFIG_{k} is not set\n" for k in ALL_OFF]
+        lines += [f"CONFIG_{k}={v}\n" for k, v in want]
+        if base and (base.tree / "dl").is_dir():  # the tree's verified sources (`sources`)
+            # .config is make syntax: the path must be a plain word (make_variable checks)
+            dl = names.make_variable(f"DOWNLOAD_FOLDER={(base.tree / 'dl').resolve()}")
+            key, _, val = dl.partition("=")
+            lines.append(f'CONFIG_{key}="{val}"\n')
+        (self.top / ".config").write_text("".join(lines))
+        self._run(["make", "defconfig"], log, "make defconfig", base.env if base else ())
+        got = dict(
+            line[len("CONFIG_"):].split("=", 1)
+            for line in (self.top / ".config").read_text(errors="replace").splitlines()
+            if line.startswith("CONFIG_") and "=" in line
+        )  # fmt: skip
+        lost = [k for k, v in want if got.get(k) not in ({"y", "m"} if v == "m" else {v})]
+        if lost:
+            raise WolfError(
+                f"the SDK's make defconfig did not keep {', '.join(lost)}",
+                hint=f"a dependency is missing from its feeds; see the log: {log}",
+            )
+
+    def _built(self, feed: str, name: str, tail: str, log: Path) -> Path:
+        pattern = re.compile(re.escape(name) + tail + r"\.(apk|ipk)")
+        found = sorted(
+            (p for p in (self.top / "bin" / "packages").glob(f"*/{feed}/*")
+             if pattern.fullmatch(p.name)),
+            key=lambda p: p.stat().st_mtime,
+        )  # fmt: skip
+        if not found:
+            raise WolfError(
+                f"the SDK built no package file for {name} under bin/packages/*/{feed}/",
+                hint=f"see the log: {log}",
+            )
+        return found[-1]
 
 
 def put_local_packages(ib_top: Path, files: list[Path]) -> None:

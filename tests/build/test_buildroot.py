@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from openwrt_wolf.build import download
+from openwrt_wolf.build import buildroot, download
 from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, plan
 from openwrt_wolf.errors import CommandError, WolfError
@@ -232,10 +232,28 @@ def test_bad_trees_and_options_are_one_line(tree: Path, tmp_path: Path) -> None:
         plan(opts(tree))
     with pytest.raises(WolfError, match=r"buildroot backend needs --tree"):
         plan(Options(flavour="wolfssl", device=V1, backend="buildroot"))
-    with pytest.raises(WolfError, match=r"--tree is for the buildroot backend, not sdk"):
-        plan(Options(flavour="wolfssl", device=V1, backend="sdk", tree=tree))
+    with pytest.raises(WolfError, match=r"--tree is for the buildroot and sdk backends, not ima"):
+        plan(Options(flavour="wolfssl", device=V1, backend="imagebuilder", tree=tree))
     with pytest.raises(WolfError, match=r"^--imagebuilder, --files: not used by the buildroot"):
         plan(opts(tree, imagebuilder=tmp_path, files=tmp_path))
+
+
+def test_sdk_with_a_tree_asks_for_the_patch_set_packages(tree: Path) -> None:
+    """--backend sdk --tree: the SDK compiles the patch set's packages from the tree, so the
+    request names the tree, its patch set and the patch set's own swap (apk-wolfssl, which
+    OpenWrt's ImageBuilder has no package for), and the apk note no longer holds; stock
+    flavours compile nothing and stay plain ImageBuilder requests."""
+    wolf = plan(opts(tree, backend="sdk"))[0]
+    assert wolf.request.backend == "sdk"
+    assert wolf.request.tree == buildroot.Tree(tree).identity() != ""
+    assert wolf.request.patch_set == buildroot.patch_set_hash(PATCHES)
+    assert {"-apk-mbedtls", "apk-wolfssl"} <= set(wolf.request.packages)
+    assert not any("apk-mbedtls stays" in n for n in wolf.rules.notes)
+    plain = plan(Options(flavour="wolfssl", device=V1, backend="sdk"))[0]
+    assert plain.request.tree == "" and "apk-wolfssl" not in plain.request.packages
+    assert any("apk-mbedtls stays" in n for n in plain.rules.notes)
+    stock = plan(opts(tree, flavour="mbedtls", backend="sdk"))[0]
+    assert stock.request.tree == "" and stock.request.patch_set == "none"
 
 
 def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from openwrt_wolf.build import sdk
 from openwrt_wolf.locks import locked
 from openwrt_wolf.patchset import kconfig, series
 from tests.conftest import need_tools
@@ -255,3 +256,29 @@ def test_buildroot_wolfssl_notes_and_checks_follow_the_patch_set(patched: Path) 
         buildroot.verify(stock, dev, brf, rules, none)
     # without the swap in the expanded .config the note stays what it was
     assert brf.notes(rules.notes, stock) == rules.notes
+
+
+def test_sdk_base_feed_compiles_what_the_patch_set_changes(patched: Path) -> None:
+    """The sdk backend's choice, read from OpenWrt's own package metadata of the patched tree
+    (tmp/.packageinfo: what scripts/feeds writes as feeds/base.index): of what an image
+    installs, the packages whose source directory a patch touches and those linking
+    libwolfssl (their ABI dependency names its build), each compiled by the name of its
+    source directory (`make package/wolfssl/compile` builds libwolfssl)."""
+    index = sdk.read_index(
+        (patched / "tmp" / ".packageinfo").read_text(), "base", "tmp/.packageinfo"
+    )
+    touched = tuple(f for s in series.load(series.PATCHES_DIR) for f in s.touched())
+    image = {"busybox", "uhttpd", "libubox", "zlib", "libustream-wolfssl", "px5g-wolfssl",
+             "apk-wolfssl", "wpad-basic-wolfssl"}  # fmt: skip
+    chosen = sdk.BaseFeed(patched, frozenset(image), "libwolfssl", touched, ()).choose(index)
+    assert {n: s.make_name for n, s in chosen.items()} == {
+        "apk-wolfssl": "apk",
+        "libustream-wolfssl": "ustream-ssl",
+        "libwolfssl": "wolfssl",
+        "px5g-wolfssl": "px5g-wolfssl",
+        "wpad-basic-wolfssl": "hostapd",
+    }
+    for s in chosen.values():  # the directories are the tree's own
+        assert (patched / "package" / s.directory / "Makefile").is_file()
+    # uencrypt-wolfssl links libwolfssl too, but an image without it does not need it
+    assert "libwolfssl" in index["uencrypt-wolfssl"].depends
