@@ -11,7 +11,9 @@ ImageBuilder) and --work DIR it goes on as issue 22 asks: each flavour's bin/ ke
 next build overwrites the tree's), the real ImageBuilder builds the three flavours (its
 packages beside it from DIR as a mirror, a store of its own), its rootfs compared with the
 buildroot's file by file, what-if from each ImageBuilder image to each other flavour compared
-with the ImageBuilder's own byte for byte, and bench/openwrt_vm.py in each image.
+with the ImageBuilder's own byte for byte, bench/openwrt_vm.py in each image (its perf-image
+records in the store), and the real SDK driving the sdk backend (`--tree` as its base feed):
+the wolfSSL packages it compiles against the buildroot's, payload by payload.
 
 Run (an extracted OpenWrt v25.12.5 tree, a directory of git snapshots and tarballs):
   .venv/bin/python bench/openwrt_build.py --tree /var/tmp/owb/openwrt-25.12.5 \\
@@ -112,8 +114,70 @@ def real_imagebuilder(a: argparse.Namespace, flavours: list[str]) -> dict[str, f
         subprocess.run([sys.executable, str(ROOT / "bench" / "openwrt_vm.py"), "--image",
                         str(image), "--packages", str(bin_dir / "packages" / "mips_24kc"),
                         "--flavour", fl, "--apk", f"{a.tree}/staging_dir/host/bin/apk",
-                        "--json", str(work / f"vm-{fl}.json")], check=False)  # fmt: skip
+                        "--json", str(work / f"vm-{fl}.json"), "--store",
+                        str(paths.store_dir(None))], check=False)  # fmt: skip
     return seconds
+
+
+def real_sdk(a: argparse.Namespace, flavour: str = "wolfssl") -> dict[str, float]:
+    """The SDK the first build made drives the sdk backend with the tree as its base feed:
+    it compiles the patch set's packages and the real ImageBuilder (Mbed TLS's packages as the
+    mirror, as a downloaded release's would be) assembles the wolfSSL image. Each package's
+    payload (`apk extract`) is compared with the buildroot's, and the rootfs file by file."""
+    import filecmp
+    import tempfile
+
+    work: Path = a.work
+    t, s = devices.resolve(a.device).target_path.split("/")
+    archive = next((work / "bin-wolfssl").glob(f"targets/{t}/{s}/openwrt-sdk-*.tar.zst"))
+    sdk_top = work / "sdk"
+    if not sdk_top.is_dir():  # unpacked once: its build_dir keeps what it compiled
+        sdk_top.mkdir(parents=True)
+        subprocess.run(["tar", "--zstd", "-xf", str(archive), "-C", str(sdk_top)], check=True)
+    sdk = next(sdk_top.iterdir())
+    ib = next((work / "ib").iterdir())
+    store = work / "store-sdk"
+    env = {**os.environ, "OPENWRT_WOLF_STORE": str(store)}
+    argv = ["build", "--backend", "sdk", "--sdk", str(sdk), "--imagebuilder", str(ib),
+            "--mirror", str(work / "mirror-mbedtls"), "--tree", a.tree, "--device", a.device,
+            "--flavour", flavour, "--packages", a.packages + ",-nftables", "-j", str(a.j),
+            "--no-report", "--force"]  # fmt: skip
+    print(f"$ ./wolf {' '.join(argv)}", flush=True)
+    t0 = time.monotonic()
+    subprocess.run([str(ROOT / "wolf"), *argv], check=True, env=env)
+    seconds = {f"sdk {flavour}": time.monotonic() - t0}
+    rec = newest(FileStore(store), "build", flavour, a.device)
+    arts = rec["artifacts"]
+    assert isinstance(arts, list)
+    apk = f"{a.tree}/staging_dir/host/bin/apk"
+    theirs = work / f"bin-{flavour}" / "packages" / "mips_24kc" / "base"
+    for art in (x for x in arts if x["type"] == "package"):
+        ours = Path(art["path"])
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, f in (("sdk", ours), ("buildroot", theirs / ours.name)):
+                Path(tmp, name).mkdir()  # apk extract wants its destination to exist
+                subprocess.run([apk, "extract", "--allow-untrusted", "--destination",
+                                f"{tmp}/{name}", str(f)], check=True,
+                               stdout=subprocess.DEVNULL)  # fmt: skip
+            c = filecmp.dircmp(f"{tmp}/sdk", f"{tmp}/buildroot")
+            same = not (c.left_only or c.right_only or c.diff_files or c.common_funny)
+            deep = same and _same_tree(Path(tmp) / "sdk", Path(tmp) / "buildroot")
+            apk_same = ours.read_bytes() == (theirs / ours.name).read_bytes()
+            print(
+                f"sdk {ours.name}: payload {'identical' if deep else 'DIFFERENT'} to the "
+                f"buildroot's; .apk {'identical' if apk_same else 'differs (metadata)'}"
+            )
+    out = Path(next(x["path"] for x in arts if x["name"] == "root.squashfs")).parent
+    print(f"sdk {flavour}: rootfs vs buildroot, files that differ: "
+          f"{rootfs_diff(work / f'bin-{flavour}' / 'targets' / t / s, out)}")  # fmt: skip
+    return seconds
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    """Every file under a has the same bytes under b, and b has no other file."""
+    fa = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    fb = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    return fa == fb and all((a / r).read_bytes() == (b / r).read_bytes() for r in fa)
 
 
 def rootfs_diff(buildroot_dir: Path, ib_dir: Path) -> list[str]:
@@ -173,6 +237,8 @@ def main() -> int:
                                        "--boots", str(a.boots))  # fmt: skip
     if a.work and a.sdk_ib:
         seconds |= real_imagebuilder(a, flavours)
+        if "wolfssl" in flavours and "mbedtls" in flavours:
+            seconds |= real_sdk(a)
     store = FileStore(paths.store_dir(None))
     print("\nstep                          wall s")
     for k, v in seconds.items():
