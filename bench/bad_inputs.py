@@ -85,6 +85,22 @@ def families(w: Path) -> list[Family]:
                 [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", "/nonexistent"],
                 [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--sdk", str(fifo)],
                 [*b, "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", str(d), "--mirror", str(d)],
+                # the sdk backend with a tree as its base feed
+                *(
+                    [*b, "-f", "wolfssl", "-d", "tl-wr902ac", "--backend", "sdk", "--tree", t]
+                    for t in (dev, str(fifo), str(d), "/nonexistent")
+                ),
+                [
+                    *b,
+                    "-f",
+                    "wolfssl",
+                    "-d",
+                    "tl-wr902ac",
+                    "--backend",
+                    "imagebuilder",
+                    "--tree",
+                    str(d),
+                ],
                 [*b, "-d", "tl-wr902ac"],
                 [*b, "-f", "mbedtls"],
                 [*b, "-f", "mbedtls", "-d", "malta-be"],
@@ -155,33 +171,18 @@ def families(w: Path) -> list[Family]:
                 ["what-if", "--image", str(rnd)],
                 # several directories (an ImageBuilder's and a mirror's feeds)
                 ["what-if", "--image", str(rnd), "--flavour", "wolfssl", "--packages", ","],
-                [
-                    "what-if",
-                    "--image",
-                    str(rnd),
-                    "--flavour",
-                    "wolfssl",
-                    "--packages",
-                    f"{d},{fifo}",
-                ],
-                [
-                    "what-if",
-                    "--image",
-                    str(rnd),
-                    "--flavour",
-                    "wolfssl",
-                    "--packages",
-                    f"{d},{dev}",
-                ],
-                [
-                    "what-if",
-                    "--image",
-                    str(rnd),
-                    "--flavour",
-                    "wolfssl",
-                    "--packages",
-                    f"{d},/nonexistent",
-                ],
+                *(
+                    [
+                        "what-if",
+                        "--image",
+                        str(rnd),
+                        "--flavour",
+                        "wolfssl",
+                        "--packages",
+                        f"{d},{o}",
+                    ]
+                    for o in (fifo, dev, "/nonexistent")
+                ),
             ],
         ),
         Family(
