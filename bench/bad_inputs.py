@@ -101,6 +101,18 @@ def families(w: Path) -> list[Family]:
                     "--tree",
                     str(d),
                 ],
+                # a feed path that would end scripts/feeds' shell quoting
+                [
+                    "build-config",
+                    "-f",
+                    "wolfssl",
+                    "-d",
+                    "tl-wr902ac",
+                    "--what",
+                    "feeds",
+                    "--feed",
+                    f"{d}';touch {w}/quoted;'",
+                ],
                 [*b, "-d", "tl-wr902ac"],
                 [*b, "-f", "mbedtls"],
                 [*b, "-f", "mbedtls", "-d", "malta-be"],

@@ -24,7 +24,9 @@ PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,99}$")
 MAX_PACKAGES = 200
 FEED_NAME = re.compile(r"^\w{1,64}$", re.ASCII)
 FEED_METHOD = re.compile(r"^src-[\w-]{1,32}$", re.ASCII)
-FEED_URL = re.compile(r"^[^\s#\x00-\x1f\x7f-\x9f]{1,4096}$")
+# scripts/feeds runs `ln -s '%s' ...`, `git clone ... '%s' ...` through the shell: a quote
+# there would end the quoting and run the rest
+FEED_URL = re.compile(r"^[^\s#'\x00-\x1f\x7f-\x9f]{1,4096}$")
 MAKE_WORD = re.compile(r"^[A-Za-z0-9._+,/@%=:~-]{0,4096}$")
 
 
@@ -65,7 +67,7 @@ def feed(method: str, name: str, url: str, where: str = "--feed") -> tuple[str, 
     if not FEED_URL.match(url):
         raise WolfError(
             f"{where} {_shown(url)}: not one feeds.conf token",
-            hint="a path or URL without spaces, '#' or control characters",
+            hint="a path or URL without spaces, quotes, '#' or control characters",
         )
     return method, name, url
 

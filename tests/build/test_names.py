@@ -136,13 +136,24 @@ FEEDS_LINE = re.compile(r"^src-([\w\-]+)((?:\s+--\w+(?:=\S+)?)*)\s+(\w+)(?:\s+(\
 @pytest.mark.parametrize(
     "feed",
     ["/tmp/x\nsrc-git evil https://example.com/evil.git", "/tmp/a b", "/tmp/a#b",
-     "/tmp/x\rsrc-git evil e", "/tmp/x\tsrc-git evil e", "/tmp/\x1b[2Jx"],
+     "/tmp/x\rsrc-git evil e", "/tmp/x\tsrc-git evil e", "/tmp/\x1b[2Jx",
+     "/tmp/a';touch evil;'"],
 )  # fmt: skip
 def test_a_feed_path_adds_no_feed_line(feed: str, tmp_path: Path) -> None:
+    """A feed path stays one feeds.conf token and one shell word: scripts/feeds puts it in
+    single quotes for the shell (`ln -s '%s' '%s'`), so a quote would run the rest."""
     p = invoke("build-config", "-f", "wolfssl", "-d", "tl-wr902ac", "--what", "feeds",
                "--feed", feed, tmp=tmp_path)  # fmt: skip
     assert "evil" not in p.stdout
     assert "not one feeds.conf token" in _one_error(p)
+
+
+def test_scripts_feeds_quotes_paths_for_the_shell(openwrt_tree_25125: Path) -> None:
+    """Why a quote is refused above: the tree's scripts/feeds runs src-link and src-git with
+    the path single-quoted inside a shell command line."""
+    text = (openwrt_tree_25125 / "scripts" / "feeds").read_text()
+    assert "'init'\t\t=> \"ln -s '%s' '%s'\"" in text
+    assert "git clone --depth 1 '%s' '%s'" in text
 
 
 def test_feeds_conf_lines_read_as_scripts_feeds_reads_them(tmp_path: Path) -> None:
