@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import statistics
 import subprocess
 import sys
@@ -124,7 +125,6 @@ def real_sdk(a: argparse.Namespace, flavour: str = "wolfssl") -> dict[str, float
     it compiles the patch set's packages and the real ImageBuilder (Mbed TLS's packages as the
     mirror, as a downloaded release's would be) assembles the wolfSSL image. Each package's
     payload (`apk extract`) is compared with the buildroot's, and the rootfs file by file."""
-    import filecmp
     import tempfile
 
     work: Path = a.work
@@ -159,9 +159,7 @@ def real_sdk(a: argparse.Namespace, flavour: str = "wolfssl") -> dict[str, float
                 subprocess.run([apk, "extract", "--allow-untrusted", "--destination",
                                 f"{tmp}/{name}", str(f)], check=True,
                                stdout=subprocess.DEVNULL)  # fmt: skip
-            c = filecmp.dircmp(f"{tmp}/sdk", f"{tmp}/buildroot")
-            same = not (c.left_only or c.right_only or c.diff_files or c.common_funny)
-            deep = same and _same_tree(Path(tmp) / "sdk", Path(tmp) / "buildroot")
+            deep = not tree_diff(Path(tmp) / "sdk", Path(tmp) / "buildroot")
             apk_same = ours.read_bytes() == (theirs / ours.name).read_bytes()
             print(
                 f"sdk {ours.name}: payload {'identical' if deep else 'DIFFERENT'} to the "
@@ -173,17 +171,35 @@ def real_sdk(a: argparse.Namespace, flavour: str = "wolfssl") -> dict[str, float
     return seconds
 
 
-def _same_tree(a: Path, b: Path) -> bool:
-    """Every file under a has the same bytes under b, and b has no other file."""
-    fa = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    fb = sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
-    return fa == fb and all((a / r).read_bytes() == (b / r).read_bytes() for r in fa)
+def tree_diff(a: Path, b: Path) -> list[str]:
+    """The paths under a and b that differ: present in one only, another kind, another link
+    target, other bytes (every file read: filecmp's shallow compare trusts equal size and
+    mtime, which every file of a SOURCE_DATE_EPOCH rootfs shares)."""
+
+    def entries(top: Path) -> dict[str, Path]:
+        return {str(p.relative_to(top)): p for p in top.rglob("*")}
+
+    ea, eb = entries(a), entries(b)
+    out = set(ea) ^ set(eb)
+    for rel in set(ea) & set(eb):
+        pa, pb = ea[rel], eb[rel]
+        sa, sb = pa.lstat(), pb.lstat()
+        if stat.S_IFMT(sa.st_mode) != stat.S_IFMT(sb.st_mode):
+            same = False
+        elif stat.S_ISREG(sa.st_mode):
+            same = pa.read_bytes() == pb.read_bytes()
+        elif stat.S_ISLNK(sa.st_mode):
+            same = pa.readlink() == pb.readlink()
+        else:  # a directory (its entries are compared on their own), a device node, a FIFO
+            same = sa.st_rdev == sb.st_rdev
+        if not same:
+            out.add(rel)
+    return sorted(out)
 
 
 def rootfs_diff(buildroot_dir: Path, ib_dir: Path) -> list[str]:
     """unsquashfs both root filesystems and list the paths whose content, kind or presence
     differs (expected: etc/apk/world, init, lib/apk/db/lock)."""
-    import filecmp
     import gzip
     import tempfile
 
@@ -196,15 +212,7 @@ def rootfs_diff(buildroot_dir: Path, ib_dir: Path) -> list[str]:
             subprocess.run(["unsquashfs", "-q", "-d", f"{tmp}/{name}", str(img)], check=True,
                            stdout=subprocess.DEVNULL)  # fmt: skip
             trees.append(Path(tmp) / name)
-        out: list[str] = []
-
-        def walk(c: filecmp.dircmp[str], rel: str) -> None:
-            out.extend(f"{rel}{n}" for n in c.left_only + c.right_only + c.diff_files)
-            for n, sub in c.subdirs.items():
-                walk(sub, f"{rel}{n}/")
-
-        walk(filecmp.dircmp(trees[0], trees[1], ignore=[]), "")
-        return sorted(out)
+        return tree_diff(trees[0], trees[1])
 
 
 def main() -> int:

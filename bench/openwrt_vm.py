@@ -21,8 +21,8 @@ Run (after `./wolf build --tree T --device malta-be --flavour F`):
       --packages T/bin/packages/mips_24kc --flavour wolfssl [--json out.json] \\
       [--apk T/staging_dir/host/bin/apk] [--store DIR]
 With --store (or $OPENWRT_WOLF_STORE) the figures become a "perf-image" record
-(openwrt_wolf/perf/model.py ImageServer), which `./wolf report` shows in its Memory and
-Performance tables beside the lab's. Emulated (TCG): times are QEMU's, not a router's.
+(openwrt_wolf/perf/model.py ImageServer), which `./wolf size-report` shows in its Memory
+and Performance tables beside the lab's. Emulated (TCG): times are QEMU's, not a router's.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def other_key_index(apk: Path, src: Path, dest: Path) -> None:
 def image_record(out: dict[str, Any], spec: qemu.VmSpec, a: argparse.Namespace) -> Record:
     """The figures as a perf-image record (ImageServer): what the comparison report reads."""
     held = out["uhttpd_held"]
-    times = out["handshakes"]["times_s"]
+    times = out["handshakes"].get("times_s", [])  # none when no handshake succeeded
     data = ImageServer(
         flavour=a.flavour,
         image=str(a.image),
@@ -182,7 +182,11 @@ def image_record(out: dict[str, Any], spec: qemu.VmSpec, a: argparse.Namespace) 
         metrics={
             "rss_uhttpd_idle": metric(out["uhttpd_idle_kB"]["VmRSS"], "kB"),
             "uhttpd_rss_per_session": metric(held["per_connection_kB"]["RssAnon"], "kB"),
-            "image_handshake_ms": metric(round(statistics.median(times) * 1000, 1), "ms"),
+            **(
+                {"image_handshake_ms": metric(round(statistics.median(times) * 1000, 1), "ms")}
+                if times
+                else {}
+            ),
         },
     )
     key = record_key(a.flavour, "vm", f"image-{data.image_sha256[:12]}")

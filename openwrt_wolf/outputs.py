@@ -141,6 +141,18 @@ def write(path: Path | str, fill: Fill, *, inputs: Sequence[Path | str] = ()) ->
     _replace(real, mode, fill)
 
 
+def replace_bytes(path: Path, data: bytes) -> None:
+    """``path`` itself replaced by a new file holding ``data``, whatever is there: a link is
+    replaced, never written through, a special file refused by the rename's own rules. For a
+    file inside a tree we do not own (an ImageBuilder's `repositories`), where a link may lead
+    out of it."""
+
+    def fill(out: IO[bytes]) -> None:
+        out.write(data)
+
+    _replace(path, 0o666 & ~_umask(), fill)
+
+
 def write_text(path: Path | str, text: str, *, inputs: Sequence[Path | str] = ()) -> None:
     def fill(out: IO[bytes]) -> None:
         out.write(text.encode("utf-8"))

@@ -317,8 +317,7 @@ def _base_feed(jobs: list[Job], opts: Options, con: Any, info: Info) -> sdk_mod.
         raise WolfError("the sdk backend builds one patch-set flavour at a time")
     tree = buildroot.Tree(opts.tree)
     with tree_lock(tree.top), tree.lock():
-        for o in tree.apply_patches(opts.patches_dir()):
-            con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
+        _apply_patch_set(tree, opts, con)
     wanted: set[str] = set()
     for job in made:
         defaults = info.defaults(job.device.make_profile)
@@ -335,6 +334,15 @@ def _base_feed(jobs: list[Job], opts: Options, con: Any, info: Info) -> sdk_mod.
         config=fl.config,
         env=tuple(sorted(tree.make_env().items())),
     )
+
+
+def _apply_patch_set(tree: buildroot.Tree, opts: Options, con: Any) -> list[str]:
+    """The patch set on the tree (idempotent), each series' outcome shown; the record's notes."""
+    out = []
+    for o in tree.apply_patches(opts.patches_dir()):
+        con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
+        out.append(f"patch set {o.series}: {o.action}")
+    return out
 
 
 def _out_dirs(job: Job) -> tuple[Path, Path, Path]:
@@ -377,9 +385,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
                      f"({subs.summary()['file']})")  # fmt: skip
     with tree_lock(tree.top), tree.lock(), proc.recording() as cmds:
         t = time.monotonic()
-        for o in tree.apply_patches(opts.patches_dir()):
-            con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
-            notes.append(f"patch set {o.series}: {o.action}")
+        notes += _apply_patch_set(tree, opts, con)
         phases["patch"] = time.monotonic() - t
         t = time.monotonic()
         seed, changes = tree.seed_for(dev, job.rules, brf, job.request.release, log,

@@ -8,13 +8,12 @@ import contextlib
 import os
 import re
 import shutil
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import outputs, proc
 from ..catalogue import names
 from ..errors import CommandError, WolfError
 from ..host import hosttools
@@ -256,14 +255,14 @@ class ImageBuilder:
         kept = None
         if own.is_symlink() or own.exists():
             kept = untrusted.read_bytes(own, "ImageBuilder repositories file", MAX_REPOSITORIES)
-        _replace(own, "".join(f"{ln}\n" for ln in lines).encode())
+        outputs.replace_bytes(own, "".join(f"{ln}\n" for ln in lines).encode())
         try:
             yield
         finally:
             if kept is None:
                 own.unlink(missing_ok=True)
             else:
-                _replace(own, kept)
+                outputs.replace_bytes(own, kept)
 
     def kdir(self, target: str) -> Path:
         """$(KDIR) = build_dir/target-<arch>_<libc>/linux-<target>_<subtarget>, where the
@@ -284,17 +283,6 @@ class ImageBuilder:
 
 
 MAX_REPOSITORIES = 64 * 1024  # bytes of an ImageBuilder's repositories file
-
-
-def _replace(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".repositories.", dir=path.parent)  # O_EXCL: a new file
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # FeedSourcesAppendAPK's lines after VERSION_SED_SCRIPT: "[# ]<release URL>/targets/<t>/<s>/

@@ -123,8 +123,16 @@ def plan(opts: Options) -> list[Job]:
     if not devs:
         raise WolfError("no device given", hint="--device NAME[,NAME...]")
     jobs = []
-    tree_id: str | None = None
-    subs_digest = ""
+    tree_facts: list[tuple[str, str]] = []  # the tree's identity and substitutions, read once
+
+    def tree_of() -> tuple[str, str]:
+        if not tree_facts:
+            assert opts.tree is not None
+            t = buildroot.Tree(opts.tree)
+            subs = sources.read_substitutions(t.top)
+            tree_facts.append((t.identity(), subs.digest() if subs else ""))
+        return tree_facts[0]
+
     for dev in devs:
         # malta has no flash: the buildroot makes its initramfs kernel, an ImageBuilder its
         # rootfs images and plain kernel (the kernel it ships cannot take an initramfs)
@@ -137,11 +145,7 @@ def plan(opts: Options) -> list[Job]:
             r = packages.rules(fl.name, rel.name)
             backend = _backend(opts, r)
             if backend == "buildroot":
-                assert opts.tree is not None
-                if tree_id is None:
-                    tree_id = buildroot.Tree(opts.tree).identity()
-                    subs = sources.read_substitutions(buildroot.Tree(opts.tree).top)
-                    subs_digest = subs.digest() if subs else ""
+                tree_id, subs_digest = tree_of()
                 brf = buildroot.flavour(fl.name, sdk_ib=opts.sdk_ib)
                 seed = buildroot.seed_changes(r, brf, luci_https=opts.luci_https,
                                               extra=opts.packages)  # fmt: skip
@@ -159,12 +163,8 @@ def plan(opts: Options) -> list[Job]:
                 jobs.append(Job(dev, fl.name, r, req))
                 continue
             base = backend == "sdk" and opts.tree is not None and patched(fl.name)
+            tree_id, subs_digest = tree_of() if base else ("", "")
             if base:  # the SDK compiles the patch set's packages: its swaps hold (apk-wolfssl)
-                assert opts.tree is not None
-                if tree_id is None:
-                    tree_id = buildroot.Tree(opts.tree).identity()
-                    subs = sources.read_substitutions(buildroot.Tree(opts.tree).top)
-                    subs_digest = subs.digest() if subs else ""
                 r = with_patch_set(r)
             spec = packages.changes(
                 r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
@@ -179,8 +179,8 @@ def plan(opts: Options) -> list[Job]:
                 packages=tuple(spec.spec()),
                 patch_set="+".join(parts) or "none",
                 backend=backend,
-                tree=(tree_id or "") if base else "",
-                sources=subs_digest if base else "",
+                tree=tree_id,
+                sources=subs_digest,
             )
             jobs.append(Job(dev, fl.name, r, req))
     return jobs

@@ -22,6 +22,7 @@ record carries. Nothing is silent."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -713,7 +714,9 @@ def fill(
 def _on_host(path: str) -> str:
     """A Debian path of data/sources.toml on this machine: {multiarch} is the host's
     triplet (x86_64-linux-gnu, aarch64-linux-gnu), as Debian's gcc prints it."""
-    if "{multiarch}" not in path:
-        return path
-    triplet = proc.run(["gcc", "-dumpmachine"], timeout=30).output.strip()
-    return path.replace("{multiarch}", triplet)
+    return path.replace("{multiarch}", _multiarch()) if "{multiarch}" in path else path
+
+
+@functools.cache
+def _multiarch() -> str:
+    return proc.run(["gcc", "-dumpmachine"], timeout=30).output.strip()

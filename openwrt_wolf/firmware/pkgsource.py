@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -42,8 +42,6 @@ class Package:
     abi: str = ""  # ABI_VERSION, the suffix of name (libmbedtls21: "21")
     format: str = "tar"  # "tar" (index.json), "adb" (packages.adb), "ipk" (Packages)
     apk: Path | None = None  # apk-tools that reads an "adb" package
-    _files: list[PackageFile] = field(default_factory=list, compare=False, repr=False)
-    _entries: list[tuple[str, str]] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def base(self) -> str:
@@ -53,40 +51,37 @@ class Package:
 
     def files(self) -> list[PackageFile]:
         """The regular files it installs (read from the archive once)."""
-        if not self._files:
-            if self.format == "tar":
-                self._files.extend(_members(self.file))
-            else:
-                self._files.extend(PackageFile(*f) for f in _format_files(self))
-        return self._files
+        return self._regular
 
     def links(self) -> list[str]:
         """The paths of the symbolic links it installs: removing the package removes them too
         (libmbedtls.so.21, the ABI name of libmbedtls.so.3.6.6)."""
-        return [p for kind, p in self._other() if kind == "symlink"]
+        return [p for kind, p in self._other if kind == "symlink"]
 
     def dirs(self) -> list[str]:
         """The directories it owns (removed with it when nothing is left in them)."""
-        return [p for kind, p in self._other() if kind == "dir"]
+        return [p for kind, p in self._other if kind == "dir"]
 
+    # read once each, an empty result too (a package may install no file, link or folder)
+    @cached_property
+    def _regular(self) -> list[PackageFile]:
+        if self.format == "tar":
+            return _members(self.file)
+        return [PackageFile(*f) for f in _format_files(self)]
+
+    @cached_property
     def _other(self) -> list[tuple[str, str]]:
-        if not self._entries:  # read once: the marker below stands for "read" when it is empty
-            if self.format == "adb":
-                from . import pkgformats
+        if self.format == "adb":
+            from . import pkgformats
 
-                assert self.apk is not None
-                self._entries.extend(pkgformats.adb_entries(self.apk, self.file))
-            else:
-                inner = "data.tar.gz" if self.format == "ipk" else None
-                hint = NOT_IPK if inner else NOT_TAR
-                found = archive.members(self.file, archive.PACKAGE, what="package", hint=hint,
-                                        inner=inner)  # fmt: skip
-                self._entries.extend(
-                    (m.kind, "/" + m.name.rstrip("/")) for m, _ in found
-                    if m.kind in ("symlink", "dir")
-                )  # fmt: skip
-            self._entries.append(("read", ""))
-        return self._entries
+            assert self.apk is not None
+            return pkgformats.adb_entries(self.apk, self.file)
+        inner = "data.tar.gz" if self.format == "ipk" else None
+        hint = NOT_IPK if inner else NOT_TAR
+        found = archive.members(self.file, archive.PACKAGE, what="package", hint=hint,
+                                inner=inner)  # fmt: skip
+        return [(m.kind, "/" + m.name.rstrip("/")) for m, _ in found
+                if m.kind in ("symlink", "dir")]  # fmt: skip
 
 
 # what the error line says when a package cannot be read

@@ -245,8 +245,8 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
     path is resolved inside root (archive.locate): the image's links and the packages' names
     reach nothing outside it."""
     notes: list[str] = []
-    keep = {f.path for k in kept if (p := index.get(k)) for f in p.files()}
-    keep |= {link for k in kept if (p := index.get(k)) for link in p.links()}
+    stay = [p for k in kept if (p := index.get(k))]
+    keep = {f.path for p in stay for f in p.files()} | {link for p in stay for link in p.links()}
     dirs: set[Path] = set()
     for name in swap.removed:
         pkg = index.get(name)
@@ -264,7 +264,7 @@ def apply(root: Path, swap: Swap, index: pkgsource.Index, kept: set[str]) -> lis
                 dirs.add(path.parent)
             else:
                 notes.append(f"{name}: {entry} was not in the image")
-    kept_dirs = {d for k in kept if (p := index.get(k)) for d in p.dirs()}
+    kept_dirs = {d for p in stay for d in p.dirs()}
     for name in swap.removed:  # the directories a removed package owned, when left empty
         pkg = index.get(name)
         assert pkg is not None

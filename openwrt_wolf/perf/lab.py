@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -14,13 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc
+from elftools.common.exceptions import ELFError
+
+from .. import paths
 from ..errors import WolfError
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
 from ..host import hosttools
 from ..results import store
 from ..targets.router.login import Login
+from ..targets.vm.wifiguest import elf_needs
 from . import crypto, handshake, heap_use, net, netlab, open_place, programs, soak, wifi
 from .model import (
     CRYPTO,
@@ -246,13 +248,12 @@ def _net(
     return results
 
 
-def _needed(tc: toolchain.Toolchain, elf: Path) -> list[str]:
-    """The NEEDED entries of an ELF file, by the toolchain's readelf (none without one)."""
-    readelf = tc.tool("readelf")
-    if not shutil.which(readelf):
+def _needed(elf: Path) -> list[str]:
+    """The DT_NEEDED entries of a file (none when it is not an ELF file)."""
+    try:
+        return elf_needs(elf)[1]
+    except ELFError:
         return []
-    out = proc.run([readelf, "-d", elf], timeout=60, check=False).output
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
 
 
 def _with_runtime(prog: programs.BenchProgram, tc: toolchain.Toolchain, dest: Path) -> Path:
@@ -263,7 +264,7 @@ def _with_runtime(prog: programs.BenchProgram, tc: toolchain.Toolchain, dest: Pa
     have = {p.name for p in dest.iterdir()}
     runtime = Path(tc.sysroot) / "lib"
     elves = [p for p in dest.iterdir() if p.is_file() and not p.is_symlink()]
-    for name in sorted({n for e in [*elves, *prog.exes.values()] for n in _needed(tc, e)}):
+    for name in sorted({n for e in [*elves, *prog.exes.values()] for n in _needed(e)}):
         src = runtime / name
         if name in have or name.startswith(("libc.", "ld-")) or not src.exists():
             continue

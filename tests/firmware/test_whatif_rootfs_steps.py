@@ -158,3 +158,11 @@ def test_a_package_without_links_or_folders_is_read_once(
     pkg = pkgsource.Package("plain", "1", pkg_file)
     assert pkg.links() == [] and pkg.dirs() == [] and pkg.links() == []
     assert reads == [pkg_file]
+    # a package that installs nothing at all (a collection, libc's stub): its empty file
+    # list is an answer too
+    meta_file = tmp_path / "meta-1.tar.gz"
+    with tarfile.open(meta_file, "w:gz"):
+        pass
+    meta = pkgsource.Package("meta", "1", meta_file)
+    assert meta.files() == [] and meta.files() == [] and meta.links() == [] and meta.dirs() == []
+    assert reads == [pkg_file, meta_file, meta_file]  # once for files, once for the rest
