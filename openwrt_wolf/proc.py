@@ -173,9 +173,17 @@ def _tell_reaper(line: str) -> None:
 
 
 def _track(p: subprocess.Popen[bytes]) -> None:
-    """The command's group is known to stop_all, to the reaper and to the exit hooks."""
-    with _live_lock:
-        _live[p.pid] = p
+    """The command's group is known to stop_all, to the reaper and to the exit hooks. A
+    command that started while stop_all was stopping the others (its Popen returned after
+    stop_all took its list: a busy machine delays the starting thread) is stopped here and
+    the caller gets KeyboardInterrupt, so no worker waits for a command nobody stops."""
+    with _live_lock:  # the same lock stop_all sets _stopping under: one of the two sees it
+        stopping = _stopping.is_set()
+        if not stopping:
+            _live[p.pid] = p
+    if stopping:
+        kill_group(p, grace=5.0)
+        raise KeyboardInterrupt
     _tell_reaper(f"+{p.pid}")
 
 
@@ -189,8 +197,8 @@ def _untrack(p: subprocess.Popen[bytes]) -> None:
 def stop_all() -> None:
     """Ctrl-C or SIGTERM with commands running in worker threads: no new command starts,
     every running one's process group is killed (TERM, then KILL)."""
-    _stopping.set()
     with _live_lock:
+        _stopping.set()
         procs = list(_live.values())
     kill_groups(procs, grace=5.0)
 
@@ -388,7 +396,11 @@ def run(
     except BaseException:
         out.close(wait=0)
         raise
-    _track(p)
+    try:
+        _track(p)
+    except KeyboardInterrupt:
+        out.close(wait=0)
+        raise
     try:
         if input is not None:
             _feed(p, input)

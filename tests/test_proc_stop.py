@@ -162,3 +162,51 @@ def test_spawn_logs_its_line_and_stop_ends_the_whole_group(
     finally:
         for pid in marked(mark):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_command_that_starts_while_stop_all_runs_is_stopped_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The race a busy machine gives (seen on fresh machines: a TERM left one worker waiting
+    300 s): a worker's Popen returns only after stop_all took its list of running commands.
+    The command must be stopped anyway and its worker end with KeyboardInterrupt."""
+    import threading
+
+    from openwrt_wolf import proc
+
+    mark = f"WOLF_TEST_{uuid.uuid4().hex}"
+    started, stopped = threading.Event(), threading.Event()
+    real_start = proc._start
+
+    def slow_start(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        p = real_start(*args, **kwargs)  # type: ignore[arg-type]
+        started.set()
+        stopped.wait(30)  # the thread is descheduled until stop_all has run
+        return p
+
+    monkeypatch.setattr(proc, "_start", slow_start)
+    result: list[BaseException | None] = []
+
+    def work() -> None:
+        try:
+            proc.run(["sh", "-c", "trap '' TERM; sleep 300"], timeout=600, env={mark: "1"})
+            result.append(None)
+        except BaseException as e:  # the outcome is what the test reads
+            result.append(e)
+
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        assert started.wait(30)
+        proc.stop_all()  # sees no command: this one is not tracked yet
+        stopped.set()
+        t.join(30)
+        assert not t.is_alive(), "the worker still waits for a command nobody stopped"
+        assert len(result) == 1 and isinstance(result[0], KeyboardInterrupt), result
+        assert gone(mark, 10) == []
+    finally:
+        stopped.set()
+        proc._stopping.clear()
+        for pid in marked(mark):
+            os.kill(pid, signal.SIGKILL)
+        t.join(5)
