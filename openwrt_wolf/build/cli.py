@@ -199,7 +199,7 @@ def sources_main(
     ones `invoke build --tree` would write (the union of what each flavour needs)."""
     from .. import paths as pth
     from ..host import cli as host_cli
-    from ..host import upstream
+    from ..host import hosttools, upstream
     from . import sources, srcedit
     from .buildroot import Tree
 
@@ -250,6 +250,7 @@ def sources_main(
         for c in cfgs:
             if not c.is_file():
                 raise WolfError(f"--config {c} is not a file")
+        hosttools.ensure("buildroot")  # the tree's make checks its prereqs (prereq-build.mk)
         with tempfile.TemporaryDirectory(prefix="wolf-seeds-") as tmp:
             if device or flavour:
                 cfgs += _build_seeds(t, Path(tmp), device, flavour, packages, release, sdk_ib, log)

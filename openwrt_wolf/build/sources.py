@@ -576,6 +576,8 @@ class Filler:
         if gate:
             return gate
         tool = tools[0].removeprefix("tools/")
+        if not spec.get("debian"):  # built for the target, used only by images not made here
+            return self._host_unbuilt(n, tool, str(spec.get("why", "")))
         if spec.get("host_tools"):
             hosttools.ensure([_on_host(str(t)) for t in spec["host_tools"]])
         links = {k: _on_host(str(v)) for k, v in spec.get("links", {}).items()}
@@ -593,6 +595,18 @@ class Filler:
         return Resolution(
             n, "substitute", f"debian-binary:{spec['debian']}", "", "", "", why, tuple(edits)
         )
+
+    def _host_unbuilt(self, n: Needed, tool: str, why: str) -> Resolution:
+        """A host tool with no source anywhere reachable and no Debian binary, which the
+        target builds for images of other devices: its Makefile installs nothing, so a
+        recipe that calls it fails by the missing program, never silently."""
+        text = packages.render(
+            "host-binary.mk.j2", file=n.file, tool=tool, name=n.name, version=n.version,
+            debian="", links={},
+        )  # fmt: skip
+        why = f"not built: {why}"
+        edits = srcedit.replace_file(self.tree, f"tools/{tool}/Makefile", text, why)
+        return Resolution(n, "substitute", "not-built", "", "", "", why, tuple(edits))
 
 
 def _left_out_note(paths: list[str]) -> str:

@@ -462,6 +462,38 @@ def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Pat
     assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
 
 
+def test_host_tool_no_source_and_no_binary_is_not_built_and_stays_listed(tree: Path) -> None:
+    """ath79 builds tools/lzma-old and squashfs3-lzma for every device (tools/Makefile), though
+    only Netgear images call mksquashfs3-lzma; neither source is reachable here. The tool's
+    Makefile then installs nothing: OpenWrt's make still evaluates it (no download, no
+    compile), the substitution stays listed with its pin, and a recipe calling the tool would
+    find no program in staging_dir/host/bin."""
+    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import Filler
+
+    # the oracle for "only Netgear": every caller of mksquashfs3-lzma in the target's images
+    callers = sorted(
+        str(p.relative_to(tree)) for p in (tree / "target/linux/ath79/image").glob("*.mk")
+        if "mksquashfs3-lzma" in p.read_text()
+    )  # fmt: skip
+    assert callers == ["target/linux/ath79/image/common-netgear.mk"]
+    for tool in ("lzma-old", "squashfs3-lzma"):
+        pinned = _needed(tree, f"tools/{tool}")
+        f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
+        r = f.resolve(pinned)
+        assert (r.cls, r.origin) == ("substitute", "not-built"), r
+        assert "Netgear" in r.note
+        assert "PKG_SOURCE" not in srcneeded.pkg_vars(tree, f"tools/{tool}")
+        text = (tree / f"tools/{tool}/Makefile").read_text()
+        assert "ln -s" not in text and "STAGING_DIR_HOST)/bin" not in text
+        (again,) = [
+            n for n in srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
+            if n.dirs == (f"tools/{tool}",)
+        ]  # fmt: skip
+        assert (again.file, again.hash) == (pinned.file, pinned.hash)
+    srcedit.revert(tree)
+
+
 def test_edits_no_substitutions_entry_names_are_put_back(tree: Path) -> None:
     """An edit the substitutions file does not list (its file dropped out of a run's list:
     linux-atm's Makefile kept 2.5.1 while the file said nothing, and the next run read the
