@@ -34,6 +34,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from . import signals
 from .errors import CommandError, WolfError
 from .trust import secrets
 
@@ -208,7 +209,8 @@ def workers(n: int, name: str) -> Iterator[ThreadPoolExecutor]:
     """A thread pool whose commands stop with the task: when the block ends by an exception
     (Ctrl-C, SIGTERM, an error), stop_all() kills the running commands and the queued work
     is cancelled, instead of waiting for every build to finish."""
-    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=name)
+    pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=name,
+                              initializer=signals.keep_off_this_thread)  # fmt: skip
     try:
         yield pool
     except BaseException:
@@ -319,6 +321,7 @@ class _Output:
         self.reader.start()
 
     def _pump(self, p: subprocess.Popen[bytes]) -> None:
+        signals.keep_off_this_thread()
         assert p.stdout is not None
         for raw in p.stdout:
             text = raw.decode("utf-8", "replace")
@@ -346,6 +349,7 @@ def _feed(p: subprocess.Popen[bytes], data: bytes) -> None:
     """Write stdin on a thread, so a command that answers before reading it all can't block."""
 
     def feed() -> None:
+        signals.keep_off_this_thread()
         assert p.stdin is not None
         with contextlib.suppress(BrokenPipeError):
             p.stdin.write(data)

@@ -44,6 +44,17 @@ def as_interrupt() -> Iterator[None]:
             signal.signal(s, h)
 
 
+def keep_off_this_thread() -> None:
+    """Block the ending signals in the calling (non-main) thread. A process-directed signal
+    goes to any thread that does not block it, and Python runs its handler only when the main
+    thread next runs: one taken by a worker thread while the main thread sleeps in a lock
+    (waiting for the workers) is never handled, and a TERM left the task waiting 300 s for
+    commands nobody stopped. With every thread we start blocking them, the kernel delivers
+    them to the main thread, whose wait they interrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, ENDING)
+
+
 def _unraisable(u: Any) -> None:
     """The KeyboardInterrupt of a signal taken in a finalizer is dropped by Python; the signal
     is remembered (check()), so its traceback is not printed. Anything else is, as always."""

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.errors import MarkupError
 from rich.text import Text
 
+from . import signals
 from .trust import escape, secrets
 
 
@@ -190,6 +191,7 @@ class _Board:
                 self.ticker = None
 
     def _tick(self) -> None:
+        signals.keep_off_this_thread()  # a TERM must reach the main thread (signals.py)
         stop = self.stop
         while not stop.wait(PLAIN_EVERY):
             with self.lock:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import proc, signals
 from ..errors import WolfError
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain
@@ -259,6 +259,7 @@ def relay(
             pass
 
     def accept() -> None:
+        signals.keep_off_this_thread()  # the connection threads inherit the mask (signals.py)
         while not stop.is_set():
             try:
                 client, _ = listener.accept()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from ... import signals
+
 _OVERLAP = 512  # longer than any pattern we wait for (they are single lines)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -74,6 +76,7 @@ class Console:
                 time.sleep(0.02)
 
     def _pump(self) -> None:
+        signals.keep_off_this_thread()  # a TERM must reach the main thread (signals.py)
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while True:
             try:

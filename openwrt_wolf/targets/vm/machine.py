@@ -30,7 +30,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TextIO
 
-from ... import paths, proc
+from ... import paths, proc, signals
 from ...errors import CommandError, WolfError
 from ...host import hosttools
 from ..target import CommandResult, Target
@@ -104,7 +104,12 @@ def _one_file_server(data: bytes, token: str) -> Iterator[int]:
             pass
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+
+    def serve() -> None:
+        signals.keep_off_this_thread()  # its request threads inherit the mask (signals.py)
+        srv.serve_forever()
+
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
         yield int(srv.server_address[1])
