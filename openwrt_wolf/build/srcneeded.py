@@ -263,8 +263,12 @@ def list_needed(
         step("compile dependencies")
         extra: list[str] = []
         if targets == ("download",):
-            _, tools = compile_closure(tree, log, tools=True)
-            extra += [f"tools/{d}" for d in tools if (tree / "tools" / d / "Makefile").is_file()]
+            # every host tool make builds, not only those another tool adds: once a tool is
+            # built, `make download` no longer asks for its source (a rerun after a partial
+            # build lost tools/mkimage's u-boot, and its edit was put back)
+            sel, added = compile_closure(tree, log, tools=True)
+            tools = [f"tools/{d}" for d in sel + added if f"tools/{d}" not in asked]
+            extra += [d for d in tools if (tree / d / "Makefile").is_file()]
             selected, added = compile_closure(tree, log)
             pkgs = [f"package/{d}" for d in selected + added if f"package/{d}" not in asked]
             pkgs = [d for d in pkgs if (tree / d / "Makefile").is_file()]

@@ -295,6 +295,36 @@ def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
                                         ("tools/bison",))  # fmt: skip
 
 
+def test_a_built_host_tool_is_still_listed(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a host tool is built, the tree's `make download` no longer asks for its source
+    (seen on the real ath79 tree: a rerun of `sources` after tools/install listed u-boot for
+    package/boot/uboot-tools only, and put back tools/mkimage's edit: the build then
+    downloaded u-boot 2025.10). Every tool make builds is asked on its own, so the file keeps
+    all its directories. Here make's whole-tree download asks for no host tool at all."""
+    real = srcneeded._make
+
+    def no_tools(tree_: Path, args: list[str], log: Path, env: dict[str, str]) -> object:
+        done = real(tree_, args, log, env)
+        if args[:1] == ["download"]:  # as after tools/install: drop what tools/ asked for
+            rec = Path(env["WOLF_DL_RECORD"])
+            kept = [ln for ln in rec.read_text().splitlines()
+                    if "/tools/" not in ln.split("\t", 1)[0] + "/"]  # fmt: skip
+            rec.write_text("".join(f"{ln}\n" for ln in kept))
+        return done
+
+    monkeypatch.setattr(srcneeded, "_make", no_tools)
+    (tree / ".config").write_text("CONFIG_TARGET_ath79=y\nCONFIG_TARGET_ath79_generic=y\n")
+    from openwrt_wolf.build.buildroot import Tree
+
+    Tree(tree).defconfig((tree / ".config").read_text(), tmp_path / "log")
+    got = {n.file: n for n in srcneeded.list_needed(tree, tmp_path / "log")}
+    uboot = next(n for f, n in got.items() if f.startswith("u-boot-"))
+    assert "tools/mkimage" in uboot.dirs, uboot.dirs
+    assert "tools/bison" in got[_needed(tree, "tools/bison").file].dirs
+
+
 def test_closest_version() -> None:
     assert sources.closest("2.7.3", ["2.5.0", "2.8.2", "2.8.3", "2.9.0"]) == "2.8.2"
     assert sources.closest("1.18.1", ["1.17"]) == "1.17"
