@@ -141,16 +141,31 @@ def write(path: Path | str, fill: Fill, *, inputs: Sequence[Path | str] = ()) ->
     _replace(real, mode, fill)
 
 
-def replace_bytes(path: Path, data: bytes) -> None:
+def replace_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """``path`` itself replaced by a new file holding ``data``, whatever is there: a link is
     replaced, never written through, a special file refused by the rename's own rules. For a
-    file inside a tree we do not own (an ImageBuilder's `repositories`), where a link may lead
-    out of it."""
+    file inside a tree we do not own (an ImageBuilder's `repositories`, a patched file), where
+    a link may lead out of it. ``mode``: the new file's (default 0666 less the umask)."""
 
     def fill(out: IO[bytes]) -> None:
         out.write(data)
 
-    _replace(path, 0o666 & ~_umask(), fill)
+    _replace(path, 0o666 & ~_umask() if mode is None else mode, fill)
+
+
+def replace_link(path: Path, target: str) -> None:
+    """``path`` itself replaced by a symbolic link to ``target`` (one a patch creates in a
+    tree): made under a random name beside it and renamed over whatever is there, so nothing
+    is followed, and the target is never read."""
+
+    def make(real: Path, made: list[str]) -> None:
+        while not made:
+            name = str(real.parent / f".{real.name}.{os.urandom(6).hex()}.tmp")
+            with contextlib.suppress(FileExistsError):  # taken: draw another name
+                os.symlink(target, name)
+                made.append(name)
+
+    _renamed_over(path, make)
 
 
 def write_text(path: Path | str, text: str, *, inputs: Sequence[Path | str] = ()) -> None:
@@ -180,19 +195,29 @@ def _failed(path: Path, e: BaseException) -> WriteError | None:
 
 
 def _replace(real: Path, mode: int, fill: Fill) -> None:
-    tmp: str | None = None
-    try:
-        real.parent.mkdir(parents=True, exist_ok=True)
+    def make(real: Path, made: list[str]) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+        made.append(tmp)
         with os.fdopen(fd, "wb") as fh:
             fill(fh)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
+
+    _renamed_over(real, make)
+
+
+def _renamed_over(real: Path, make: Callable[[Path, list[str]], None]) -> None:
+    """A new entry that ``make`` creates beside real (its name put in the list), renamed over
+    real; removed instead when anything fails or a termination signal came meanwhile."""
+    made: list[str] = []
+    try:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        make(real, made)
         signals.check()  # interrupted while writing: publish nothing
-        os.replace(tmp, real)
+        os.replace(made[0], real)
     except BaseException as e:
-        if tmp is not None:
+        for tmp in made:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         err = _failed(real, e)

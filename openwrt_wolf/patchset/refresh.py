@@ -5,20 +5,27 @@ quilt in a staging copy of only the files it touches, as OpenWrt's own `make
 package/x/refresh` does; every applied patch is written back with `quilt refresh`, so offsets
 and fuzz disappear from the new series. What quilt reported per hunk (offset, fuzz, failed) is
 the report. The tree is never written.
+
+The staging copy is made as for applying (patchset/staging.py: no link of the tree's followed)
+but holds no link at all: quilt's backup copies and its diff follow links, so a link in the
+tree, or one a patch creates, is refused before quilt refresh could write its target's bytes
+into a patch. GNU patch is told the patches are unified diffs (no ed script runs), and the
+refreshed files are written as new files renamed over the old ones (outputs.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-import shutil
-import tempfile
+import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import proc
+from .. import outputs, proc
 from ..errors import CommandError, WolfError
-from ..results.store import write_atomic
 from . import series as patchset
+from . import staging
 
 _QUILT_TIMEOUT = 120.0
 # GNU patch, through quilt: "Hunk #2 succeeded at 416 with fuzz 1 (offset -7 lines)."
@@ -95,24 +102,32 @@ def _state(notes: list[HunkNote]) -> str:
 
 
 def _quilt(stage: Path, *args: str, check: bool = True) -> proc.Completed:
-    env = {"QUILT_PATCHES": "patches", "QUILT_PC": ".pc"}
+    # --unified: GNU patch reads nothing else of a patch, so never an ed script
+    env = {"QUILT_PATCHES": "patches", "QUILT_PC": ".pc", "QUILT_PATCH_OPTS": "--unified"}
     argv = ["quilt", "--quiltrc", "-", *args]  # no ~/.quiltrc: same output for everyone
     return proc.run(argv, timeout=_QUILT_TIMEOUT, cwd=stage, env=env, check=check)
 
 
+def _no_links(stage: Path, series: patchset.Series, patch: str) -> None:
+    """quilt refresh diffs the files as they are in the stage: a link there would put its
+    target's bytes into the refreshed patch."""
+    for rel in series.touched():
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISLNK(os.lstat(stage / rel).st_mode):
+                raise WolfError(f"{patch} makes {rel} a symbolic link",
+                                hint="--refresh diffs regular files only")  # fmt: skip
+
+
 def _refresh_series(root: Path, series: patchset.Series, out_dir: Path) -> list[PatchRefresh]:
     results = [PatchRefresh(series.name, p.name, "not tried") for p in series.patches]
-    with tempfile.TemporaryDirectory(prefix="wolf-refresh-") as tmp:
-        stage = Path(tmp) / "t"
-        stage.mkdir()
-        for rel in series.touched():
-            src = root / rel
-            if src.is_file():
-                (stage / rel).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, stage / rel)
-        (stage / "patches").mkdir()
+    for rel in series.touched():
+        if rel.split("/")[0] in ("patches", ".pc"):  # quilt's own, in the stage
+            raise WolfError(f"{series.name}: {rel}: --refresh cannot patch a tree's "
+                            "top-level patches/ or .pc/")  # fmt: skip
+    with patchset.staged(root, series, links=False) as stage:
         for p in series.patches:
-            shutil.copy2(p.path, stage / "patches" / p.name)
+            (stage / "patches" / p.name).parent.mkdir(parents=True, exist_ok=True)
+            (stage / "patches" / p.name).write_bytes(p.data)  # the bytes that were checked
         (stage / "patches" / "series").write_text("".join(f"{p.name}\n" for p in series.patches))
         for res, p in zip(results, series.patches, strict=True):
             push = _quilt(stage, "push", check=False)
@@ -121,11 +136,12 @@ def _refresh_series(root: Path, series: patchset.Series, out_dir: Path) -> list[
             if push.returncode != 0:
                 res.state = "failed"
                 break
+            _no_links(stage, series, p.name)
             try:
                 _quilt(stage, "refresh", *_REFRESH_ARGS)
             except CommandError as e:
                 raise WolfError(f"quilt refresh of {p.name} failed: {e.tail}") from None
-            write_atomic(out_dir / p.name, (stage / "patches" / p.name).read_text())
+            outputs.replace_bytes(out_dir / p.name, (stage / "patches" / p.name).read_bytes())
     return results
 
 
@@ -139,11 +155,11 @@ def refresh(
     for series in all_series:
         out_dir = into / series.subdir if series.subdir else into
         out_dir.mkdir(parents=True, exist_ok=True)
-        root = tree / series.subdir if series.subdir else tree
-        if series.subdir and not root.is_dir():
+        root = staging.series_root(tree, series.subdir)
+        if root is None:
             # feed not installed in this tree: carry the series over unchanged
             for p in series.patches:
-                write_atomic(out_dir / p.name, p.path.read_text())
+                outputs.replace_bytes(out_dir / p.name, p.data)
                 report.append(PatchRefresh(series.name, p.name, "copied"))
         else:
             done = _refresh_series(root, series, out_dir)
@@ -151,5 +167,6 @@ def refresh(
             if any(p.state in ("failed", "not tried") for p in done):
                 break  # no series file for a half-refreshed series
         head = f"# {series.name} series, refreshed with quilt against {tree}\n"
-        write_atomic(out_dir / "series", head + "".join(f"{p.name}\n" for p in series.patches))
+        text = head + "".join(f"{p.name}\n" for p in series.patches)
+        outputs.replace_bytes(out_dir / "series", text.encode())
     return RefreshReport(str(tree), str(source), str(into), report)

@@ -6,16 +6,18 @@ was, on a git checkout and on a plain directory alike (``git apply`` works outsi
 repository). A stamp file beside the series' files records what was applied and the files'
 contents afterwards: a second apply is recognised and does nothing, and a tree changed by hand
 after patching is refused instead of patched twice.
+
+A tree, a series and a stamp may come from anyone (docs/threat-model.md): a patch is read as
+git reads it and git is asked which files it patches (patchset/diff.py), the tree is reached
+only through patchset/staging.py (no link followed, nothing outside the series' directory),
+the stamp only through patchset/stamp.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,39 +25,16 @@ from pathlib import Path
 
 from .. import paths, proc
 from ..errors import CommandError, WolfError
+from ..trust import untrusted
+from . import diff, staging, stamp
+from .diff import FilePatch, Hunk, Patch
 
-STAMP = ".wolf-patches.json"
+__all__ = ["FilePatch", "Hunk", "Patch"]  # a series' parts (patchset/diff.py)
+
+STAMP = stamp.NAME
 PATCHES_DIR = paths.PROJECT_ROOT / "patches"
+MAX_SERIES = 1 << 20  # a series file: one patch name a line
 _GIT_TIMEOUT = 120.0
-
-
-@dataclass(frozen=True)
-class Hunk:
-    old_start: int
-    header: str
-
-
-@dataclass(frozen=True)
-class FilePatch:
-    """One file's part of a patch: its path before and after (None = created/deleted)."""
-
-    old: str | None
-    new: str | None
-    hunks: tuple[Hunk, ...]
-
-    @property
-    def path(self) -> str:
-        return self.new or self.old or "?"
-
-
-@dataclass(frozen=True)
-class Patch:
-    name: str
-    path: Path
-    files: tuple[FilePatch, ...]
-
-    def sha256(self) -> str:
-        return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -88,111 +67,119 @@ class SeriesStatus:
 
 # --- reading patches -----------------------------------------------------------------------
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+\d+(?:,\d+)? @@")
-
-
-def _strip(path: str) -> str | None:
-    """The path of a ---/+++ line with -p1 applied; None for /dev/null."""
-    path = path.split("\t", 1)[0].strip()
-    if path == "/dev/null":
-        return None
-    return path.split("/", 1)[1] if "/" in path else path
-
-
-def parse_patch(path: Path) -> Patch:
-    """Files and hunks of a unified diff (quilt -p1 style, with or without git headers)."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as e:
-        raise WolfError(f"cannot read patch {path}: {e.strerror}") from None
-    files: list[FilePatch] = []
-    old: str | None = None
-    new: str | None = None
-    hunks: list[Hunk] = []
-    started = False
-    for i, line in enumerate(lines):
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if line.startswith("--- ") and nxt.startswith("+++ "):
-            if started:
-                files.append(FilePatch(old, new, tuple(hunks)))
-            old, new, hunks, started = _strip(line[4:]), _strip(nxt[4:]), [], True
-        elif started and (m := _HUNK.match(line)):
-            hunks.append(Hunk(int(m.group(1)), line))
-    if started:
-        files.append(FilePatch(old, new, tuple(hunks)))
-    if not files:
-        raise WolfError(f"{path}: no unified diff found", hint="a patch needs ---/+++ lines")
-    return Patch(path.name, path, tuple(files))
-
 
 def read_series(series_file: Path, name: str, subdir: str) -> Series:
-    """A quilt series file: one patch name a line, '#' comments, optional -pN (only -p1)."""
+    """A quilt series file: one patch name a line, '#' comments, optional -p1 (the only one)."""
+    inside = Path(os.path.realpath(series_file.parent))
+    if not Path(os.path.realpath(series_file)).is_relative_to(inside):
+        # its lines are shown in errors: a link to /etc/shadow would print a line of it
+        raise WolfError(f"series file {series_file} is a link out of {series_file.parent}")
+    raw = untrusted.read_bytes(series_file, "series file", MAX_SERIES)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        n = raw.count(b"\n", 0, e.start) + 1
+        raise WolfError(f"{series_file}:{n}: not UTF-8 text (byte {raw[e.start]:#04x})",
+                        hint="a series file names one patch a line") from None  # fmt: skip
     patches: list[Patch] = []
-    for n, raw in enumerate(series_file.read_text(encoding="utf-8").splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
+    for n, line in enumerate(text.split("\n"), 1):  # "\n" alone ends a line, as for quilt
+        fields = re.split(r"[ \t\r]+", line.split("#", 1)[0].strip(" \t\r"))
+        if fields == [""]:
             continue
-        fname, *opts = line.split()
+        where = f"{series_file}:{n}"
+        fname, opts = diff.patch_name(fields[0], where), fields[1:]
         if opts and opts != ["-p1"]:
             raise WolfError(
-                f"{series_file}:{n}: option {' '.join(opts)} not supported",
+                f"{where}: option {' '.join(opts)[:40]} not supported",
                 hint="patches are -p1 (a/ b/ prefixes)",
             )
         p = series_file.parent / fname
-        if not p.is_file():
-            raise WolfError(f"{series_file}:{n}: patch {fname} not found in {p.parent}")
-        patches.append(parse_patch(p))
+        if not os.path.lexists(p):
+            raise WolfError(f"{where}: patch {fname} not found in {p.parent}")
+        if not Path(os.path.realpath(p)).is_relative_to(inside):
+            raise WolfError(f"{where}: patch {fname} is a link out of {series_file.parent}")
+        patches.append(diff.read(p, fname, f"patch {p}"))
     return Series(name, subdir, tuple(patches))
 
 
 def load(patches_dir: Path = PATCHES_DIR) -> list[Series]:
     """The OpenWrt series (patches/series) and each feed's (patches/feeds/<feed>/series)."""
     top = patches_dir / "series"
-    if not top.is_file():
+    if not os.path.lexists(top):
         raise WolfError(f"no series file at {top}", hint="give the patches directory")
     out = [read_series(top, "openwrt", "")]
     feeds = patches_dir / "feeds"
     if feeds.is_dir():
-        for d in sorted(feeds.iterdir()):
-            if (d / "series").is_file():
-                out.append(read_series(d / "series", f"feeds/{d.name}", f"feeds/{d.name}"))
+        for d in sorted(untrusted.listdir(feeds, "feed series directory")):
+            if d.is_dir() and os.path.lexists(d / "series"):
+                feed = diff.patch_name(d.name, f"feed series directory {feeds}")
+                out.append(read_series(d / "series", f"feeds/{feed}", f"feeds/{feed}"))
     return out
 
 
-# --- staging: a copy of the touched files, where git apply runs ------------------------------
+# --- git: what it reads of a patch, and applying it on the staging copy ------------------------
+
+_SEEN: dict[str, frozenset[str]] = {}  # sha256 of a patch: the files git says it patches
 
 
-def _digest(path: Path) -> str | None:
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+def _git_env(cwd: Path) -> dict[str, str]:
+    # the staging dir sits under a temp dir: stop git from finding an enclosing repository
+    return {"GIT_CEILING_DIRECTORIES": str(cwd.parent)}
+
+
+def _as_git_reads(patch: Patch) -> None:
+    """WolfError unless git reads the same files from the patch as diff.parse did: whatever
+    this project stages, installs and stamps, git patches, and nothing else."""
+    key = patch.sha256()
+    if key not in _SEEN:
+        argv = ["git", "apply", "--numstat", "-z", "-p1", "--whitespace=nowarn", "-"]
+        with tempfile.TemporaryDirectory(prefix="wolf-numstat-") as tmp:
+            try:
+                out = proc.run(argv, timeout=_GIT_TIMEOUT, cwd=tmp, env=_git_env(Path(tmp)),
+                               input=patch.data).output  # fmt: skip
+            except CommandError as e:
+                reason = next((ln for ln in e.tail if ln.startswith("error:")), "")
+                raise WolfError(f"patch {patch.name}: git apply cannot read it ({reason[:200]})",
+                                hint="a patch is a unified diff") from None  # fmt: skip
+        seen = set()
+        for item in out.split("\0")[:-1]:
+            m = re.fullmatch(r"(?:\d+|-)\t(?:\d+|-)\t(.+)", item, re.S)
+            seen.add(m.group(1) if m else "\0")  # "\0": a line no patch path is
+        _SEEN[key] = frozenset(seen)
+    ours = {f.path for f in patch.files}
+    if _SEEN[key] != ours:
+        differ = sorted(_SEEN[key] ^ ours)
+        raise WolfError(
+            f"patch {patch.name}: git apply reads other files from it than its ---/+++ lines "
+            f"name ({len(differ)} differ)",
+            hint="a patch with renames, copies, binary or mode-only parts is not supported",
+        )
+
+
+def _git_apply(stage: Path, patch: Patch, *, reverse: bool) -> None:
+    argv = ["git", "apply", "-p1", "--whitespace=nowarn", *(["-R"] if reverse else []), "-"]
+    try:
+        # the bytes that were checked go to git: the file may have changed since
+        proc.run(argv, timeout=_GIT_TIMEOUT, cwd=stage, env=_git_env(stage), input=patch.data)
+    except CommandError as e:
+        raise PatchConflict(patch, e.tail, reverse) from None
 
 
 @contextlib.contextmanager
-def _staging(root: Path, files: list[str]) -> Iterator[Path]:
+def staged(root: Path, series: Series, *, links: bool = True) -> Iterator[Path]:
+    """A staging copy of the files the series touches (staging.copy_out), every patch checked
+    against git's reading first."""
+    for p in series.patches:
+        _as_git_reads(p)
     with tempfile.TemporaryDirectory(prefix="wolf-patch-") as tmp:
-        stage = Path(tmp) / "t"
+        stage = Path(tmp) / "tree"
         stage.mkdir()
-        for rel in files:
-            src = root / rel
-            if src.is_file():
-                dst = stage / rel
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, dst)
+        staging.copy_out(root, series.touched(), stage, _where(series, root), links=links)
         yield stage
 
 
-def _git_apply(stage: Path, patch: Patch, *, reverse: bool, check: bool = False) -> None:
-    argv = ["git", "apply", "-p1", "--whitespace=nowarn"]
-    if reverse:
-        argv.append("-R")
-    if check:
-        argv.append("--check")
-    argv.append(str(patch.path))
-    # The staging dir sits under a temp dir: stop git from finding an enclosing repository.
-    env = {"GIT_CEILING_DIRECTORIES": str(stage.parent)}
-    try:
-        proc.run(argv, timeout=_GIT_TIMEOUT, cwd=stage, env=env)
-    except CommandError as e:
-        raise PatchConflict(patch, e.tail, reverse) from None
+def _where(series: Series, root: Path) -> str:
+    return f"{series.name} in {root}"
 
 
 class PatchConflict(WolfError):
@@ -205,7 +192,7 @@ class PatchConflict(WolfError):
         what = "does not revert" if reverse else "does not apply"
         reason = next((ln for ln in output if ln.startswith("error:")), "")
         super().__init__(
-            f"patch {patch.name} {what} at {where}" + (f" ({reason})" if reason else ""),
+            f"patch {patch.name} {what} at {where}" + (f" ({reason[:200]})" if reason else ""),
             hint="the tree is unchanged; is it a v25.12.5 tree, or was the file edited?",
         )
 
@@ -232,52 +219,10 @@ def _failed_hunk(patch: Patch, output: list[str]) -> tuple[str, int | None]:
 # --- state -----------------------------------------------------------------------------------
 
 
-def _stamp_path(root: Path) -> Path:
-    return root / STAMP
-
-
-def _read_stamp(root: Path) -> dict[str, object] | None:
-    p = _stamp_path(root)
-    if not p.is_file():
-        return None
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise WolfError(f"unreadable stamp {p}: {e}", hint="remove it and run --status") from None
-    return data if isinstance(data, dict) else None
-
-
-def _stamped_patches(stamp: dict[str, object]) -> list[tuple[str, str, str]]:
-    """(name, sha256, text) of the patches a stamp says were applied."""
-    items = stamp.get("patches", [])
-    out: list[tuple[str, str, str]] = []
-    if isinstance(items, list):
-        for it in items:
-            if isinstance(it, dict):
-                out.append((str(it.get("name")), str(it.get("sha256")), str(it.get("text", ""))))
-    return out
-
-
-@contextlib.contextmanager
-def _series_from_stamp(root: Path, series: Series) -> Iterator[Series]:
-    """The series exactly as it was applied, rebuilt from the stamp's copies of the patches."""
-    stamp = _read_stamp(root)
-    assert stamp is not None
-    with tempfile.TemporaryDirectory(prefix="wolf-stamped-") as tmp:
-        patches = []
-        for name, _, text in _stamped_patches(stamp):
-            if not text:
-                raise WolfError(f"{_stamp_path(root)}: no copy of {name}", hint="revert by hand")
-            path = Path(tmp) / name
-            path.write_text(text, encoding="utf-8")
-            patches.append(parse_patch(path))
-        yield Series(series.name, series.subdir, tuple(patches))
-
-
 def _applies(root: Path, series: Series, *, reverse: bool) -> tuple[bool, PatchConflict | None]:
     """Whether the whole series applies (or reverts) on a staging copy; the tree is untouched."""
     order = list(reversed(series.patches)) if reverse else list(series.patches)
-    with _staging(root, series.touched()) as stage:
+    with staged(root, series) as stage:
         for p in order:
             try:
                 _git_apply(stage, p, reverse=reverse)
@@ -286,43 +231,45 @@ def _applies(root: Path, series: Series, *, reverse: bool) -> tuple[bool, PatchC
     return True, None
 
 
+def _stamped(root: Path, st: stamp.Stamp, series: Series) -> Series:
+    """The series exactly as it was applied, from the stamp's copies of the patches."""
+    return Series(series.name, series.subdir, stamp.patches(st, root))
+
+
 def note_edits(root: Path, files: list[str]) -> list[str]:
     """Another tool of ours (`invoke sources`: a version or hash line of a Makefile) edited
     ``files`` of a patched tree: when the applied series still reverts cleanly from the
     edited files, its stamp takes their new contents, so the edit is not mistaken for a
     hand edit; when it no longer reverts, WolfError names the files. Returns the files the
     stamp now records anew."""
-    stamp = _read_stamp(root)
-    if stamp is None:
+    st = stamp.read(root)
+    if st is None:
         return []
-    recorded = stamp.get("files", {})
-    assert isinstance(recorded, dict)
-    touched = [f for f in files if f in recorded and _digest(root / f) != recorded[f]]
+    where = f"patch stamp {stamp.path(root)}"
+    touched = [f for f in files if f in st.files and staging.digest(root, f, where) != st.files[f]]
     if not touched:
         return []
-    with _series_from_stamp(root, Series(str(stamp.get("series", "")), "", ())) as applied:
-        reverts, err = _applies(root, applied, reverse=True)
+    applied = _stamped(root, st, Series(st.series, "", ()))
+    reverts, err = _applies(root, applied, reverse=True)
     if not reverts:
         raise WolfError(
             f"editing {', '.join(touched)} broke the applied patch set: {err}",
             hint="revert the patch set, run `invoke sources`, then apply it again",
         )
-    stamp["files"] = {**recorded, **{f: _digest(root / f) for f in touched}}
-    tmp = _stamp_path(root).with_suffix(".tmp")
-    tmp.write_text(json.dumps(stamp, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, _stamp_path(root))
+    now = {f: h for f in touched if (h := staging.digest(root, f, where)) is not None}
+    stamp.write(root, st.series, applied.patches, {**st.files, **now})
     return touched
 
 
 def series_status(tree: Path, series: Series) -> SeriesStatus:
-    root = tree / series.subdir
-    if not root.is_dir():
-        return SeriesStatus(series.name, str(root), "absent", detail="directory not present")
-    stamp = _read_stamp(root)
-    if stamp is not None:
-        recorded = stamp.get("files", {})
-        assert isinstance(recorded, dict)
-        changed = [f for f, h in recorded.items() if _digest(root / f) != h]
+    root = staging.series_root(tree, series.subdir)
+    if root is None:
+        where = str(tree / series.subdir)
+        return SeriesStatus(series.name, where, "absent", detail="directory not present")
+    st = stamp.read(root)
+    if st is not None:
+        where = f"patch stamp {stamp.path(root)}"
+        changed = [f for f, h in st.files.items() if staging.digest(root, f, where) != h]
         if changed:
             return SeriesStatus(
                 series.name,
@@ -331,7 +278,7 @@ def series_status(tree: Path, series: Series) -> SeriesStatus:
                 [PatchState(p.name, "applied") for p in series.patches],
                 detail=f"changed after patching: {', '.join(sorted(changed))}",
             )
-        was = [(n, h) for n, h, _ in _stamped_patches(stamp)]
+        was = [(p.name, p.sha256) for p in st.patches]
         now = [(p.name, p.sha256()) for p in series.patches]
         if was != now:
             differ = sorted({n for n, _ in set(was) ^ set(now)}) or ["the order"]
@@ -373,55 +320,13 @@ def series_status(tree: Path, series: Series) -> SeriesStatus:
 # --- writing the tree ------------------------------------------------------------------------
 
 
-def _install(stage: Path, root: Path, files: list[str]) -> dict[str, str]:
-    """Copy the staged result into the tree (each file atomically); return new file hashes."""
-    hashes: dict[str, str] = {}
-    for rel in files:
-        src, dst = stage / rel, root / rel
-        if src.is_file():
-            h = _digest(src)
-            assert h is not None
-            hashes[rel] = h
-            if _digest(dst) == h:
-                continue
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(f".{dst.name}.wolf-tmp")
-            shutil.copy2(src, tmp)
-            os.replace(tmp, dst)
-        elif dst.exists():
-            dst.unlink()
-            _prune_empty(dst.parent, root)  # a revert leaves no directory a patch created
-    return hashes
-
-
-def _prune_empty(d: Path, root: Path) -> None:
-    while d != root and d.is_relative_to(root) and d.is_dir() and not any(d.iterdir()):
-        d.rmdir()
-        d = d.parent
-
-
 def _run_series(root: Path, series: Series, *, reverse: bool) -> dict[str, str]:
     order = list(reversed(series.patches)) if reverse else list(series.patches)
     files = series.touched()
-    with _staging(root, files) as stage:
+    with staged(root, series) as stage:
         for p in order:
             _git_apply(stage, p, reverse=reverse)  # raises PatchConflict; tree not touched yet
-        return _install(stage, root, files)
-
-
-def _write_stamp(root: Path, series: Series, hashes: dict[str, str]) -> None:
-    data = {
-        "series": series.name,
-        # the text too: a tree patched with an older version of the series can still be reverted
-        "patches": [
-            {"name": p.name, "sha256": p.sha256(), "text": p.path.read_text(encoding="utf-8")}
-            for p in series.patches
-        ],
-        "files": hashes,
-    }
-    tmp = _stamp_path(root).with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, _stamp_path(root))
+        return staging.install(stage, root, files, _where(series, root))
 
 
 @dataclass
@@ -449,17 +354,19 @@ def apply(tree: Path, all_series: list[Series], *, check: bool = False) -> list[
     out: list[Outcome] = []
     for s, st in plan:
         names = [p.name for p in s.patches]
-        root = tree / s.subdir
+        root = Path(st.directory)
         if st.state == "absent":
             out.append(Outcome(s.name, str(root), "skipped", names))
         elif st.state == "applied":
-            if _read_stamp(root) is None and not check:
-                _write_stamp(root, s, {f: h for f in s.touched() if (h := _digest(root / f))})
+            if stamp.read(root) is None and not check:
+                where = _where(s, root)
+                now = {f: h for f in s.touched() if (h := staging.digest(root, f, where))}
+                stamp.write(root, s.name, s.patches, now)
             out.append(Outcome(s.name, str(root), "already-applied", names))
         elif check:
             out.append(Outcome(s.name, str(root), "would-apply", names))
         else:
-            _write_stamp(root, s, _run_series(root, s, reverse=False))
+            stamp.write(root, s.name, s.patches, _run_series(root, s, reverse=False))
             out.append(Outcome(s.name, str(root), "applied", names))
     return out
 
@@ -470,20 +377,20 @@ def revert(tree: Path, all_series: list[Series]) -> list[Outcome]:
     out: list[Outcome] = []
     for s in reversed(all_series):
         st = series_status(tree, s)
-        root = tree / s.subdir
+        root = Path(st.directory)
         names = [p.name for p in s.patches]
         if st.state == "modified":
             raise WolfError(f"{s.name} in {root}: {st.detail}", hint="undo those edits first")
         if st.state == "outdated":
-            with _series_from_stamp(root, s) as applied:
-                _run_series(root, applied, reverse=True)
+            stamped = stamp.read(root)
+            assert stamped is not None  # outdated: the stamp said so
+            _run_series(root, _stamped(root, stamped, s), reverse=True)
         elif st.state == "applied":
             _run_series(root, s, reverse=True)
         else:
             out.append(Outcome(s.name, str(root), "not-applied", names))
             continue
-        with contextlib.suppress(FileNotFoundError):
-            _stamp_path(root).unlink()
+        stamp.remove(root)
         out.append(Outcome(s.name, str(root), "reverted", names))
     return out
 

@@ -6,6 +6,7 @@ the v25.12.5 tree is at hand (fixture openwrt_tree_25125)."""
 from __future__ import annotations
 
 import filecmp
+import json
 import shutil
 import subprocess
 import sys
@@ -312,3 +313,19 @@ def test_series_changed_after_apply_reverts_the_applied_version(tree: Path, patc
     out = patchset.apply(tree, series)
     assert out[0].action == "applied"
     assert "config WOLFSSL_ECC\n" in (tree / "package/libs/wolfssl/Config.in").read_text()
+
+
+def test_note_edits_takes_an_edit_that_still_reverts(tree: Path, patches: Path) -> None:
+    """`invoke sources` edits a patched file: the stamp takes its new digest when the series
+    still reverts from it (oracle: sha256 of the file, and --status's verdict)."""
+    import hashlib
+
+    series = patchset.load(patches)
+    patchset.apply(tree, series)
+    p = tree / "include/target.mk"
+    p.write_text(p.read_text() + "E\n")
+    assert patchset.status(tree, series)[0].state == "modified"
+    assert patchset.note_edits(tree, ["include/target.mk", "README"]) == ["include/target.mk"]
+    stamp = json.loads((tree / patchset.STAMP).read_text())
+    assert stamp["files"]["include/target.mk"] == hashlib.sha256(p.read_bytes()).hexdigest()
+    assert patchset.status(tree, series)[0].state == "applied"
