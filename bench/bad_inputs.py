@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
 import hostile_fs
+import hostile_readers
 from hostile import Probe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -343,6 +344,8 @@ def hostile_families(w: Path) -> list[Family]:
         Family("secrets", hostile.secrets_family(secret, redis_url)),
         Family("refused", hostile.refused_family()),
         Family("sources --tree", hostile.sources_tree_family(w)),
+        Family("image readers", hostile_readers.images_family(w)),
+        Family("tree readers", hostile_readers.trees_family(w)),
     ]
 
 

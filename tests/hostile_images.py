@@ -65,17 +65,24 @@ def _meta(table: int, ref_block: int, offset: int) -> int:
     return table + ref_block + 2 + offset
 
 
-def looping(tmp: Path, name: str = "loop", *, inode_count: int | None = None) -> Path:
-    """A squashfs whose root directory lists itself: its one entry, directory "a", is made to
-    refer to the root inode. ``inode_count`` replaces the superblock's count."""
+def _root_dir(tmp: Path, name: str) -> tuple[Path, bytearray, dict[str, int], int]:
+    """A squashfs of one empty directory "a" with uncompressed inode and directory tables
+    (-noI), its bytes, its superblock fields and the position of its root inode."""
     root = _tree(tmp / f"{name}-root", {"a/": b""})
     out = mksquashfs(root, tmp / f"{name}.squashfs", "-noI", "-noF")
     data = bytearray(out.read_bytes())
     sb = superblock(data)
     ref = sb["root_inode"]
     at = _meta(sb["inode_table"], ref >> 16, ref & 0xFFFF)
-    itype = struct.unpack_from("<H", data, at)[0]
-    assert itype == 1, itype  # a basic directory inode
+    assert struct.unpack_from("<H", data, at)[0] == 1  # a basic directory inode
+    return out, data, sb, at
+
+
+def looping(tmp: Path, name: str = "loop", *, inode_count: int | None = None) -> Path:
+    """A squashfs whose root directory lists itself: its one entry, directory "a", is made to
+    refer to the root inode. ``inode_count`` replaces the superblock's count."""
+    out, data, sb, at = _root_dir(tmp, name)
+    ref = sb["root_inode"]
     start, _links, size, offset = struct.unpack_from("<IIHH", data, at + 16)
     listing = _meta(sb["directory_table"], start, offset)
     count, _iblock, _inumber = struct.unpack_from("<III", data, listing)
@@ -85,6 +92,25 @@ def looping(tmp: Path, name: str = "loop", *, inode_count: int | None = None) ->
     struct.pack_into("<H", data, listing + 16, 1)  # a directory
     if inode_count is not None:
         struct.pack_into("<I", data, INODE_COUNT, inode_count)
+    out.write_bytes(bytes(data))
+    return out
+
+
+def listing_size(tmp: Path, size: int, name: str = "listing") -> Path:
+    """A squashfs whose root directory inode says its listing has ``size`` bytes (its table
+    holds 24)."""
+    out, data, _sb, at = _root_dir(tmp, name)
+    struct.pack_into("<H", data, at + 16 + 8, size)  # basic directory inode: file_size
+    out.write_bytes(bytes(data))
+    return out
+
+
+def superblock_field(tmp: Path, offset: int, value: int, name: str = "field") -> Path:
+    """A good squashfs with the 32-bit superblock field at ``offset`` replaced (4 inode
+    count, 16 fragment count, 26 id count: 16 bits)."""
+    data = bytearray(good(tmp, name).read_bytes())
+    struct.pack_into("<H" if offset == 26 else "<I", data, offset, value)
+    out = tmp / f"{name}-edited.squashfs"
     out.write_bytes(bytes(data))
     return out
 
@@ -99,12 +125,14 @@ def inode_count(tmp: Path, count: int, name: str = "count") -> Path:
     return out
 
 
-def sparse_library(tmp: Path, claim: int, name: str = "sparse", *, zeros: bool = False) -> Path:
+def sparse_library(
+    tmp: Path, claim: int, name: str = "sparse", *, zeros: bool = False, comp: str = "zstd"
+) -> Path:
     """A squashfs (1 MiB blocks) holding a TLS library of ``claim`` bytes that are all sparse
     blocks (4 bytes of the inode table each), or with ``zeros`` blocks of compressed zeros
     (-no-sparse, zstd: a few dozen bytes each), beside 3 KB of random bytes."""
     root = _tree(tmp / f"{name}-root", {LIB: claim, "etc/random": os.urandom(3000)})
-    opts = ["-no-sparse", "-comp", "zstd"] if zeros else ["-comp", "xz"]
+    opts = ["-no-sparse", "-comp", comp] if zeros else ["-comp", "xz"]
     return mksquashfs(root, tmp / f"{name}.squashfs", *opts, block="1M")
 
 
