@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
 import hostile_fs
 import hostile_patches
+import hostile_readers
 from hostile import Probe
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -345,6 +346,8 @@ def hostile_families(w: Path) -> list[Family]:
         Family("refused", hostile.refused_family()),
         Family("sources --tree", hostile.sources_tree_family(w)),
         Family("patches", hostile_patches.family(w)),
+        Family("image readers", hostile_readers.images_family(w)),
+        Family("tree readers", hostile_readers.trees_family(w)),
     ]
 
 

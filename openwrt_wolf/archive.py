@@ -234,6 +234,35 @@ def _decompressed(raw: io.BufferedReader[Any]) -> IO[bytes]:
     return cast(IO[bytes], raw)
 
 
+class _Stream(_Bounded):
+    """A compressed file's bytes, bounded, a damaged stream one ArchiveError."""
+
+    def readinto(self, b: memoryview) -> int:  # type: ignore[override]
+        try:
+            return super().readinto(b)
+        except _UNREADABLE as e:
+            why = "out of memory" if isinstance(e, MemoryError) else (str(e) or type(e).__name__)
+            raise ArchiveError(f"{self.where} does not decompress ({why})") from None
+
+
+@contextlib.contextmanager
+def decompressed(
+    path: Path, limits: Limits, *, what: str, hint: str | None = None
+) -> Iterator[IO[bytes]]:
+    """A compressed file that holds no archive (a gzipped rootfs image) as the stream of its
+    bytes, under the same rules: opened as ``members`` opens an archive, and a read past
+    ``limits.total`` bytes, or past RATIO_FLOOR more than ``limits.ratio`` times the bytes
+    read, raises ArchiveError (``limits.members`` is not used)."""
+    where = f"{what} {_shown(str(path))}"
+    with untrusted.open_file(path, what, hint=hint) as fh:
+        counted = _Counted(fh)
+        try:
+            src = _decompressed(io.BufferedReader(counted, CHUNK))
+        except _UNREADABLE as e:
+            raise _unreadable(where, e, hint) from None
+        yield cast(IO[bytes], io.BufferedReader(_Stream(src, counted, limits, where), CHUNK))
+
+
 def _unreadable(where: str, e: BaseException, hint: str | None) -> ArchiveError:
     why = "out of memory" if isinstance(e, MemoryError) else (str(e) or type(e).__name__)
     return ArchiveError(f"{where} is not a tar archive, or a damaged one ({why})", hint=hint)

@@ -10,6 +10,7 @@ The device's DTS gives the firmware partition, a cross-check of IMAGE_SIZE.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from ..paths import DATA_DIR
 from ..units import parse_size
 from . import dts
 from .devices import Partition
-from .mk import Make, MakeError, read_defines
+from .mk import Make, MakeError, Refused, Work, read_defines, read_source
 
 # include/image.mk's `define Device` runs these stanzas in this order
 _STANZAS = ("Device/InitProfile", "Device/Init", "Device/Default")
@@ -142,11 +143,16 @@ def check_tree(tree: Path) -> Path:
     return tree.resolve()
 
 
+def _tree_text(tree: Path, rel: str) -> str | None:
+    """A file of the tree (read_source: a regular file inside it, bounded), None when absent."""
+    path = tree / rel
+    return read_source(path, tree.resolve(), "file") if os.path.lexists(path) else None
+
+
 def tree_version(tree: Path) -> str | None:
     """VERSION_NUMBER's default in include/version.mk (e.g. 25.12.5; SNAPSHOT on main)."""
-    try:
-        text = (tree / "include/version.mk").read_text()
-    except OSError:
+    text = _tree_text(tree, "include/version.mk")
+    if text is None:
         return None
     m = re.search(r"^VERSION_NUMBER:=\$\(if \$\(VERSION_NUMBER\),\$\(VERSION_NUMBER\),([^)]+)\)",
                   text, re.M)  # fmt: skip
@@ -183,9 +189,8 @@ def recipe_kind(pipeline: str, blocksize: str) -> str:
 
 def _feature_symbols(tree: Path) -> dict[str, list[str]]:
     """FEATURES word -> Kconfig symbols it selects (scripts/target-metadata.pl)."""
-    try:
-        text = (tree / "scripts/target-metadata.pl").read_text()
-    except OSError:
+    text = _tree_text(tree, "scripts/target-metadata.pl")
+    if text is None:
         return _FALLBACK_FEATURES
     out: dict[str, list[str]] = {}
     for m in re.finditer(r'/\^([\w-]+)\$/ and \$ret \.= "([^"]*)"', text):
@@ -195,20 +200,24 @@ def _feature_symbols(tree: Path) -> dict[str, list[str]]:
 
 def _block_rule(tree: Path) -> list[tuple[str, str]]:
     """(value, condition) defaults of TARGET_SQUASHFS_BLOCK_SIZE in config/Config-images.in."""
-    try:
-        text = (tree / "config/Config-images.in").read_text()
-    except OSError:
+    text = _tree_text(tree, "config/Config-images.in")
+    if text is None:
         return _FALLBACK_BLOCK_RULE
-    m = re.search(r"config TARGET_SQUASHFS_BLOCK_SIZE\n(.*?)(?:\n\s*help|\n\s*config )", text, re.S)
+    # [ \t]*, not \s*: over a run of blank lines \s* made the search take its square
+    m = re.search(
+        r"config TARGET_SQUASHFS_BLOCK_SIZE\n(.*?)(?:\n[ \t]*help|\n[ \t]*config )", text, re.S
+    )
     if not m:
         return _FALLBACK_BLOCK_RULE
-    rule = re.findall(r"^\s*default (\d+)(?: if (.+))?$", m.group(1), re.M)
+    rule = re.findall(r"^[ \t]*default (\d+)(?: if (.+))?$", m.group(1), re.M)
     return [(v, c.strip()) for v, c in rule] or _FALLBACK_BLOCK_RULE
 
 
 def _kconfig_true(cond: str, symbols: set[str]) -> bool:
     """Evaluate a Kconfig condition of symbols, !, &&, || and parentheses."""
     tokens = re.findall(r"\w+|&&|\|\||!|\(|\)", cond)
+    if len(tokens) > 100:  # OpenWrt's has 6; each token may be a level of recursion below
+        raise Refused(f"config/Config-images.in: a block size condition of {len(tokens)} tokens")
     pos = 0
 
     def atom() -> bool:
@@ -239,7 +248,10 @@ def _kconfig_true(cond: str, symbols: set[str]) -> bool:
             v = conj() or v
         return v
 
-    return disj() if tokens else True
+    try:
+        return disj() if tokens else True
+    except IndexError:  # "(" or "!" with nothing after it
+        raise Refused("config/Config-images.in: a block size condition that ends early") from None
 
 
 def squashfs_block(features: tuple[str, ...], tree: Path) -> int:
@@ -254,8 +266,8 @@ def squashfs_block(features: tuple[str, ...], tree: Path) -> int:
 # --- target and subtargets ------------------------------------------------------------------
 
 
-def _seed(tree: Path, target: str) -> Make:
-    m = Make()
+def _seed(tree: Path, target: str, work: Work) -> Make:
+    m = Make(root=tree, work=work)
     for name, value in {
         "TOPDIR": str(tree),
         "INCLUDE_DIR": str(tree / "include"),
@@ -273,10 +285,14 @@ def _seed(tree: Path, target: str) -> Make:
     return m
 
 
-def read_subtargets(tree: Path, target: str) -> list[tuple[Subtarget, Make]]:
-    """Each subtarget with the Make variables its target Makefile + target.mk leave."""
+def read_subtargets(
+    tree: Path, target: str, work: Work | None = None
+) -> list[tuple[Subtarget, Make]]:
+    """Each subtarget with the Make variables its target Makefile + target.mk leave; ``work``
+    is what the read may still cost (a new read's when None)."""
+    work = work or Work()
     tdir = tree / "target/linux" / target
-    probe = _seed(tree, target)
+    probe = _seed(tree, target, work)
     probe.include = lambda word: None
     probe.eval_file(tdir / "Makefile")
     names = probe.get("SUBTARGETS").split() or sorted(
@@ -284,13 +300,14 @@ def read_subtargets(tree: Path, target: str) -> list[tuple[Subtarget, Make]]:
     )
     out = []
     for sub in names or ["generic"]:
-        m = _seed(tree, target)
+        m = _seed(tree, target, work)
         m.set("SUBTARGET", sub)
         sub_mk = tdir / sub / "target.mk"
 
         def hook(word: str, sub_mk: Path = sub_mk) -> Path | None:
             # include/target.mk pulls in the subtarget's target.mk: that part is what we need
-            return sub_mk if word.endswith("include/target.mk") and sub_mk.is_file() else None
+            here = word.endswith("include/target.mk") and os.path.lexists(sub_mk)
+            return sub_mk if here else None  # read_source refuses what is no regular file
 
         m.include = hook
         m.eval_file(tdir / "Makefile")
@@ -311,10 +328,10 @@ def _image_env(tree: Path, target: str, sub_env: Make) -> Make:
     image_dir = tree / "target/linux" / target / "image"
     env = sub_env.copy()
     env.cwd = image_dir
-    try:
-        env.vars.update(read_defines((tree / "include/image.mk").read_text(), _STANZAS[:2]))
-    except OSError as e:
-        raise MakeError(f"cannot read include/image.mk: {e.strerror}") from None
+    text = _tree_text(tree, "include/image.mk")
+    if text is None:
+        raise MakeError("cannot read include/image.mk: No such file or directory")
+    env.vars.update(read_defines(text, _STANZAS[:2]))
 
     def hook(word: str) -> Path | None:
         p = Path(word)
@@ -378,7 +395,7 @@ def device_variables(
     """The named variables of one device, and every TPLINK_* it sets, expanded as its image
     recipes see them (KERNEL, IMAGE/sysupgrade.bin, IMAGE_SIZE, ...)."""
     tree = check_tree(Path(tree))
-    for st, sub_env in read_subtargets(tree, target):
+    for st, sub_env in read_subtargets(tree, target, Work()):
         if st.subtarget != subtarget:
             continue
         try:
@@ -451,9 +468,11 @@ def _firmware(env: Make, profile: str, tree: Path, target: str) -> dts.Firmware:
         return dts.Firmware("", None, None, "the device sets no DEVICE_DTS")
     path = dts_dir / f"{names[0]}.dts"
     rel = str(path.relative_to(tree)) if path.is_relative_to(tree) else str(path)
-    if not path.is_file():
+    # a DTS outside the tree (the kernel's, or where a link leads) is not read
+    inside = Path(os.path.realpath(path)).is_relative_to(tree)
+    if not inside or not os.path.lexists(path):
         return dts.Firmware(rel, None, None, f"{rel} is not in the tree (kernel DTS?)")
-    return dts.firmware(path, [dts_dir, tree / "target/linux" / target / "dts"], rel)
+    return dts.firmware(path, [dts_dir, tree / "target/linux" / target / "dts"], rel, tree)
 
 
 def read_tree(
@@ -472,9 +491,11 @@ def read_tree(
             hint=f"targets there: {', '.join(have)}",
         )
     result = TreeRead(str(tree), tree_version(tree))
+    work = Work()  # the whole read's: a bomb in one target ends it, not just that target
     for target in chosen:
+        work.target()
         try:
-            subs = read_subtargets(tree, target)
+            subs = read_subtargets(tree, target, work)
         except MakeError as e:
             result.notes.append(f"{target}: cannot read target Makefile: {e}")
             continue
@@ -499,6 +520,8 @@ def read_tree(
             for profile in profiles:
                 try:
                     result.devices.append(read_device(base, profile, st, tree))
+                except Refused:
+                    raise  # what no OpenWrt tree holds: the read ends
                 except (MakeError, WolfError) as e:
                     result.unreadable.append(Unreadable(profile, target, st.subtarget, str(e)))
             if progress:

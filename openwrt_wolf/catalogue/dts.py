@@ -5,18 +5,27 @@ The source is merged the way dtc merges it: later `&label { ... }` blocks and re
 bodies override earlier properties, `/delete-node/` removes nodes. Macros from C headers
 (<dt-bindings/...>) are not expanded; partition offsets and sizes are plain numbers in
 OpenWrt's trees, and a reg we cannot read is reported, not guessed.
+
+The tree is untrusted: its files are read only inside it (an include that leads out of it is
+one "not in the tree", never opened), as regular files of a bounded size (mk.read_source),
+and what is wrong with one is said without quoting it.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from .devices import Partition
+from .mk import read_source
 
-_INCLUDE = re.compile(r'^\s*(?:#include|/include/)\s*[<"]([^>"]+)[>"]', re.M)
+MAX_TOKENS = 1_000_000  # of one device's DTS with its includes (OpenWrt's: about 10,000)
+MAX_NESTING = 64  # nodes inside each other (OpenWrt's: 6)
+# [ \t]*, not \s*: over a run of blank lines \s* made each search take its square
+_INCLUDE = re.compile(r'^[ \t]*(?:#include|/include/)[ \t]*[<"]([^>"]+)[>"]', re.M)
 _TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
@@ -52,9 +61,14 @@ class Node:
         return self.children[name]
 
     def walk(self) -> list[Node]:
-        out = [self]
-        for c in self.children.values():
-            out += c.walk()
+        """This node and all below it, depth-first in order (a loop: &{/a/b/...} paths make
+        nodes as deep as they are long)."""
+        out: list[Node] = []
+        todo = [self]
+        while todo:
+            node = todo.pop()
+            out.append(node)
+            todo.extend(reversed(node.children.values()))
         return out
 
 
@@ -70,56 +84,73 @@ class Firmware:
 
 def _strip_comments(text: str) -> str:
     text = re.sub(r"\\\n", " ", text)  # continued lines (multi-line #define)
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    # an unclosed comment runs to the end (one pass, not one scan to the end per "/*")
+    text = re.sub(r"/\*.*?(?:\*/|\Z)", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
     # preprocessor lines other than includes (which are inlined before this)
-    return re.sub(r"^\s*#(?!include)[^\n]*", "", text, flags=re.M)
+    return re.sub(r"^[ \t]*#(?!include)[^\n]*", "", text, flags=re.M)
 
 
 @lru_cache(maxsize=4096)
-def _file_parts(path: Path) -> tuple[tuple[tuple[str, str], ...] | str, ...]:
+def _file_parts(path: Path, root: Path | None) -> tuple[tuple[tuple[str, str], ...] | str, ...]:
     """One file's tokens, split at its includes (the include names are the str parts).
     Cached: the SoC .dtsi files are shared by hundreds of devices."""
-    text = _strip_comments(path.read_text(encoding="utf-8", errors="replace"))
+    text = _strip_comments(read_source(path, root, "DTS"))
+    where = path.relative_to(root) if root is not None and path.is_relative_to(root) else path
     parts: list[tuple[tuple[str, str], ...] | str] = []
     pos = 0
     for m in _INCLUDE.finditer(text):
-        parts.append(tuple(_tokens(text[pos : m.start()])))
+        parts.append(tuple(_tokens(text[pos : m.start()], where)))
         parts.append(m.group(1))
         pos = m.end()
-    parts.append(tuple(_tokens(text[pos:])))
+    parts.append(tuple(_tokens(text[pos:], where)))
     return tuple(parts)
 
 
+def _inside(path: Path, root: Path | None) -> bool:
+    return root is None or Path(os.path.realpath(path)).is_relative_to(root)
+
+
 def load_tokens(
-    path: Path, search: list[Path], missing: list[str], depth: int = 0
+    path: Path,
+    search: list[Path],
+    missing: list[str],
+    depth: int = 0,
+    root: Path | None = None,
+    count: list[int] | None = None,
 ) -> list[tuple[str, str]]:
-    """The DTS's tokens with its "..." and <...> includes inlined; C headers are skipped."""
+    """The DTS's tokens with its "..." and <...> includes inlined; C headers are skipped. With
+    ``root``, an include is looked for inside it only (where it leads out, it is missing)."""
     if depth > 20:
         raise DtsError(f"{path}: includes nest too deep")
+    count = [0] if count is None else count
     out: list[tuple[str, str]] = []
-    for part in _file_parts(path):
+    for part in _file_parts(path, root):
         if not isinstance(part, str):
+            count[0] += len(part)
+            if count[0] > MAX_TOKENS:  # a .dtsi included twice by each of 20 levels
+                raise DtsError(f"{path}: more than {MAX_TOKENS:,} tokens with its includes")
             out += part
             continue
         if part.endswith(".h"):
             continue
         for d in [path.parent, *search]:
             cand = d / part
-            if cand.is_file():
-                out += load_tokens(cand, search, missing, depth + 1)
+            if os.path.lexists(cand) and _inside(cand, root):
+                out += load_tokens(cand, search, missing, depth + 1, root, count)
                 break
         else:
             missing.append(part)
     return out
 
 
-def _tokens(text: str) -> list[tuple[str, str]]:
+def _tokens(text: str, where: Path | str = "the DTS") -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup or ""
-        if kind == "bad":
-            raise DtsError(f"cannot read DTS near {text[m.start() : m.start() + 30]!r}")
+        if kind == "bad":  # said without the text: it may be any file's
+            line = text.count("\n", 0, m.start()) + 1
+            raise DtsError(f"{where}: a character no DTS token begins with (line {line})")
         if kind != "ws":
             out.append((kind, m.group()))
     return out
@@ -144,11 +175,13 @@ def parse_tokens(toks: list[tuple[str, str]]) -> Node:
             return node
         name = ref[1:]
         if name not in labels:
-            raise DtsError(f"reference to undefined label &{name}")
+            raise DtsError("a reference to a label no node has")
         return labels[name]
 
-    def body(node: Node) -> None:
+    def body(node: Node, depth: int = 0) -> None:
         nonlocal i
+        if depth > MAX_NESTING:
+            raise DtsError(f"nodes nest more than {MAX_NESTING} deep")
         while i < len(toks):
             kind, val = toks[i]
             if val == "}":
@@ -189,7 +222,7 @@ def parse_tokens(toks: list[tuple[str, str]]) -> Node:
                 for lab in new_labels:
                     child.labels.append(lab)
                     labels[lab] = child
-                body(child)
+                body(child, depth + 1)
             elif nxt == "=":
                 i += 1
                 parts = []
@@ -226,24 +259,24 @@ def parse_tokens(toks: list[tuple[str, str]]) -> Node:
                 i += 1
             node = find_ref(toks[i][1])
             if toks[i + 1][1] != "{":
-                raise DtsError(f"expected {{ after {toks[i][1]}")
+                raise DtsError("a reference at the top level without { after it")
             i += 2
             body(node)
         elif val == ";":
             i += 1
         else:
-            raise DtsError(f"unexpected {val!r} at the top level of the DTS")
+            raise DtsError(f"an unexpected {kind or 'punctuation'} token at the top level")
     return root
 
 
 def _cells(value: str) -> list[int]:
     m = re.fullmatch(r"<([^>]*)>", value.strip())
     if not m:
-        raise DtsError(f"reg {value!r} is not a cell list")
+        raise DtsError("its reg is not a cell list")
     try:
         return [int(c.strip("()"), 0) for c in m.group(1).split()]
-    except ValueError:
-        raise DtsError(f"reg {value!r} uses macros or expressions") from None
+    except ValueError:  # a macro, an expression (or a number of more than 4,300 digits)
+        raise DtsError("its reg uses macros or expressions") from None
 
 
 def _reg(node: Node) -> tuple[int, int]:
@@ -254,18 +287,18 @@ def _reg(node: Node) -> tuple[int, int]:
         return (cells[0] << 32) | cells[1], (cells[2] << 32) | cells[3]
     if len(cells) == 3:  # 2 address cells + 1 size cell (or the other way); take the size last
         return (cells[0] << 32) | cells[1], cells[2]
-    raise DtsError(f"reg {node.props['reg']!r} has {len(cells)} cells")
+    raise DtsError(f"its reg has {len(cells)} cells")
 
 
 def _label(node: Node) -> str:
     return node.props.get("label", "").strip().strip('"')
 
 
-def firmware(dts: Path, search: list[Path], rel: str) -> Firmware:
-    """Find the firmware partition of one device's DTS."""
+def firmware(dts: Path, search: list[Path], rel: str, tree: Path | None = None) -> Firmware:
+    """Find the firmware partition of one device's DTS (its includes inside ``tree``)."""
     missing: list[str] = []
     try:
-        root = parse_tokens(load_tokens(dts, search, missing))
+        root = parse_tokens(load_tokens(dts, search, missing, root=tree))
     except (DtsError, IndexError) as e:
         return Firmware(rel, None, None, f"cannot parse DTS: {e}")
     except OSError as e:

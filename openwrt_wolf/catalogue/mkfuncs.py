@@ -4,10 +4,11 @@ $(filter), $(patsubst), ... each a small function over its (unexpanded) argument
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .mk import Make, MakeError, Var, patsubst, pattern_match, split_args
+from .mk import Make, MakeError, Var, patsubst, pattern_match, split_args, too_long
 
 _Fn = Callable[[Make, str, Sequence[str], int], str]
 
@@ -59,13 +60,19 @@ def _fn_foreach(m: Make, body: str, args: Sequence[str], depth: int) -> str:
     name = m.expand(var, args, depth).strip()
     saved = m.vars.get(name)
     out = []
-    for w in m.expand(words, args, depth).split():
-        m.vars[name] = Var(w, False)
-        out.append(m.expand(text, args, depth))
-    if saved is None:
-        m.vars.pop(name, None)
-    else:
-        m.vars[name] = saved
+    size = 0
+    try:
+        for w in m.expand(words, args, depth).split():
+            m.work.spend(1)  # an iteration costs, also one that makes nothing
+            m.vars[name] = Var(w, False)
+            out.append(m.expand(text, args, depth))
+            size += len(out[-1]) + 1
+            too_long(size, "a $(foreach)")
+    finally:
+        if saved is None:
+            m.vars.pop(name, None)
+        else:
+            m.vars[name] = saved
     return " ".join(out)
 
 
@@ -88,13 +95,18 @@ def _fn_shell(m: Make, body: str, args: Sequence[str], depth: int) -> str:
 
 
 def _fn_wildcard(m: Make, body: str, args: Sequence[str], depth: int) -> str:
-    """Names as the pattern spells them (relative ones against the Makefile's directory)."""
+    """Names as the pattern spells them (relative ones against the Makefile's directory);
+    only the tree's own directories are listed."""
     out: list[str] = []
     for pat in m.expand(body, args, depth).split():
         spelled = Path(pat)
         where = spelled.parent if spelled.is_absolute() or m.cwd is None else m.cwd / spelled.parent
+        if m.root is not None and not Path(os.path.realpath(where)).is_relative_to(m.root):
+            continue  # names of the host's files are not the tree's facts
         if where.is_dir():
-            names = sorted(p.name for p in where.iterdir() if fnmatch.fnmatch(p.name, spelled.name))
+            listed = [p.name for p in where.iterdir()]
+            m.work.spend(len(listed))
+            names = sorted(n for n in listed if fnmatch.fnmatch(n, spelled.name))
             out += [str(spelled.parent / n) if str(spelled.parent) != "." else n for n in names]
     return " ".join(out)
 
@@ -106,6 +118,25 @@ def _filter(keep: bool) -> _Fn:
         return " ".join(hit)
 
     return run
+
+
+def _subst(a: list[str]) -> str:
+    if not a[0]:
+        return a[2]
+    too_long(len(a[2]) + a[2].count(a[0]) * max(0, len(a[1]) - len(a[0])), "a $(subst)")
+    return a[2].replace(a[0], a[1])
+
+
+def _patsubst(a: list[str]) -> str:
+    words = a[2].split()
+    too_long(len(a[2]) + len(words) * len(a[1]), "a $(patsubst)")
+    return patsubst(a[0].strip(), a[1].strip(), words)
+
+
+def _affix(a: list[str], prefix: bool) -> str:
+    words = a[1].split()
+    too_long(len(a[1]) + len(words) * len(a[0]), "an $(addprefix) or $(addsuffix)")
+    return " ".join(a[0] + w if prefix else w + a[0] for w in words)
 
 
 def _word(a: list[str]) -> str:
@@ -146,8 +177,8 @@ FUNCTIONS: dict[str, _Fn] = {
     "filter-out": _filter(False),
     "info": _simple(lambda a: ""),
     "warning": _simple(lambda a: ""),
-    "subst": _simple(lambda a: a[2].replace(a[0], a[1]) if a[0] else a[2], 3),
-    "patsubst": _simple(lambda a: patsubst(a[0].strip(), a[1].strip(), a[2].split()), 3),
+    "subst": _simple(_subst, 3),
+    "patsubst": _simple(_patsubst, 3),
     "strip": _simple(lambda a: " ".join(",".join(a).split())),
     "findstring": _simple(lambda a: a[0] if a[0] in a[1] else "", 2),
     "sort": _simple(lambda a: " ".join(sorted(set(",".join(a).split())))),
@@ -159,8 +190,8 @@ FUNCTIONS: dict[str, _Fn] = {
     "notdir": _simple(lambda a: " ".join(w.rsplit("/", 1)[-1] for w in ",".join(a).split())),
     "dir": _simple(_dir),
     "basename": _simple(_basename),
-    "addprefix": _simple(lambda a: " ".join(a[0] + w for w in a[1].split()), 2),
-    "addsuffix": _simple(lambda a: " ".join(w + a[0] for w in a[1].split()), 2),
+    "addprefix": _simple(lambda a: _affix(a, True), 2),
+    "addsuffix": _simple(lambda a: _affix(a, False), 2),
     "abspath": _simple(lambda a: " ".join(",".join(a).split())),
     "realpath": _simple(lambda a: " ".join(",".join(a).split())),
 }

@@ -11,7 +11,6 @@ output, which the tests check against the command itself).
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import hashlib
 import io
 import json
@@ -20,18 +19,19 @@ import os
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
-from .. import paths
+from .. import archive, paths
 from ..catalogue import flavours
 from ..errors import WolfError
 from ..results.store import write_atomic
 from ..trust import untrusted
+from .imageformats.bounded import MAX_IMAGE
 from .squashfs import Entry, SquashFS
 
 XZ_SETTINGS = "xz -9e: liblzma preset 9|PRESET_EXTREME, .xz container, CRC64, each file alone"
@@ -153,50 +153,63 @@ def _identity(path: Path, offset: int) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()
 
 
-def unpack_gzip(path: Path) -> Path:
-    """An .img.gz rootfs (malta) as a squashfs file in the cache: only the filesystem's own
-    bytes (bytes_used), not the zero padding to the partition size."""
-    out = _cache("unpacked", _identity(path, 0) + ".squashfs")
-    if out.exists():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with gzip.open(path, "rb") as src:
-            head = src.read(96)
-            if len(head) < 96 or head[:4] != b"hsqs":
-                raise WolfError(f"not a squashfs filesystem: {path} (gunzipped, no 'hsqs' magic)")
-            used = int.from_bytes(head[40:48], "little")
-            fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
+# malta's *-rootfs-squashfs.img.gz: a squashfs no bigger than a flash (bounded.MAX_IMAGE),
+# and the gzip stream, as archive.py reads any, past 64 MiB at most 100 times its size
+_GZ_ROOTFS = archive.Limits(total=MAX_IMAGE, members=1, ratio=100)
+
+
+def _gunzip(path: Path, into: Path) -> Path:
+    """An .img.gz rootfs as a temporary squashfs file in ``into`` (the caller removes it):
+    only the filesystem's own bytes (bytes_used), not the zero padding to the partition."""
+    hint = "re-download or rebuild it"
+    with archive.decompressed(path, _GZ_ROOTFS, what="rootfs", hint=hint) as src:
+        head = src.read(96)
+        if len(head) < 96 or head[:4] != b"hsqs":
+            raise WolfError(f"not a squashfs filesystem: {path} (gunzipped, no 'hsqs' magic)")
+        used = int.from_bytes(head[40:48], "little")
+        if used > MAX_IMAGE:  # said before a byte is written: nothing to clean up
+            raise WolfError(
+                f"rootfs {path}: its squashfs says it has {used:,} bytes, more than any flash "
+                f"holds ({MAX_IMAGE:,} B)",
+                hint="the image is corrupt or crafted",
+            )
+        into.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=into, suffix=".tmp")
+        try:
             with os.fdopen(fd, "wb") as dst:
                 dst.write(head)
                 left = used - len(head)
-                while left > 0:
-                    chunk = src.read(min(left, 1 << 20))
-                    if not chunk:
-                        break
+                while left > 0 and (chunk := src.read(min(left, 1 << 20))):
                     dst.write(chunk)
                     left -= len(chunk)
-            os.replace(tmp, out)
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
-        raise WolfError(
-            f"cannot gunzip rootfs {path}: {e}", hint="re-download or rebuild it"
-        ) from None
-    return out
+        except OSError as e:  # the cache's disk: full, read-only
+            os.unlink(tmp)
+            raise WolfError(f"cannot unpack rootfs {path} into {into}: {e.strerror}") from None
+        except BaseException:  # a bomb, a damaged stream, Ctrl-C: no partial file stays
+            os.unlink(tmp)
+            raise
+    return Path(tmp)
 
 
 def measure_rootfs(path: Path, offset: int = 0, *, jobs: int | None = None) -> RootfsInfo:
-    """Measure the squashfs at ``offset`` in ``path`` (cached by the file's identity)."""
+    """Measure the squashfs at ``offset`` in ``path`` (cached by the file's identity); an
+    .img.gz is unpacked into a temporary file for the measurement and removed after it."""
     path = Path(path)
     if not path.is_file():
         raise WolfError(f"rootfs not found: {path}", hint="check the path")
-    if path.name.endswith(".gz"):
-        return measure_rootfs(unpack_gzip(path), 0, jobs=jobs)
     hit = _cache("rootfs", _identity(path, offset) + ".json")
     try:
         return RootfsInfo.from_dict(untrusted.load_json(hit, "cached rootfs measurement"))
     except WolfError:
         pass  # absent or not one of ours: measured again
-    info = _measure(path, offset, jobs)
+    if path.name.endswith(".gz"):
+        unpacked = _gunzip(path, _cache("unpacked"))
+        try:
+            info = replace(_measure(unpacked, 0, jobs), source=str(path))
+        finally:
+            unpacked.unlink()
+    else:
+        info = _measure(path, offset, jobs)
     write_atomic(hit, json.dumps(asdict(info)))
     return info
 

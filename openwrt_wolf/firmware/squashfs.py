@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fnmatch
 import lzma
+import os
 import stat
 import struct
 import zlib
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import WolfError
+from ..trust import untrusted
+from .imageformats.bounded import MAX_IMAGE
 from .imageformats.squashfs_sb import SIZE as SUPERBLOCK_SIZE
 from .imageformats.squashfs_sb import Superblock, parse_header
 
@@ -28,6 +31,21 @@ _UNCOMPRESSED_META = 0x8000
 _UNCOMPRESSED_DATA = 1 << 24
 _NO_FRAGMENT = 0xFFFFFFFF
 _FLAG_COMPRESSOR_OPTIONS = 0x0400
+
+# What a crafted image may make the reader do, bounded (docs/threat-model.md): a superblock's
+# counts and a table's lengths are claims, and zeros (sparse blocks, metadata of zeros) cost
+# the image almost nothing. An OpenWrt rootfs has 1,000-5,000 entries and reads well under
+# 1 MiB of metadata (50,000 files: about 4 MiB); its libraries are a few MiB each and xz keeps
+# the image at about a third of its files.
+MAX_ENTRIES = 200_000
+MAX_PATHS = 32 << 20  # bytes of all entries' paths together (a deep chain of long names)
+MAX_PATH = 4096  # PATH_MAX: no system could unpack a longer one
+MAX_METADATA = 16 << 20  # metadata bytes decompressed plus bytes read from it
+_VISIT = 16  # what each metadata block a read passes through costs of that budget
+MAX_FILE = 16 << 20  # bytes of one file read whole (a TLS library, a package list)
+MAX_READ = 32 << 20  # bytes of all files read from one image
+READ_RATIO = 32  # a file read may claim at most this many times the filesystem's bytes
+_MIN_INODE = 20  # bytes of the smallest inode (a FIFO's or socket's)
 
 # inode types (basic 1-7, extended 8-14) -> stat file type bits
 _FTYPE = {
@@ -107,21 +125,42 @@ class SquashFS:
         self.path = Path(path)
         self.offset = offset
         self._where = f"{self.path}" + (f" at offset {offset:#x}" if offset else "")
+        # a regular file only (a FIFO or a device is one line, never a hang), opened once
+        self._fh: BinaryIO = untrusted.open_file(
+            self.path, "rootfs", hint="give a squashfs file (OpenWrt's root.squashfs)"
+        )
         try:
-            self._fh: BinaryIO = self.path.open("rb")
-        except FileNotFoundError:
-            raise WolfError(f"rootfs not found: {self.path}") from None
-        except IsADirectoryError:
-            raise WolfError(
-                f"rootfs {self.path} is a directory, expected a squashfs file"
-            ) from None
-        self._file_size = self.path.stat().st_size
-        self.superblock = self._read_superblock()
-        self._decompress = _decompressor(self.superblock.compressor, self._where)
+            self._file_size = os.fstat(self._fh.fileno()).st_size
+            self.superblock = self._read_superblock()
+            self._check_claims(self.superblock)
+            self._decompress = _decompressor(self.superblock.compressor, self._where)
+        except BaseException:
+            self._fh.close()
+            raise
+        sb = self.superblock
         self._meta_cache: dict[int, tuple[bytes, int]] = {}
-        self._fragments: list[tuple[int, int]] | None = None
+        self._meta_left = MAX_METADATA
+        self._read_left = min(MAX_READ, READ_RATIO * sb.bytes_used)
+        self._fragments: bytes | None = None
         self._entries: list[Entry] | None = None
         self._fill: dict[int, int] | None = None
+
+    def _check_claims(self, sb: Superblock) -> None:
+        if sb.bytes_used > MAX_IMAGE:
+            raise WolfError(
+                f"{self._where}: a squashfs of {sb.bytes_used:,} bytes, more than any flash "
+                f"holds ({MAX_IMAGE:,} B)",
+                hint="give the rootfs of a router image",
+            )
+        # each inode takes at least 20 of a metadata block's 8 KiB, each block at least 3
+        # bytes of the table on disk: a count beyond that is a lie the walk would believe
+        table = sb.directory_table - sb.inode_table
+        most = -(-table // 3) * (_METADATA_SIZE // _MIN_INODE)
+        if sb.inode_count > most:
+            raise self._corrupt(
+                f"the superblock claims {sb.inode_count:,} inodes, its inode table of "
+                f"{table:,} bytes holds at most {most:,}"
+            )
 
     def close(self) -> None:
         self._fh.close()
@@ -161,6 +200,14 @@ class SquashFS:
             raw, available=self._file_size - self.offset, where=self._where, offset=self.offset
         )
 
+    def _spend(self, n: int) -> None:
+        self._meta_left -= n
+        if self._meta_left < 0:
+            raise self._corrupt(
+                f"its tables ask for more than {MAX_METADATA:,} bytes of metadata to be read "
+                "(a rootfs of 50,000 files reads about 4 MiB)"
+            )
+
     def _metablock(self, pos: int) -> tuple[bytes, int]:
         """The metadata block at pos, uncompressed, and the position of the next one."""
         hit = self._meta_cache.get(pos)
@@ -178,6 +225,9 @@ class SquashFS:
                 raise self._corrupt(f"metadata block at {pos:#x} does not decompress ({e})") from e
         if len(data) > _METADATA_SIZE:
             raise self._corrupt(f"metadata block at {pos:#x} is larger than 8 KiB")
+        if not data:  # mksquashfs writes none; a run of them would be walked 2 bytes at a time
+            raise self._corrupt(f"metadata block at {pos:#x} is empty")
+        self._spend(len(data))
         out = (data, pos + 2 + size)
         self._meta_cache[pos] = out
         return out
@@ -187,7 +237,9 @@ class SquashFS:
         blocks; returns the bytes and the (block, offset) right after them."""
         parts: list[bytes] = []
         need = size
+        self._spend(size)  # before the read: a claimed size is what a listing or list costs
         while need > 0:
+            self._spend(_VISIT)
             data, nxt = self._metablock(block)
             if offset > len(data) or (offset == len(data) and nxt >= self.superblock.bytes_used):
                 raise self._corrupt(f"metadata read past the end of its table at {block:#x}")
@@ -201,22 +253,31 @@ class SquashFS:
 
     # --- tables ------------------------------------------------------------------------
 
-    def _fragment_table(self) -> list[tuple[int, int]]:
+    def _fragment_table(self) -> bytes:
+        """The fragment table's 16-byte entries (read from it one at a time: _fragment)."""
         if self._fragments is not None:
             return self._fragments
         sb = self.superblock
-        frags: list[tuple[int, int]] = []
+        raw = b""
         if sb.fragment_count and sb.fragment_table != 0xFFFFFFFFFFFFFFFF:
+            self._spend(sb.fragment_count * 16)  # a count the index is read by: checked first
             nblocks = -(-sb.fragment_count * 16 // _METADATA_SIZE)
             index = struct.unpack(f"<{nblocks}Q", self._pread(sb.fragment_table, 8 * nblocks))
             raw = b"".join(self._metablock(p)[0] for p in index)
             if len(raw) < sb.fragment_count * 16:
                 raise self._corrupt("fragment table is shorter than its entry count")
-            for i in range(sb.fragment_count):
-                start, size, _unused = struct.unpack_from("<QII", raw, i * 16)
-                frags.append((start, size))
-        self._fragments = frags
-        return frags
+            raw = raw[: sb.fragment_count * 16]
+        self._fragments = raw
+        return raw
+
+    def _fragment(self, e: Entry) -> tuple[int, int] | None:
+        """(start, size word) of the fragment block a file's tail is in; None when the
+        table has no such entry."""
+        table = self._fragment_table()
+        if e.fragment >= len(table) // 16:
+            return None
+        start, word, _unused = struct.unpack_from("<QII", table, e.fragment * 16)
+        return start, word
 
     def _inode(self, ref: int) -> tuple[int, int, dict[str, int], bytes, tuple[int, ...]]:
         """Read the inode at a reference: (type, mode bits, fields, link target, block list)."""
@@ -297,19 +358,30 @@ class SquashFS:
         if self._entries is not None:
             return self._entries
         out: list[Entry] = []
-        seen_dirs = 0
+        dirs: set[int] = set()  # directory inodes listed: each once, or the tree loops
+        paths = 0
         stack: list[tuple[str, int]] = [("/", self.superblock.root_inode)]
         while stack:
             path, ref = stack.pop()
             entry, dirinfo = self._entry(path, ref)
             out.append(entry)
-            if dirinfo is not None:
-                seen_dirs += 1
-                if seen_dirs > self.superblock.inode_count:
-                    raise self._corrupt("directory tree loops")
-                children = list(self._dir_entries(*dirinfo))
-                base = "" if path == "/" else path
-                stack.extend((f"{base}/{name}", cref) for name, cref, _t in reversed(children))
+            if dirinfo is None:
+                continue
+            if ref in dirs or len(dirs) >= self.superblock.inode_count:
+                raise self._corrupt(f"the directory tree loops: {path[:200]} is listed again")
+            dirs.add(ref)
+            children = list(self._dir_entries(*dirinfo))
+            base = "" if path == "/" else path
+            if len(out) + len(stack) + len(children) > MAX_ENTRIES:
+                raise self._corrupt(f"more than {MAX_ENTRIES:,} entries")
+            for name, cref, _t in reversed(children):
+                child = f"{base}/{name}"
+                paths += len(child)
+                if len(child) > MAX_PATH or paths > MAX_PATHS:
+                    raise self._corrupt(
+                        f"paths longer than {MAX_PATH} bytes or {MAX_PATHS:,} bytes together"
+                    )
+                stack.append((child, cref))
         self._entries = out
         return out
 
@@ -347,6 +419,18 @@ class SquashFS:
         e = self.lookup(entry) if isinstance(entry, str) else entry
         if not e.is_file:
             raise WolfError(f"{e.path} in {self._where} is not a regular file")
+        # A sparse block costs the image 4 bytes, a block of zeros a few dozen: the size a
+        # file claims is checked before any of it is made.
+        limit = min(MAX_FILE, self._read_left)
+        if e.size > limit:
+            raise WolfError(
+                f"{e.path} in {self._where} claims {e.size:,} bytes; a file read from this "
+                f"filesystem may have {limit:,} ({READ_RATIO} times its "
+                f"{self.superblock.bytes_used:,} bytes, at most {MAX_FILE:,} a file and "
+                f"{MAX_READ:,} in all)",
+                hint="sparse or zero blocks: the image is crafted or corrupt",
+            )
+        self._read_left -= e.size
         bs = self.superblock.block_size
         parts: list[bytes] = []
         pos = e.blocks_start
@@ -379,10 +463,11 @@ class SquashFS:
         return data[:want]
 
     def _fragment_bytes(self, e: Entry, length: int) -> bytes:
-        frags = self._fragment_table()
-        if e.fragment >= len(frags):
-            raise self._corrupt(f"{e.path} refers to fragment {e.fragment} of {len(frags)}")
-        start, word = frags[e.fragment]
+        frag = self._fragment(e)
+        if frag is None:
+            count = len(self._fragment_table()) // 16
+            raise self._corrupt(f"{e.path} refers to fragment {e.fragment} of {count}")
+        start, word = frag
         data = self._data_block(start, word, self.superblock.block_size)
         chunk = data[e.fragment_offset : e.fragment_offset + length]
         if len(chunk) != length:
@@ -399,9 +484,9 @@ class SquashFS:
         total = sum(w & ~_UNCOMPRESSED_DATA for w in e.block_sizes)
         tail = self._tail(e)
         if e.fragment != _NO_FRAGMENT and tail > 0:
-            frags = self._fragment_table()
-            if e.fragment < len(frags):
-                on_disk = frags[e.fragment][1] & ~_UNCOMPRESSED_DATA
+            frag = self._fragment(e)
+            if frag is not None:
+                on_disk = frag[1] & ~_UNCOMPRESSED_DATA
                 fill = self._fragment_fill().get(e.fragment, tail)
                 total += round(on_disk * tail / max(fill, tail))
         return total

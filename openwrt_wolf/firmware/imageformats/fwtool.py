@@ -23,6 +23,9 @@ TRAILER = 16
 HEADER = 8
 SIGNATURE, METADATA = 0, 1
 _FMT = struct.Struct(">4sIB3xI")
+# fwtool.c keeps two buffers of BUFLEN (30 KiB metadata + 1 KiB signature + 1 KiB) of the
+# file's end and finds its chunks there: what lies beyond is no image it reads.
+MAX_TAIL = 2 * (30 + 1 + 1) * 1024
 
 
 @dataclass(frozen=True)
@@ -39,31 +42,48 @@ def fwtool_crc(data: bytes | memoryview) -> int:
 
 
 def find(data: bytes, *, where: str = "image") -> Trailer | None:
-    """The fwtool chunks at the end of ``data``, or None when there are none."""
+    """The fwtool chunks at the end of ``data``, or None when there are none. Walked once
+    from the end (at most MAX_TAIL bytes of chunks), their CRCs checked in one pass forward:
+    each covers every byte before its trailer, so each is the one before it continued."""
     end = len(data)
-    metadata: dict[str, Any] = {}
-    signed = False
-    view = memoryview(data)
+    chunks: list[tuple[int, int, int, int]] = []  # (start, end, crc, type), last first
     while end >= TRAILER and data[end - TRAILER : end - TRAILER + 4] == MAGIC:
         _, crc, kind, size = _FMT.unpack_from(data, end - TRAILER)
         if size < TRAILER or size > end:
             raise WolfError(f"{where}: corrupt metadata trailer (chunk size {size})")
-        if fwtool_crc(view[: end - TRAILER]) != crc:
+        if len(data) - (end - size) > MAX_TAIL:
+            raise WolfError(
+                f"{where}: fwtool chunks at its end take more than {MAX_TAIL:,} bytes "
+                "(fwtool itself reads no more: one metadata chunk of at most 30 KiB and a "
+                "signature)",
+                hint="the image is corrupt or crafted",
+            )
+        chunks.append((end - size, end, crc, kind))
+        end -= size
+    if not chunks:
+        return None
+    view = memoryview(data)
+    running = zlib.crc32(view[:end])
+    for _start, stop, crc, _kind in reversed(chunks):
+        running = zlib.crc32(view[end : stop - TRAILER], running)
+        if running ^ 0xFFFFFFFF != crc:
             raise WolfError(
                 f"{where}: metadata trailer CRC mismatch (the image was changed or truncated)"
             )
-        start = end - size
+        running = zlib.crc32(view[stop - TRAILER : stop], running)
+        end = stop
+    metadata: dict[str, Any] = {}
+    signed = False
+    for start, stop, _crc, kind in chunks:  # from the end, as fwtool reads them
         if kind == METADATA:
-            if size < TRAILER + HEADER:
-                raise WolfError(f"{where}: corrupt metadata chunk (size {size})")
-            raw = bytes(view[start + HEADER : end - TRAILER])
+            if stop - start < TRAILER + HEADER:
+                raise WolfError(f"{where}: corrupt metadata chunk (size {stop - start})")
+            raw = bytes(view[start + HEADER : stop - TRAILER])
             metadata = untrusted.loads_json(raw, f"{where}: metadata chunk")
         elif kind == SIGNATURE:
             signed = True
-        end = start
-    if end == len(data):
-        return None
-    return Trailer(start=end, size=len(data) - end, metadata=metadata, signed=signed)
+    start = chunks[-1][0]
+    return Trailer(start=start, size=len(data) - start, metadata=metadata, signed=signed)
 
 
 def read_metadata(image: Path) -> dict[str, Any] | None:
