@@ -37,19 +37,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import zstandard
-
 from .errors import WolfError
 from .trust import untrusted
 
 CHUNK = 1 << 16
 RATIO_FLOOR = 64 << 20  # below this many bytes unpacked any ratio is fine (a file of zeros)
 MAX_HOPS = 40  # symlinks followed for one path, as Linux's MAXSYMLINKS
-# what reading a damaged or hostile archive raises, from tarfile and the decompressors
-_UNREADABLE = (
-    tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError,
-    MemoryError,
-)  # fmt: skip
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged or hostile archive raises, from tarfile and the decompressors
+    (zstandard imported here: a run that opens no archive does not load it)."""
+    import zstandard
+
+    return (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError,
+            MemoryError)  # fmt: skip
 
 
 class ArchiveError(WolfError):
@@ -229,6 +231,8 @@ def _decompressed(raw: io.BufferedReader[Any]) -> IO[bytes]:
     if head.startswith(b"\xfd7zXZ\x00"):
         return cast(IO[bytes], lzma.LZMAFile(raw))
     if head.startswith(b"\x28\xb5\x2f\xfd"):
+        import zstandard
+
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return cast(IO[bytes], reader)
     return cast(IO[bytes], raw)
@@ -247,7 +251,7 @@ def _data(
     try:
         while chunk := fh.read(CHUNK):
             yield chunk
-    except _UNREADABLE as e:
+    except _read_errors() as e:
         raise _unreadable(where, e, hint) from None
 
 
@@ -281,7 +285,7 @@ def members(
                             yield from _checked(nested, limits, where, hint)
                         return
                 raise ArchiveError(f"{where}: no {inner} in it", hint=hint)
-        except _UNREADABLE as e:
+        except _read_errors() as e:
             raise _unreadable(where, e, hint) from None
 
 
