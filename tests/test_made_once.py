@@ -144,3 +144,64 @@ def test_stand_ins_are_made_once_per_run(tmp_path: Path) -> None:
     assert [r["copied"] for r in made if r["what"] == "make_buildroot"] == [True], made
     images = [r for r in made if r["what"] == "make_image"]  # the what-if lab's 7 builds, once
     assert len(images) == len(whatif.BUILDS), made
+
+
+PLUGIN = """
+import json, os
+def pytest_collection_finish(session):
+    with open(os.environ["ORDER_LOG"], "w") as f:
+        json.dump([[i.nodeid, "standin_kit" in getattr(i, "fixturenames", ()),
+                    [m.args[0] for m in i.iter_markers("xdist_group")]] for i in session.items],
+                  f)
+"""
+
+
+def test_tests_needing_the_kit_come_last(tmp_path: Path) -> None:
+    """The suite's order puts every test that needs the stand-in kit after the others (a cold
+    kit took 20 min, and the other worker waited on its lock meanwhile, the tests after the
+    first ones of tests/build/test_build.py needing it too). Oracle: pytest's own collection of
+    test_build.py (which mixes both) and test_cli.py after it, with each item's fixtures."""
+    import json
+
+    (tmp_path / "order_plugin.py").write_text(PLUGIN)
+    log = tmp_path / "order.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+         "-p", "order_plugin", "tests/build/test_build.py", "tests/test_cli.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}", "ORDER_LOG": str(log)},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    needs = [n for _, n, _g in json.loads(log.read_text())]
+    assert True in needs and False in needs
+    assert needs == sorted(needs), "a test without the kit comes after one that needs it"
+
+
+# modules whose tests all wait on one run shared by the workers (a lock): on one worker, the
+# other runs the rest meanwhile instead of waiting (cold: 10 min for the conformance table)
+SHARED_RUNS = (
+    "tests/footprint/test_conformance.py",
+    "tests/perf/test_lab.py",
+    "tests/perf/test_net.py",
+    "tests/perf/test_wifi.py",
+    "tests/footprint/test_apk.py",
+)
+
+
+def test_modules_waiting_on_one_shared_run_keep_to_one_worker(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "order_plugin.py").write_text(PLUGIN)
+    log = tmp_path / "order.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider",
+         "-p", "order_plugin", *SHARED_RUNS],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**_env(), "PYTHONPATH": f"{tmp_path}:{ROOT}", "ORDER_LOG": str(log)},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    groups: dict[str, set[str]] = {}
+    for nodeid, _, marks in json.loads(log.read_text()):
+        groups.setdefault(nodeid.split("::")[0], set()).add(marks[0] if marks else "")
+    assert sorted(groups) == sorted(SHARED_RUNS)
+    assert all(len(g) == 1 and "" not in g for g in groups.values()), groups

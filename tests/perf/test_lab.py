@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("mips-linux-gnu-gcc", "qemu-mips-static", "cmake", "autoreconf", "libtoolize", "perl",
          "make", "patch", "/usr/mips-linux-gnu/include/stdio.h")  # fmt: skip
 MIB = 1024 * 1024
+pytestmark = pytest.mark.xdist_group("perf-crypto")  # its tests wait on one shared run
 
 
 def _wolf(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[str]:
