@@ -37,19 +37,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-import zstandard
-
 from .errors import WolfError
 from .trust import untrusted
 
 CHUNK = 1 << 16
 RATIO_FLOOR = 64 << 20  # below this many bytes unpacked any ratio is fine (a file of zeros)
 MAX_HOPS = 40  # symlinks followed for one path, as Linux's MAXSYMLINKS
-# what reading a damaged or hostile archive raises, from tarfile and the decompressors
-_UNREADABLE = (
-    tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError,
-    MemoryError,
-)  # fmt: skip
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged or hostile archive raises, from tarfile and the decompressors
+    (zstandard imported here: a run that opens no archive does not load it)."""
+    import zstandard
+
+    return (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError, zstandard.ZstdError,
+            MemoryError)  # fmt: skip
 
 
 class ArchiveError(WolfError):
@@ -229,6 +231,8 @@ def _decompressed(raw: io.BufferedReader[Any]) -> IO[bytes]:
     if head.startswith(b"\xfd7zXZ\x00"):
         return cast(IO[bytes], lzma.LZMAFile(raw))
     if head.startswith(b"\x28\xb5\x2f\xfd"):
+        import zstandard
+
         reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return cast(IO[bytes], reader)
     return cast(IO[bytes], raw)
@@ -240,7 +244,7 @@ class _Stream(_Bounded):
     def readinto(self, b: memoryview) -> int:  # type: ignore[override]
         try:
             return super().readinto(b)
-        except _UNREADABLE as e:
+        except _read_errors() as e:
             why = "out of memory" if isinstance(e, MemoryError) else (str(e) or type(e).__name__)
             raise ArchiveError(f"{self.where} does not decompress ({why})") from None
 
@@ -258,7 +262,7 @@ def decompressed(
         counted = _Counted(fh)
         try:
             src = _decompressed(io.BufferedReader(counted, CHUNK))
-        except _UNREADABLE as e:
+        except _read_errors() as e:
             raise _unreadable(where, e, hint) from None
         yield cast(IO[bytes], io.BufferedReader(_Stream(src, counted, limits, where), CHUNK))
 
@@ -276,7 +280,7 @@ def _data(
     try:
         while chunk := fh.read(CHUNK):
             yield chunk
-    except _UNREADABLE as e:
+    except _read_errors() as e:
         raise _unreadable(where, e, hint) from None
 
 
@@ -310,7 +314,7 @@ def members(
                             yield from _checked(nested, limits, where, hint)
                         return
                 raise ArchiveError(f"{where}: no {inner} in it", hint=hint)
-        except _UNREADABLE as e:
+        except _read_errors() as e:
             raise _unreadable(where, e, hint) from None
 
 

@@ -9,8 +9,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import requests
-
 from . import term
 
 CONNECT_TIMEOUT = 15.0
@@ -22,6 +20,8 @@ def download(url: str, dest: Path, label: str, *, max_bytes: int | None = None) 
     """Stream url to dest; return the sha256 of what arrived. Raises requests' errors (an
     HTTP status as HTTPError) and OSError (EFBIG past ``max_bytes``); nothing is left at
     dest or beside it then."""
+    import requests  # here: a run that downloads nothing does not load it
+
     part = dest.with_name(dest.name + ".part")
     h = hashlib.sha256()
     try:
@@ -45,6 +45,8 @@ def download(url: str, dest: Path, label: str, *, max_bytes: int | None = None) 
 
 def reason(e: BaseException) -> str:
     """A download failure in a few words: 'HTTP 404', 'ConnectionError', ..."""
+    import requests
+
     if isinstance(e, requests.HTTPError) and e.response is not None:
         return f"HTTP {e.response.status_code}"
     if isinstance(e, OSError) and not isinstance(e, requests.RequestException) and e.strerror:

@@ -4,12 +4,14 @@ fail under CI=true: nothing real is silently skipped in CI."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import resource
 import shutil
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
     _config = config
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that need the stand-in kit (a cold build of 10-25 min on 2 cores) after the
+    others: xdist hands the largest xdist_group first (the build matrix, which builds the kit),
+    then the tests in this order, so the other worker runs the rest of the suite meanwhile
+    instead of waiting on the kit's lock (20 min of a cold run's 66 before)."""
+    items.sort(key=lambda i: "standin_kit" in getattr(i, "fixturenames", ()))
+
+
 @contextlib.contextmanager
 def preparing(what: str) -> Iterator[None]:
     """Say on the terminal what a long fixture prepares, past pytest's capture (also in
@@ -40,9 +50,54 @@ def preparing(what: str) -> Iterator[None]:
             sys.stderr.flush()
 
     say(f"preparing: {what}")
-    start = time.monotonic()
+    start, cpu = time.monotonic(), _cpu()
     yield
-    say(f"ready: {what.split(' (')[0]} ({time.monotonic() - start:.0f} s)")
+    took = time.monotonic() - start
+    say(f"ready: {what.split(' (')[0]} ({took:.0f} s)")
+    clock = os.environ.get("WOLF_SUITE_CLOCK")  # bench/suite_times.py reads these lines
+    if clock:
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        row = {"prepared": what.split(" (")[0], "wall": took, "cpu": _cpu() - cpu, "worker": worker}
+        with (Path(clock) / f"{worker}.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and the children it waited for (getrusage)."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def run_shared(factory: pytest.TempPathFactory) -> Path:
+    """A directory every pytest-xdist worker of this test run has in common (their base temps'
+    parent, new for each run); without xdist, the run's own base temp."""
+    base = factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], object]) -> Path:
+    """run_shared()/name, filled by make(dir) once per test run: the first worker to ask makes
+    it under a lock, the others wait for it and reuse it (a session fixture is otherwise made
+    again by each worker). A make that fails marks nothing done: the next asker starts anew."""
+    from openwrt_wolf.locks import locked
+
+    top = run_shared(factory) / name
+    with locked(top.parent / f"{name}.lock"):
+        if not (top / ".done").is_file():
+            shutil.rmtree(top, ignore_errors=True)
+            top.mkdir(parents=True)
+            make(top)
+            (top / ".done").write_text("")
+    return top
+
+
+def private_copy(shared: Path, into: Path) -> Path:
+    """A worker's own copy of a made_once directory, for tests that build in it (a build
+    writes into its ImageBuilder tree; another worker's must not be seen there)."""
+    shutil.copytree(shared, into, symlinks=True, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns(".done"))  # fmt: skip
+    return into
 
 
 def need_tools(*names: str) -> None:
@@ -188,3 +243,54 @@ def standin_kit(tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Pa
         except WolfError as e:
             unavailable(f"the stand-in kit: {e}")
             raise
+
+
+MIRROR_TARGETS = ("ath79/generic", "ramips/mt76x8")
+MIRROR_TOOLS = ("make", "mksquashfs", "unsquashfs", "mkimage", "zstd")
+
+
+@pytest.fixture(scope="session")
+def standin_mirror(
+    tmp_path_factory: pytest.TempPathFactory,
+    openwrt_tree_25125: Path,
+    openwrt_tools: OpenWrtTools,
+    standin_kit: Kit,
+) -> Path:
+    """The 25.12.5 stand-in download server for ath79/generic and ramips/mt76x8
+    (make_standin.make_server: the ImageBuilders and SDKs packed, with their trees in .trees),
+    assembled once per test run for every worker (tests/build, tests/queue, the what-if lab,
+    the stand-in buildroot). Read it or copy it (private_copy): never build in it."""
+    from tests.standin import make_standin
+
+    need_tools(*MIRROR_TOOLS)
+
+    def make(top: Path) -> None:
+        with preparing("the stand-in ImageBuilder mirror for ath79/generic and ramips/mt76x8"):
+            make_standin.make_server(top, MIRROR_TARGETS, tree=openwrt_tree_25125,
+                                     tools=openwrt_tools, kit=standin_kit)  # fmt: skip
+
+    return made_once(tmp_path_factory, "standin-mirror-25.12.5", make)
+
+
+@pytest.fixture(scope="session")
+def standin_mirror_2410(
+    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_24108: Path, openwrt_tools: OpenWrtTools
+) -> Path:
+    """The 24.10.8 (opkg) stand-in download server for ath79/generic, once per test run
+    (tests/build/test_build_2410.py, the what-if lab's 24.10 builds). Read or copy it."""
+    from tests.standin import make_standin
+
+    need_tools(*MIRROR_TOOLS, "gcc")
+
+    def make(top: Path) -> None:
+        with preparing("the stand-in 24.10.8 ImageBuilder (opkg) from the v24.10.8 tree, ~40 s"):
+            make_standin.make_server(top, ("ath79/generic",), "24.10.8", tree=openwrt_tree_24108,
+                                     tools=openwrt_tools)  # fmt: skip
+
+    return made_once(tmp_path_factory, "standin-mirror-24.10.8", make)
+
+
+def standin_ib(mirror: Path, target: str, release: str = "25.12.5") -> Path:
+    """The stand-in ImageBuilder tree of a make_server mirror (its .trees)."""
+    t, s = target.split("/")
+    return mirror / ".trees" / f"openwrt-imagebuilder-{release}-{t}-{s}.Linux-x86_64"

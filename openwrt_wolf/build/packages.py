@@ -10,13 +10,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from ..catalogue import flavours, names, releases
 from ..errors import WolfError
 from ..paths import DATA_DIR, PROJECT_ROOT
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATES = PROJECT_ROOT / "templates"
 
@@ -174,6 +175,8 @@ def _no_luci(notes: tuple[str, ...]) -> tuple[str, ...]:
 
 @cache
 def _env() -> jinja2.Environment:
+    import jinja2  # here: a cached build renders nothing
+
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,

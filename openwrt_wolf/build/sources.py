@@ -33,8 +33,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-import requests
-
 from .. import downloads, outputs, proc, term
 from ..errors import WolfError
 from ..hashing import file_sha256
@@ -126,6 +124,8 @@ class Filler:
         """``<url>/<file>`` of each --sources-url mirror, kept only with the pinned hash."""
         if not self.urls or n.hash in ("", "x", "skip"):
             return None
+        import requests  # here: a run that fetches nothing does not load it
+
         self.work.mkdir(parents=True, exist_ok=True)
         for base in self.urls:
             if base in self._dead:

@@ -15,8 +15,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from .. import downloads, paths, proc
 from ..errors import WolfError
 from ..locks import locked
@@ -105,6 +103,8 @@ class Archive:
 
     def exists(self, o: Orig) -> bool:
         """Whether the pool serves the file (HEAD), remembered for the run."""
+        import requests  # here: a run that fetches nothing does not load it
+
         if o.url not in self._heads:
             try:
                 r = requests.head(o.url, timeout=DOWNLOAD_TIMEOUT, allow_redirects=True)
@@ -118,6 +118,8 @@ class Archive:
 
     def download(self, o: Orig, dest: Path) -> None:
         """``o`` into ``dest``, its sha256 checked against the Sources index."""
+        import requests
+
         try:
             sha = downloads.download(o.url, dest, o.filename, max_bytes=o.size)
         except (requests.RequestException, OSError) as e:

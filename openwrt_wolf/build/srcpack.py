@@ -21,8 +21,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-import zstandard
-
 from .. import archive, proc
 from ..errors import WolfError
 
@@ -55,6 +53,8 @@ def compress(raw: Path, dest: Path, ext: str, *, fast: bool = False) -> None:
     repack whose bytes OpenWrt never pinned anyway."""
     with raw.open("rb") as src, dest.open("wb") as out:
         if ext == "zst":
+            import zstandard  # here: a cached build packs nothing
+
             cctx = zstandard.ZstdCompressor(level=20, threads=2, write_checksum=True)
             obj = cctx.compressobj()
             while chunk := src.read(1 << 20):
@@ -81,6 +81,8 @@ def decompress(src: Path, raw: Path) -> None:
         raise WolfError(f"{src.name} is not a tarball this tool unpacks (.gz .bz2 .xz .zst)")
     with raw.open("wb") as out:
         if ext == "zst":
+            import zstandard
+
             with src.open("rb") as f:
                 zstandard.ZstdDecompressor().copy_stream(f, out)
             return

@@ -23,9 +23,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
-
 from .. import archive, paths
 from ..catalogue import flavours
 from ..errors import WolfError
@@ -119,6 +116,9 @@ def is_stripped(data: bytes) -> bool | None:
     every library it installs; None when the bytes are not ELF."""
     if data[:4] != b"\x7fELF":
         return None
+    from elftools.common.exceptions import ELFError  # here: only a measurement reads ELF
+    from elftools.elf.elffile import ELFFile
+
     try:
         return ELFFile(io.BytesIO(data)).get_section_by_name(".symtab") is None
     except ELFError:

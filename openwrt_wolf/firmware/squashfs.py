@@ -9,6 +9,7 @@ not squashfs raises one WolfError naming the file and what is wrong.
 
 from __future__ import annotations
 
+import collections
 import fnmatch
 import lzma
 import os
@@ -30,6 +31,7 @@ _METADATA_SIZE = 8192
 _UNCOMPRESSED_META = 0x8000
 _UNCOMPRESSED_DATA = 1 << 24
 _NO_FRAGMENT = 0xFFFFFFFF
+_FRAGMENTS_KEPT = 8  # decompressed fragment blocks held: at most 8 MiB (1 MiB blocks)
 _FLAG_COMPRESSOR_OPTIONS = 0x0400
 
 # What a crafted image may make the reader do, bounded (docs/threat-model.md): a superblock's
@@ -144,6 +146,9 @@ class SquashFS:
         self._fragments: bytes | None = None
         self._entries: list[Entry] | None = None
         self._fill: dict[int, int] | None = None
+        # the last fragment blocks decompressed: the tails of a directory's small files share
+        # one, read one after another (a rootfs's package lists: 20 s of xz for 9 images)
+        self._frag_cache: collections.OrderedDict[int, bytes] = collections.OrderedDict()
 
     def _check_claims(self, sb: Superblock) -> None:
         if sb.bytes_used > MAX_IMAGE:
@@ -463,12 +468,19 @@ class SquashFS:
         return data[:want]
 
     def _fragment_bytes(self, e: Entry, length: int) -> bytes:
-        frag = self._fragment(e)
-        if frag is None:
-            count = len(self._fragment_table()) // 16
-            raise self._corrupt(f"{e.path} refers to fragment {e.fragment} of {count}")
-        start, word = frag
-        data = self._data_block(start, word, self.superblock.block_size)
+        data = self._frag_cache.get(e.fragment)
+        if data is None:
+            frag = self._fragment(e)
+            if frag is None:
+                count = len(self._fragment_table()) // 16
+                raise self._corrupt(f"{e.path} refers to fragment {e.fragment} of {count}")
+            start, word = frag
+            data = self._data_block(start, word, self.superblock.block_size)
+            self._frag_cache[e.fragment] = data
+            if len(self._frag_cache) > _FRAGMENTS_KEPT:
+                self._frag_cache.popitem(last=False)
+        else:
+            self._frag_cache.move_to_end(e.fragment)
         chunk = data[e.fragment_offset : e.fragment_offset + length]
         if len(chunk) != length:
             raise self._corrupt(f"{e.path}: its tail lies outside fragment {e.fragment}")

@@ -9,8 +9,6 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import requests
-
 from .. import downloads, paths
 from ..errors import WolfError
 from ..hashing import file_sha256
@@ -80,6 +78,8 @@ def _fetch(
                 tmp.write_bytes(cand.read_bytes())
                 os.replace(tmp, dest)
                 return dest
+
+    import requests  # here: a run that fetches nothing does not load it
 
     urls = [("mirror", f"{m.rstrip('/')}/{src.file}") for m in mirrors] + list(src.urls)
     allowed = set(origins) if origins is not None else None

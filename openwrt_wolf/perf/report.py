@@ -13,7 +13,6 @@ from rich.table import Table
 from ..errors import WolfError
 from ..report.comparison import metrics as comparison_metrics
 from ..results import store
-from .crypto import settings
 from .model import (
     CRYPTO,
     HANDSHAKE,
@@ -89,6 +88,8 @@ def ratio(v: float | None, base: float | None) -> str:
 
 def crypto_rows(results: dict[str, CryptoSpeed], flavours: list[str]) -> Rows:
     """(row title, unit, value per flavour in the order of flavours)."""
+    from .crypto import settings  # here: perf.crypto loads the whole bench machinery
+
     conf = settings()
     out: Rows = []
     for ident, title in conf["operations"].items():

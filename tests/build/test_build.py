@@ -27,10 +27,8 @@ from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.firmware import artifacts, fit, imageformats
-from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from openwrt_wolf.targets.router import packages as router_packages
-from tests.conftest import free_port, need_tools, preparing, unavailable
-from tests.standin import make_standin
+from tests.conftest import free_port, need_tools, private_copy, unavailable
 from tests.standin.kit import Kit
 from tests.standin.server import serve
 
@@ -44,21 +42,11 @@ SAFELOADER_MAX = 0x710000  # openwrt-facts.md: kernel+rootfs limit of the TL-WR9
 
 
 @pytest.fixture(scope="session")
-def mirror_dir(
-    tmp_path_factory: pytest.TempPathFactory,
-    openwrt_tree_25125: Path,
-    openwrt_tools: OpenWrtTools,
-    standin_kit: Kit,
-) -> Path:
+def mirror_dir(tmp_path_factory: pytest.TempPathFactory, standin_mirror: Path) -> Path:
+    """This worker's copy of the run's stand-in mirror (tests/conftest.py standin_mirror): the
+    tests build in its ImageBuilder trees (--imagebuilder)."""
     need_tools(*TOOLS)
-    with preparing("the stand-in ImageBuilder mirror for ath79/generic and ramips/mt76x8"):
-        return make_standin.make_server(
-            tmp_path_factory.mktemp("mirror"),
-            ("ath79/generic", "ramips/mt76x8"),
-            tree=openwrt_tree_25125,
-            tools=openwrt_tools,
-            kit=standin_kit,
-        )
+    return private_copy(standin_mirror, tmp_path_factory.mktemp("mirror"))
 
 
 def tree(mirror: Path, target: str = "ath79/generic") -> Path:

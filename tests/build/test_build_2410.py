@@ -27,8 +27,7 @@ from openwrt_wolf.errors import WolfError
 from openwrt_wolf.host import upstream
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.build.test_build import cli, error_line
-from tests.conftest import need_tools, preparing
-from tests.standin import make_standin
+from tests.conftest import need_tools
 from tests.standin.server import serve
 
 RELEASE = "24.10.8"
@@ -44,18 +43,10 @@ LIBS = {
 
 
 @pytest.fixture(scope="session")
-def mirror_2410(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_24108: Path, openwrt_tools: OpenWrtTools
-) -> Path:
+def mirror_2410(standin_mirror_2410: Path) -> Path:
+    """The run's 24.10.8 stand-in mirror (tests/conftest.py); builds download from it."""
     need_tools(*TOOLS)
-    with preparing("the stand-in 24.10.8 ImageBuilder (opkg) from the v24.10.8 tree, ~40 s"):
-        return make_standin.make_server(
-            tmp_path_factory.mktemp("mirror2410"),
-            ("ath79/generic",),
-            RELEASE,
-            tree=openwrt_tree_24108,
-            tools=openwrt_tools,
-        )
+    return standin_mirror_2410
 
 
 def _ib_tree(mirror: Path) -> Path:

@@ -30,7 +30,7 @@ from openwrt_wolf.build.jobs import Options, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
-from tests.conftest import need_tools, preparing
+from tests.conftest import made_once, need_tools, preparing, standin_ib
 from tests.standin import make_standin
 from tests.standin.kit import Kit
 
@@ -46,13 +46,21 @@ def pristine(
     openwrt_tree_25125: Path,
     openwrt_tools: OpenWrtTools,
     standin_kit: Kit,
+    standin_mirror: Path,
 ) -> Path:
+    """The stand-in buildroot, once per test run (each test builds in a copy), from the run's
+    stand-in ImageBuilder (tests/conftest.py standin_mirror)."""
     need_tools(*TOOLS)
-    with preparing("the stand-in buildroot tree for ath79/generic"):
-        return make_standin.make_buildroot(
-            tmp_path_factory.mktemp("br"), "ath79/generic", tree=openwrt_tree_25125,
-            tools=openwrt_tools, kit=standin_kit,
-        )  # fmt: skip
+
+    def make(top: Path) -> None:
+        with preparing("the stand-in buildroot tree for ath79/generic"):
+            make_standin.make_buildroot(
+                top, "ath79/generic", tree=openwrt_tree_25125, tools=openwrt_tools,
+                kit=standin_kit, ib_tree=standin_ib(standin_mirror, "ath79/generic"),
+            )  # fmt: skip
+
+    top = made_once(tmp_path_factory, "standin-buildroot-25.12.5", make)
+    return top / "openwrt-25.12.5-ath79-generic"  # make_buildroot's name
 
 
 @pytest.fixture

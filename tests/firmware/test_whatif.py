@@ -30,8 +30,7 @@ from openwrt_wolf import locks, paths
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware import pkgsource, whatif
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests.conftest import free_port, need_tools, preparing
-from tests.standin import make_standin
+from tests.conftest import free_port, need_tools, preparing, standin_ib
 from tests.standin.kit import Kit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,9 +84,12 @@ def _make_image(ib: Path, profile: str, flavour: str, bin_dir: Path, rootfs: Pat
     shutil.copyfile(next(ib.glob("build_dir/target-*_musl/linux-*/root.squashfs")), rootfs)
 
 
-def _build_lab(top: Path, tree: Path, tools: OpenWrtTools, kit: Kit) -> None:
+def _build_lab(top: Path, mirror: Path) -> None:
     for target in (ATH79, MT76X8):
-        ib = make_standin.make_tree(top, target, tree=tree, tools=tools, kit=kit)
+        # the run's stand-in ImageBuilder (tests/conftest.py standin_mirror), not one more
+        # assembly of the same tree: a copy, as make image writes into it
+        ib = _ib(top, target)
+        shutil.copytree(standin_ib(mirror, target), ib, symlinks=True)
         for t, profile, flavour in BUILDS:
             if t == target:
                 _make_image(ib, profile, flavour, top / f"bin-{profile}-{flavour}",
@@ -96,10 +98,7 @@ def _build_lab(top: Path, tree: Path, tools: OpenWrtTools, kit: Kit) -> None:
 
 
 def make_lab(
-    tmp_path_factory: pytest.TempPathFactory,
-    openwrt_tree_25125: Path,
-    openwrt_tools: OpenWrtTools,
-    standin_kit: Kit,
+    tmp_path_factory: pytest.TempPathFactory, standin_mirror: Path
 ) -> dict[tuple[str, str], Built]:
     """Stand-in ImageBuilders for ath79/generic and ramips/mt76x8 and their builds: the
     TL-WR902AC v1 in three flavours, the GL-AR300M16 with LuCI over HTTPS in two, the
@@ -112,7 +111,7 @@ def make_lab(
             shutil.rmtree(top, ignore_errors=True)
             top.mkdir()
             with preparing("stand-in ImageBuilder builds for what-if (3 to 7 min)"):
-                _build_lab(top, openwrt_tree_25125, openwrt_tools, standin_kit)
+                _build_lab(top, standin_mirror)
     return {
         (profile, flavour): Built(flavour, profile, top / f"bin-{profile}-{flavour}",
                                   top / f"root-{profile}-{flavour}.squashfs",
@@ -489,13 +488,14 @@ OPKG_DB_ERROR = -16
 
 @pytest.fixture(scope="module")
 def lab_2410(
-    tmp_path_factory: pytest.TempPathFactory, openwrt_tree_24108: Path, openwrt_tools: OpenWrtTools
+    tmp_path_factory: pytest.TempPathFactory, standin_mirror_2410: Path
 ) -> dict[str, Built]:
     need_tools("make", "unsquashfs", "gcc")
     top = tmp_path_factory.mktemp("whatif-2410")
-    with preparing("the stand-in 24.10.8 ImageBuilder (opkg) and two builds, ~1 min"):
-        ib = make_standin.make_tree(top, ATH79, "24.10.8", tree=openwrt_tree_24108,
-                                    tools=openwrt_tools)  # fmt: skip
+    with preparing("two builds on the stand-in 24.10.8 ImageBuilder (opkg)"):
+        # a copy of the run's (tests/conftest.py): make image writes into it
+        shared = standin_ib(standin_mirror_2410, ATH79, "24.10.8")
+        ib = Path(shutil.copytree(shared, top / shared.name, symlinks=True))
         out = {}
         for flavour in ("mbedtls", "wolfssl"):
             bin_dir, rootfs = top / f"bin-{flavour}", top / f"root-{flavour}.squashfs"

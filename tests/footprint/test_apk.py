@@ -17,7 +17,8 @@ from openwrt_wolf.footprint import apk
 from tests.conftest import need_tools, upstream_source
 from tests.footprint.adbfile import ADB, SIG, AdbFile, signature_block
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds
+# cold: library builds; one worker (its tests wait on the module's builds)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700), pytest.mark.xdist_group("apk")]
 
 LIBS = ("wolfssl", "openssl", "mbedtls")
 SIGNERS = ("wolfssl", "openssl")  # apk 3.0.5's mbedtls backend cannot sign (docs/patches.md)

@@ -26,7 +26,10 @@ from openwrt_wolf.paths import PROJECT_ROOT
 from tests.conftest import need_tools, unavailable
 from tests.footprint.test_userland import _build
 
-pytestmark = pytest.mark.timeout(2700)  # a cold run builds three libraries first
+pytestmark = [
+    pytest.mark.timeout(2700),  # a cold run builds three libraries first
+    pytest.mark.xdist_group("conformance"),
+]  # its tests wait on one shared run
 
 DOCS = PROJECT_ROOT / "docs" / "security.md"
 _, CASES = conformance.load()

@@ -18,12 +18,14 @@ from openwrt_wolf.perf import crypto
 from openwrt_wolf.perf.model import CRYPTO, CryptoSpeed
 from openwrt_wolf.results import store
 from tests.conftest import need_tools
+from tests.perf import labrun
+from tests.perf.labrun import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ("mips-linux-gnu-gcc", "qemu-mips-static", "cmake", "autoreconf", "libtoolize", "perl",
          "make", "patch", "/usr/mips-linux-gnu/include/stdio.h")  # fmt: skip
 MIB = 1024 * 1024
-Run = tuple[subprocess.CompletedProcess[str], Path]
+pytestmark = pytest.mark.xdist_group("perf-crypto")  # its tests wait on one shared run
 
 
 def _wolf(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[str]:
@@ -33,13 +35,11 @@ def _wolf(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[str]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def run(tmp_path_factory: pytest.TempPathFactory, testrun_uid: str) -> Run:
+    """One perf run per test run: the workers that run this module's tests share it."""
     need_tools(*TOOLS)
-    st = tmp_path_factory.mktemp("perf-store")
-    r = _wolf("perf", "--flavour", "all", "--target", "qemu", "--quick", "--test", "crypto",
-              "--store", str(st))  # fmt: skip
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r, st
+    return labrun.once(tmp_path_factory, testrun_uid, "perf-crypto", "--flavour", "all",
+                       "--target", "qemu", "--quick", "--test", "crypto", columns=200)  # fmt: skip
 
 
 def _records(st: Path) -> dict[str, CryptoSpeed]:

@@ -37,7 +37,7 @@ LINE = re.compile(r"^heaptrack pid=\d+ event=(\w+) live=(\d+) peak=(\d+) allocs=
                   r"frees=(\d+)$", re.M)  # fmt: skip
 
 # A cold run builds the three userlands (and OpenSSL for the host) inside the fixture
-pytestmark = pytest.mark.timeout(5400)
+pytestmark = [pytest.mark.timeout(5400), pytest.mark.xdist_group("perf-net")]
 
 
 @pytest.fixture(scope="module")

@@ -43,7 +43,7 @@ HEAP = re.compile(r"^heaptrack pid=\d+ event=(\w+) live=(\d+) peak=(\d+) allocs=
 
 # cold: the x86_64 library builds (shared with the apk and userland tests), three wpad builds,
 # Debian's amd64 kernel; the run itself is a few minutes
-pytestmark = [pytest.mark.timeout(5400), pytest.mark.vm]
+pytestmark = [pytest.mark.timeout(5400), pytest.mark.vm, pytest.mark.xdist_group("perf-wifi")]
 
 
 def _hostapd_source() -> None:

@@ -28,12 +28,9 @@ from rq.job import Job
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
 
-from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.conftest import need_tools
 from tests.queue.redisd import Redis, free_port, redis_server
 from tests.sshd_router import _tree
-from tests.standin import make_standin
-from tests.standin.kit import Kit
 
 __all__ = ["redis_server"]
 
@@ -66,20 +63,10 @@ SAME = (
 
 
 @pytest.fixture(scope="module")
-def mirror(
-    tmp_path_factory: pytest.TempPathFactory,
-    openwrt_tree_25125: Path,
-    openwrt_tools: OpenWrtTools,
-    standin_kit: Kit,
-) -> Path:
+def mirror(standin_mirror: Path) -> Path:
+    """The run's stand-in mirror (tests/conftest.py): the workers only download from it."""
     need_tools(*TOOLS)
-    return make_standin.make_server(
-        tmp_path_factory.mktemp("mirror"),
-        ("ath79/generic", "ramips/mt76x8"),
-        tree=openwrt_tree_25125,
-        tools=openwrt_tools,
-        kit=standin_kit,
-    )
+    return standin_mirror
 
 
 def invoke(*args: str, env: dict[str, str], timeout: float = 600) -> Any:

@@ -530,15 +530,21 @@ def make_buildroot(
     tree: Path,
     tools: OpenWrtTools,
     kit: Kit | None = None,
+    ib_tree: Path | None = None,
 ) -> Path:
     """A stand-in OpenWrt source tree for the target (tests/standin/buildroot/): the stand-in
     ImageBuilder's scripts/ib.py, packages and .standin.json reused, its kernels moved out of
-    $(KDIR) (make puts them there) and a `version` file as in a release source tarball."""
+    $(KDIR) (make puts them there) and a `version` file as in a release source tarball.
+    `ib_tree`: that ImageBuilder as make_tree made it with the same arguments (a test run's
+    mirror has it), copied instead of assembled again."""
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     top = dest / f"openwrt-{release}-{target.replace('/', '-')}"
     if top.exists():
         shutil.rmtree(top)
-    ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools, kit=kit)
+    if ib_tree is not None:
+        ib = Path(shutil.copytree(ib_tree, dest / ".ib" / ib_tree.name, symlinks=True))
+    else:
+        ib = make_tree(dest / ".ib", target, release, tree=tree, tools=tools, kit=kit)
     shutil.copytree(HERE / "buildroot", top)
     shutil.copyfile(HERE / "imagebuilder" / "scripts" / "ib.py", top / "scripts" / "ib.py")
     shutil.move(ib / "packages", top / "packages")
