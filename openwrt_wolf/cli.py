@@ -5,12 +5,14 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
+import re
 import signal
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from . import signals
+from . import paths, signals
 from .errors import CommandError, WolfError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -46,6 +48,9 @@ def guarded(fn: F) -> F:
         signals.reset()
         try:
             with signals.as_interrupt():
+                from .term import check_environment
+
+                check_environment()  # $COLUMNS, ...: one error line before any work
                 result = fn(*args, **kwargs)
             signals.check()  # a signal whose KeyboardInterrupt Python dropped in a finalizer
             return result
@@ -68,6 +73,11 @@ def guarded(fn: F) -> F:
 # None) and convert them here, inside `guarded`, into one error line.
 
 
+def _example(option: str, default: object) -> str:
+    """The hint of a bad value: ``e.g. -j 1``, ``e.g. $COLUMNS=200`` for a variable."""
+    return f"e.g. {option}={default}" if option.startswith("$") else f"e.g. {option} {default}"
+
+
 def integer(
     value: object,
     option: str,
@@ -81,12 +91,14 @@ def integer(
         return default
     text = str(value).strip()
     try:
-        if len(text) > 30:  # no option counts that high; int() of 5,000 digits raises
+        # no option counts that high (int() of 5,000 digits raises); ASCII digits only (int()
+        # takes any script's, and "5_0")
+        if len(text) > 30 or not re.fullmatch(r"[+-]?[0-9]+", text):
             raise ValueError
         n = int(text)
     except ValueError:
         raise WolfError(
-            f"{option} {text[:30]!r} is not a whole number", hint=f"e.g. {option} {default}"
+            f"{option} {text[:30]!r} is not a whole number", hint=_example(option, default)
         ) from None
     if minimum is not None and n < minimum:
         raise WolfError(f"{option} {n}: must be at least {minimum}")
@@ -95,23 +107,57 @@ def integer(
     return n
 
 
-def number(value: object, option: str, *, default: float, minimum: float = 0.0) -> float:
-    """A finite number option value (nan and inf are no durations)."""
+def number(
+    value: object,
+    option: str,
+    *,
+    default: float,
+    minimum: float = 0.0,
+    maximum: float = 10 * 365 * 86400.0,
+) -> float:
+    """A finite number option value (nan and inf are no durations), within its bounds: the
+    default maximum, ten years of seconds, keeps 1e300 out of sleep() (an OverflowError)."""
     if value is None or value == "":
         return default
+    text = str(value).strip()
     try:
-        x = float(str(value).strip())
+        if len(text) > 30 or not text.isascii() or "_" in text:
+            raise ValueError
+        x = float(text)
     except ValueError:
         raise WolfError(
-            f"{option} {value!r} is not a number", hint=f"e.g. {option} {default:g}"
+            f"{option} {text[:30]!r} is not a number", hint=_example(option, f"{default:g}")
         ) from None
     if not math.isfinite(x):
         raise WolfError(
-            f"{option} {value!r} is not a finite number", hint=f"e.g. {option} {default:g}"
+            f"{option} {text!r} is not a finite number", hint=_example(option, f"{default:g}")
         )
     if x < minimum:
         raise WolfError(f"{option} {x:g}: must be at least {minimum:g}")
+    if x > maximum:
+        raise WolfError(f"{option} {x:g}: must be at most {maximum:g}")
     return x
+
+
+def path(value: str | None, option: str) -> str | None:
+    """A path option (or a URL|DIR one) as the modules take it: ``~`` and ``~user``
+    expanded, within the kernel's lengths (a longer one was an OSError traceback from the
+    first exists()). ``~nosuchuser/x`` is one error line here, before any work."""
+    if value is None or value == "":
+        return value
+    text = str(value)
+    raw = os.fsencode(text)
+    if len(raw) >= 4096 or any(len(part) > 255 for part in raw.split(b"/")):
+        raise WolfError(f"{option} {text[:40]!r}...: longer than a path may be (4,095 bytes, "
+                        "255 a name)")  # fmt: skip
+    return str(paths.expand(text, option)) if text.startswith("~") else text  # URLs as given
+
+
+def path_list(value: str | None, option: str) -> str | None:
+    """A comma-separated list of paths, each as ``path`` takes it."""
+    if value is None or value == "":
+        return value
+    return ",".join(path(p, option) or "" for p in str(value).split(","))
 
 
 def required(value: str | None, option: str, *, hint: str) -> str:

@@ -1,0 +1,167 @@
+"""The environment and option values as a user (or a CI job) sets them (issue 32, part C):
+every bad value is one `error:` line and exit 2 before any work — no traceback, no command
+run (stderr holds no `$ ` line), nothing written outside the test's directories."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def invoke(
+    *args: str, env: dict[str, str], cwd: Path = ROOT, drop: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env}
+    for name in drop:
+        full.pop(name, None)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=300, env=full,
+    )  # fmt: skip
+
+
+def one_error_line(p: subprocess.CompletedProcess[str], names: str) -> None:
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 2, p.stderr
+    assert len(lines) == 1 and names in lines[0], p.stderr
+    ran = [ln for ln in p.stderr.splitlines() if ln.startswith("$ ")]
+    assert ran == [], p.stderr  # refused before any command ran
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> dict[str, str]:
+    return {"OPENWRT_WOLF_STORE": str(tmp_path / "s"), "OPENWRT_WOLF_CACHE": str(tmp_path / "c")}
+
+
+VARIABLES = [
+    ({"COLUMNS": "abc"}, "$COLUMNS 'abc'"),
+    ({"COLUMNS": "0"}, "$COLUMNS 0"),
+    ({"COLUMNS": "9" * 40}, "$COLUMNS"),
+    ({"OPENWRT_WOLF_PROGRESS_EVERY": "abc"}, "$OPENWRT_WOLF_PROGRESS_EVERY 'abc'"),
+    ({"OPENWRT_WOLF_PROGRESS_EVERY": "nan"}, "$OPENWRT_WOLF_PROGRESS_EVERY 'nan'"),
+    ({"OPENWRT_WOLF_PROGRESS_EVERY": "1e300"}, "$OPENWRT_WOLF_PROGRESS_EVERY 1e+300"),
+    ({"OPENWRT_WOLF_PROGRESS_EVERY": "0"}, "$OPENWRT_WOLF_PROGRESS_EVERY 0"),
+]
+
+
+@pytest.mark.parametrize(("env", "names"), VARIABLES, ids=[str(e) for e, _ in VARIABLES])
+def test_bad_variable_is_one_line(env: dict[str, str], names: str, dirs: dict[str, str]) -> None:
+    # term.py read them with int()/float() at import: a traceback before any task ran
+    one_error_line(invoke("devices", env={**dirs, **env}), names)
+
+
+def test_ascii_output_shows_what_it_cannot_encode(dirs: dict[str, str]) -> None:
+    # the catalogue's en dash was a UnicodeEncodeError in rich with PYTHONIOENCODING=ascii
+    p = invoke("devices", env={**dirs, "PYTHONIOENCODING": "ascii", "COLUMNS": "200"})
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+    assert "\\u2013" in p.stdout and "malta-be" in p.stdout
+
+
+def _ib_dir(tmp_path: Path) -> str:
+    """An ImageBuilder whose `make info` fails: build-config --imagebuilder logs it into the
+    cache, so it is a task that writes to the cache at once and ends."""
+    ib = tmp_path / "ib"
+    ib.mkdir(exist_ok=True)
+    (ib / "Makefile").write_text("info:\n\t@exit 3\n")
+    return str(ib)
+
+
+def _build_config(tmp_path: Path) -> list[str]:
+    return ["build-config", "-f", "wolfssl", "-d", "tl-wr902ac", "--imagebuilder",
+            _ib_dir(tmp_path)]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["file", "FIFO", "/dev/full", "a link to /dev/full", "no user"])
+def test_cache_that_is_no_directory_is_one_line(kind: str, tmp_path: Path) -> None:
+    at = tmp_path / "cache"
+    if kind == "file":
+        at.write_text("")
+    elif kind == "FIFO":
+        os.mkfifo(at)
+    elif kind == "/dev/full":
+        at = Path("/dev/full")
+    elif kind == "a link to /dev/full":
+        at.symlink_to("/dev/full")
+    env = {"OPENWRT_WOLF_STORE": str(tmp_path / "s"), "OPENWRT_WOLF_CACHE": str(at)}
+    if kind == "no user":
+        env["OPENWRT_WOLF_CACHE"] = "~nosuchuser/cache"
+    want = "there is no user 'nosuchuser'" if kind == "no user" else "not a directory"
+    one_error_line(invoke(*_build_config(tmp_path), env=env), want)
+
+
+def test_cache_that_links_to_a_directory_is_used(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "cache").symlink_to(tmp_path / "elsewhere")
+    env = {"OPENWRT_WOLF_STORE": str(tmp_path / "s"), "OPENWRT_WOLF_CACHE": str(tmp_path / "cache")}
+    p = invoke(*_build_config(tmp_path), env=env)
+    assert "Traceback" not in p.stderr, p.stderr
+    assert [x.name for x in (tmp_path / "elsewhere").iterdir()] == ["make-info.log"]
+    assert (tmp_path / "cache").is_symlink()
+
+
+@pytest.mark.parametrize("home", ["", "relative/home"])
+def test_home_not_absolute_writes_nothing_here(home: str, tmp_path: Path) -> None:
+    # Path.home() took HOME="" as "/" and a relative one under the current directory:
+    # ~/.cache/openwrt-wolf was made there
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    p = invoke(*_build_config(tmp_path), env={"HOME": home, "OPENWRT_WOLF_STORE": str(tmp_path)},
+               cwd=cwd, drop=("OPENWRT_WOLF_CACHE", "XDG_CACHE_HOME"))  # fmt: skip
+    one_error_line(p, "$HOME")
+    assert list(cwd.iterdir()) == []
+
+
+def test_store_variable_of_no_user_is_one_line(tmp_path: Path) -> None:
+    p = invoke("size-report", env={"OPENWRT_WOLF_STORE": "~nosuchuser/results",
+                                   "OPENWRT_WOLF_CACHE": str(tmp_path / "c")})  # fmt: skip
+    one_error_line(p, "$OPENWRT_WOLF_STORE '~nosuchuser/results': there is no user")
+
+
+FOOTPRINT = ["footprint", "--library", "wolfssl", "--config", "minimal"]
+BEFORE_WORK = [
+    # the lab installed cross compilers and ran them before it looked at these
+    ([*FOOTPRINT, "--version", "wolfssl=../../x"], "wolfSSL ../../x: no known sha256"),
+    (["footprint", "--library", "nosuch"], "unknown library 'nosuch'"),
+    (["footprint", "--library", "wolfssl", "--config", "small"], "has no config 'small'"),
+    ([*FOOTPRINT, "--toolchain", "/nonexistent"], "--toolchain /nonexistent"),
+    ([*FOOTPRINT, "--version", "wolfssl=5.9.2", "--store", "/dev/full"], "not a directory"),
+]
+
+
+@pytest.mark.parametrize(("args", "names"), BEFORE_WORK, ids=[" ".join(a) for a, _ in BEFORE_WORK])
+def test_option_checked_before_any_work(args: list[str], names: str, dirs: dict[str, str]) -> None:
+    one_error_line(invoke(*args, env=dirs), names)
+
+
+NO_USER = "~nosuchuser/x"
+PATH_OPTIONS = [
+    ["build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", NO_USER],
+    ["patch", "--tree", NO_USER],
+    ["wolfssl-symbols", "--lib", NO_USER],
+    ["size-report", "--store", NO_USER],
+    ["worker", "--queue", "redis://127.0.0.1:9/0", "--key", NO_USER],
+    ["footprint", "--toolchain", NO_USER],
+    ["flash", "--device", "tl-wr902ac", "--host", "127.0.0.1", "--key", NO_USER],
+    ["sources", "--fetch", "all", "--sources", f"/tmp,{NO_USER}"],
+    ["perf", "--target", "qemu", "--toolchain", NO_USER],
+]
+
+
+@pytest.mark.parametrize("args", PATH_OPTIONS, ids=[" ".join(a) for a in PATH_OPTIONS])
+def test_path_of_no_user_is_one_line(args: list[str], dirs: dict[str, str]) -> None:
+    # pathlib's expanduser raised RuntimeError deep inside the task
+    one_error_line(invoke(*args, env=dirs), "there is no user 'nosuchuser'")
+
+
+def test_path_longer_than_the_kernel_takes_is_one_line(dirs: dict[str, str]) -> None:
+    long = "/tmp/" + "x" * 300
+    p = invoke("build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", long,
+               env=dirs)  # fmt: skip
+    one_error_line(p, "longer than a path may be")
