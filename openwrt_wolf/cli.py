@@ -166,3 +166,66 @@ def required(value: str | None, option: str, *, hint: str) -> str:
     if value is None or not str(value).strip():
         raise WolfError(f"{option} is required", hint=hint)
     return str(value)
+
+
+# --- the `invoke` command of .venv ----------------------------------------------------------
+
+
+def main() -> None:
+    """`invoke` and `inv` in .venv (pyproject's [project.scripts], so ./wolf runs it too):
+    invoke's own program, but its configuration files (~/.invoke.yaml, /etc/invoke.yaml,
+    invoke.yaml beside tasks.py) are read as what they are, files we did not write: with
+    $HOME a regular file invoke's loader raised NotADirectoryError before any task (it only
+    skips ENOENT); a FIFO there hung it. And Python in UTF-8 mode, whatever the locale: the
+    project's data files are UTF-8 (LANG=C PYTHONUTF8=0 read devices.toml as ASCII)."""
+    if not sys.flags.utf8_mode:
+        os.execv(sys.executable, [sys.executable, "-X", "utf8", sys.argv[0], *sys.argv[1:]])
+    import invoke
+    from invoke.program import Program
+
+    program = Program(
+        name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"],
+        version=invoke.__version__, config_class=_config_class(),
+    )  # fmt: skip
+    program.run()
+
+
+def _config_class() -> type:
+    import stat
+
+    from invoke.config import Config
+    from invoke.exceptions import Exit
+
+    from .term import clean
+    from .trust.untrusted import kind_of, os_reason
+
+    def refuse(path: str, why: str) -> Exit:
+        return Exit(clean(f"error: invoke's configuration file {path}: {why}", newlines=False), 2)
+
+    def checked(path: str) -> str:
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            # not there (also under a $HOME that is a file): what invoke skips
+            raise FileNotFoundError(2, "no such file", path) from None
+        except OSError as e:
+            raise refuse(path, os_reason(e)) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise refuse(path, f"{kind_of(st.st_mode)}, not a file")
+        return path
+
+    def loader(name: str) -> Any:
+        def load(self: Any, path: str) -> Any:
+            checked(path)
+            try:
+                return getattr(Config, name)(self, path)
+            except Exit:
+                raise
+            except Exception as e:  # bad YAML or JSON, an error in ~/.invoke.py
+                first = (str(e).splitlines() or [""])[0][:200]
+                raise refuse(path, f"{type(e).__name__}: {first}") from None
+
+        return load
+
+    methods = {n: loader(n) for n in ("_load_yaml", "_load_yml", "_load_json", "_load_py")}
+    return type("WolfConfig", (Config,), methods)

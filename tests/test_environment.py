@@ -5,11 +5,15 @@ run (stderr holds no `$ ` line), nothing written outside the test's directories.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import unavailable
+from tests.trust.test_untrusted import NO_DAC
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -165,3 +169,63 @@ def test_path_longer_than_the_kernel_takes_is_one_line(dirs: dict[str, str]) -> 
     p = invoke("build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--tree", long,
                env=dirs)  # fmt: skip
     one_error_line(p, "longer than a path may be")
+
+
+# --- invoke's own configuration files: .venv's `invoke` and ./wolf (cli.main) ---------------
+
+
+def venv_invoke() -> list[list[str]]:
+    if not (ROOT / ".venv" / "bin" / "invoke").exists():
+        unavailable("./wolf has made no .venv here (run ./wolf --list once)")
+    return [[str(ROOT / ".venv" / "bin" / "invoke"), "--search-root", str(ROOT)],
+            [str(ROOT / "wolf")]]  # fmt: skip
+
+
+def run(argv: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    full = {
+        k: v for k, v in os.environ.items() if k not in ("OPENWRT_WOLF_CACHE", "XDG_CACHE_HOME")
+    }
+    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**full, **env})  # fmt: skip
+
+
+def test_home_a_file(tmp_path: Path) -> None:
+    # invoke's config loader opened ~/.invoke.yaml under it: NotADirectoryError, a traceback
+    # before any task; now the file is not there, and the cache under it is one line
+    (tmp_path / "home").write_text("")
+    env = {"HOME": str(tmp_path / "home"), "OPENWRT_WOLF_STORE": str(tmp_path / "s")}
+    for prefix in venv_invoke():
+        one_error_line(run([*prefix, *_build_config(tmp_path)], env), "Not a directory")
+        p = run([*prefix, "devices"], {**env, "COLUMNS": "200"})  # needs no cache: it runs
+        assert p.returncode == 0 and "malta-be" in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("kind", ["directory", "FIFO", "bad YAML", "unreadable"])
+def test_invoke_configuration_file_is_read_as_untrusted(kind: str, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    conf = home / ".invoke.yaml"
+    if kind == "directory":
+        conf.mkdir()
+    elif kind == "FIFO":
+        os.mkfifo(conf)  # invoke's open() waited for a writer
+    elif kind == "bad YAML":
+        conf.write_text("a: [\n")
+    else:
+        conf.write_text("a: 1\n")
+        conf.chmod(0)
+    # root reads a chmod 000 file: as root, without CAP_DAC_OVERRIDE (as tests/trust do)
+    no_dac = NO_DAC if kind == "unreadable" and os.geteuid() == 0 else []
+    if no_dac and not shutil.which("setpriv"):
+        unavailable("needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    for prefix in venv_invoke():
+        p = run([*no_dac, *prefix, "devices"], {"HOME": str(home)})
+        one_error_line(p, f"invoke's configuration file {conf}")
+
+
+def test_c_locale_reads_the_project_data_as_utf8() -> None:
+    for prefix in venv_invoke():
+        p = run([*prefix, "devices"], {"LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0",
+                                       "COLUMNS": "200"})  # fmt: skip
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        assert "malta-be" in p.stdout
