@@ -150,12 +150,10 @@ def path(value: str | None, option: str) -> str | None:
     if len(raw) >= 4096 or any(len(part) > 255 for part in raw.split(b"/")):
         raise WolfError(f"{option} {text[:40]!r}...: longer than a path may be (4,095 bytes, "
                         "255 a name)")  # fmt: skip
-    if "://" in text and re.search(r"[\s\x00-\x1f\x7f-\x9f]", text):  # --mirror, --artifacts
+    if "://" in text:  # --mirror, --artifacts
         from .trust import secrets
 
-        secrets.remember(text)
-        raise WolfError(f"{option} {secrets.shown(text)}: a URL holds no whitespace or control "
-                        "character", hint="percent-encode them, e.g. %20 for a space")  # fmt: skip
+        secrets.one_token(text, option)
     return str(paths.expand(text, option)) if text.startswith("~") else text  # URLs as given
 
 

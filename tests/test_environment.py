@@ -229,3 +229,30 @@ def test_c_locale_reads_the_project_data_as_utf8() -> None:
                                        "COLUMNS": "200"})  # fmt: skip
         assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
         assert "malta-be" in p.stdout
+
+
+SECRET = "SeCrEt-5e1f0c"
+UPSTREAM = [
+    # pathlib's RuntimeError, an IndexError from the URL's host part, a password with a space
+    ({"OPENWRT_WOLF_SOURCES": "~nosuchuser/dl"}, "$OPENWRT_WOLF_SOURCES '~nosuchuser/dl'"),
+    ({"OPENWRT_WOLF_SHARED": "~nosuchuser"}, "$OPENWRT_WOLF_SHARED '~nosuchuser'"),
+    ({"OPENWRT_WOLF_SOURCES_URL": "no-url"}, "no-url is not an http:// or https:// URL"),
+    ({"OPENWRT_WOLF_SOURCES_URL": f"http://u:a b{SECRET}@127.0.0.1:9/"}, "no whitespace"),
+    ({"OPENWRT_WOLF_SOURCES_URL": "http://127.0.0.1:9/\nAFTER"}, "http://127.0.0.1:9/…"),
+]
+
+
+@pytest.mark.parametrize(("env", "names"), UPSTREAM, ids=[str(e) for e, _ in UPSTREAM])
+def test_upstream_variables_are_one_line(
+    env: dict[str, str], names: str, dirs: dict[str, str], tmp_path: Path
+) -> None:
+    (tmp_path / "no-shared" / "openwrt").mkdir(parents=True)
+    shared = {"OPENWRT_WOLF_SHARED": str(tmp_path / "no-shared")}
+    p = invoke("sources", "--fetch", "json-c", env={**dirs, **shared, **env})
+    one_error_line(p, names)
+    assert SECRET not in p.stdout + p.stderr and "AFTER" not in p.stderr
+
+
+def test_tree_variable_of_no_user_is_one_line(dirs: dict[str, str]) -> None:
+    p = invoke("openwrt-tools", env={**dirs, "OPENWRT_TREE": "~nosuchuser/openwrt"})
+    one_error_line(p, "$OPENWRT_TREE '~nosuchuser/openwrt': there is no user")

@@ -41,15 +41,8 @@ class QueueURL:
             raise WolfError(
                 "no queue given", hint=f"--queue redis://HOST:PORT/DB, or ${ENV} with --queue env"
             )
-        secrets.remember(text)  # whatever happens next, its password is never printed
+        secrets.one_token(text, "--queue")  # its password is never printed from here on
         shown = secrets.shown(text)  # echoed in errors: up to a space or control character
-        if re.search(r"[\s\x00-\x1f\x7f-\x9f]", text):
-            # urlsplit drops tabs and newlines, redis-py keeps a space in the password: a
-            # URL is one token, and what follows a newline is not echoed
-            raise WolfError(
-                f"--queue {shown}: a URL holds no whitespace or control character",
-                hint="percent-encode them, e.g. %20 for a space",
-            )
         try:
             u = urlsplit(text)
         except ValueError:  # "redis://[::1": the bracket is not closed

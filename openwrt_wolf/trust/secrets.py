@@ -63,6 +63,21 @@ def shown(value: str, limit: int = 120) -> str:
     return text
 
 
+def one_token(value: str, where: str) -> str:
+    """A URL given as a value (an option, a variable) is one token: whitespace or a control
+    character in it is one error line (urlsplit drops a newline or a tab, a client keeps a
+    space in the password), echoed as ``shown`` makes it; its credentials are remembered."""
+    remember(value)
+    if _UNSHOWN.search(value.strip()):
+        from ..errors import WolfError
+
+        raise WolfError(
+            f"{where} {shown(value)}: a URL holds no whitespace or control character",
+            hint="percent-encode them, e.g. %20 for a space",
+        )
+    return value
+
+
 def remember(url: str) -> None:
     """Scrub this URL's credentials from every text printed from now on (this process)."""
     found: set[str] = set()
