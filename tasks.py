@@ -8,7 +8,7 @@ import sys
 
 from invoke import task
 
-from openwrt_wolf.cli import guarded, integer, number, path, path_list, required
+from openwrt_wolf.cli import guarded, integer, number, path, path_list, required, tcp_port
 from openwrt_wolf.host import hosttools as _hosttools
 from openwrt_wolf.paths import check_store
 
@@ -145,6 +145,7 @@ def size_report(
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
     store, output = path(store, "--store"), path(output, "--output")
     baseline = path(baseline, "--baseline")
+    from_ = [path(f, "--from") for f in from_ or []]
     from openwrt_wolf.report import cli as report_cli
 
     report_cli.main(
@@ -534,7 +535,7 @@ def measure_memory(
             queue=queue, host=host, device=device, flavour=flavour, release=release,
             boots=integer(boots, "--boots", default=3), idle=number(idle, "--idle", default=10.0),
             wait_up=number(wait_up, "--wait-up", default=180.0),
-            port=integer(port, "--port", default=0, minimum=1) or None, user=user,
+            port=tcp_port(port, 0) or None, user=user,
             accept_new=accept_new,
             local={"image": image, "memory": integer(memory, "--memory", default=0, minimum=0),
                    "rootfs": rootfs, "initrd": initrd,
@@ -545,7 +546,7 @@ def measure_memory(
         return
     from openwrt_wolf.measure import cli as measure_cli
 
-    ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
+    ssh = dict(port=tcp_port(port, 0) or None, user=user, key=key,
                password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     measure_cli.main(
         device=device, flavour=flavour, image=image, release=release,
@@ -651,7 +652,7 @@ def flash(
             queue=queue,
             device=required(device, "--device", hint="e.g. --device tl-wr902ac"),
             host=required(host, "--host", hint="the router's address, e.g. --host 192.168.1.1"),
-            port=integer(port, "--port", default=22, minimum=1), user=user, image=image,
+            port=tcp_port(port, 22), user=user, image=image,
             flavour=flavour, keep_settings=keep_settings, accept_new=accept_new,
             release=release, wait_up=number(wait_up, "--wait-up", default=300.0),
             trust_new_key_after_wipe=trust_new_key_after_wipe,
@@ -664,7 +665,7 @@ def flash(
     targets_cli.flash(
         device=required(device, "--device", hint="e.g. --device tl-wr902ac (see ./wolf devices)"),
         host=required(host, "--host", hint="the router's address, e.g. --host 192.168.1.1"),
-        port=integer(port, "--port", default=22, minimum=1),
+        port=tcp_port(port, 22),
         user=user,
         key=key,
         password=password,
@@ -790,7 +791,7 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
         check_store(store)
     from openwrt_wolf.perf import cli
 
-    ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
+    ssh = dict(port=tcp_port(port, 0) or None, user=user, key=key,
                password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,
              wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,

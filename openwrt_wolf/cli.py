@@ -35,7 +35,31 @@ def _error(*lines: str) -> None:
     a name stays inside its line."""
     from .term import clean
 
-    print("\n".join(clean(line, newlines=False) for line in lines), file=sys.stderr)
+    print("\n".join(_cut(clean(line, newlines=False)) for line in lines), file=sys.stderr)
+
+
+LONGEST_LINE = 1000
+
+
+def _cut(line: str) -> str:
+    """An error line that names a value of 100,000 characters (or 10,000 unknown devices)
+    is no clearer for holding all of them."""
+    return (
+        line
+        if len(line) <= LONGEST_LINE
+        else f"{line[: LONGEST_LINE - 30]}… ({len(line):,} characters)"
+    )
+
+
+def _no_empty_values(kwargs: dict[str, Any]) -> None:
+    """An option given an empty or blank value (`--library ''`) is refused: taken as not
+    given, it ran the defaults (every library, every case) instead of what was meant."""
+    for name, value in kwargs.items():
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in items):
+            option = f"-{name}" if len(name) == 1 else f"--{name.rstrip('_').replace('_', '-')}"
+            raise WolfError(f"{option} {value!r}: an empty value",
+                            hint="leave the option out for its default")  # fmt: skip
 
 
 def guarded(fn: F) -> F:
@@ -51,6 +75,7 @@ def guarded(fn: F) -> F:
                 from .term import check_environment
 
                 check_environment()  # $COLUMNS, ...: one error line before any work
+                _no_empty_values(kwargs)
                 result = fn(*args, **kwargs)
             signals.check()  # a signal whose KeyboardInterrupt Python dropped in a finalizer
             return result
@@ -105,6 +130,11 @@ def integer(
     if maximum is not None and n > maximum:
         raise WolfError(f"{option} {n}: must be at most {maximum}")
     return n
+
+
+def tcp_port(value: object, default: int) -> int:
+    """--port: 1 to 65535 (65536 was tried, and reported as a refused connection)."""
+    return integer(value, "--port", default=default, minimum=1, maximum=65535)
 
 
 def number(
