@@ -177,7 +177,12 @@ def history(c, device=None, flavour=None, release=None, store=None, format="term
     )
 
 
-@task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})
+@task(
+    help={
+        "size_mb": "minimum squashfs size in MiB (default 4.5, at most 1024)",
+        "repeat": "runs, best of (at most 100)",
+    }
+)
 @guarded
 def bench_size(c, size_mb=None, repeat=None):
     """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
@@ -187,9 +192,10 @@ def bench_size(c, size_mb=None, repeat=None):
             sys.executable,
             "bench/size_report.py",
             "--size-mb",
-            str(number(size_mb, "--size-mb", default=4.5)),
+            # bounded: 64 GiB of squashfs or 65,536 runs were accepted, and ran for hours
+            str(number(size_mb, "--size-mb", default=4.5, maximum=1024.0)),
             "--repeat",
-            str(integer(repeat, "--repeat", default=1, minimum=1)),
+            str(integer(repeat, "--repeat", default=1, minimum=1, maximum=100)),
         ],
     )
 

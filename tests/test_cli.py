@@ -93,6 +93,8 @@ BAD_VALUES = [
     (["measure-memory", "--idle", "1e300"], "--idle 1e+300: must be at most"),
     (["build", "--flavour", "mbedtls", "--device", "tl-wr902ac", "-j", "٣"], "-j '٣'"),
     (["size-report", "--from", "/tmp/" + "x" * 5000], "longer than a path may be"),
+    (["bench-size", "--size-mb", "65536"], "--size-mb 65536: must be at most 1024"),
+    (["bench-size", "--repeat", "65536"], "--repeat 65536: must be at most 100"),
 ]
 
 
