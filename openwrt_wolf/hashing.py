@@ -7,8 +7,9 @@ import errno
 import hashlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 from .errors import WolfError
 
@@ -41,40 +42,55 @@ def dir_sha256(top: Path, what: str, check: Entry | None = None) -> str:
     lines: list[bytes] = []
     total = 0
 
-    def refuse(e: OSError) -> None:
+    def refuse(e: OSError) -> NoReturn:
         raise WolfError(f"{what} {e.filename}: {e.strerror}") from None
 
-    for dirpath, dirnames, filenames in os.walk(top, onerror=refuse):
-        for name in sorted(dirnames + filenames):
-            p = os.path.join(dirpath, name)
-            rel = os.fsencode(os.path.relpath(p, top))
-            try:
-                st = os.lstat(p)
-                kind = next(k for test, k in _KINDS if test(st.st_mode))
-                target = os.readlink(p) if kind == "l" else None
-                if check is not None:
-                    check(os.fsdecode(rel), st, target)
-                if kind == "f":
-                    total += st.st_size
-                    if total > MAX_TREE_BYTES:
-                        raise WolfError(f"{what} {top}: more than {MAX_TREE_BYTES >> 30} GiB of "
-                                        "files, more than a router's flash holds")  # fmt: skip
-                    digest = _regular_sha256(p)
-                elif target is not None:
-                    digest = hashlib.sha256(os.fsencode(target)).hexdigest()
-                elif kind in "cb":
-                    digest = f"{os.major(st.st_rdev)},{os.minor(st.st_rdev)}"
-                else:
-                    digest = "-"
-            except OSError as e:
-                refuse(e)
-            lines.append(f"{kind} {stat.S_IMODE(st.st_mode):o} {digest} ".encode() + rel + b"\n")
-            if len(lines) > MAX_TREE_ENTRIES:
-                raise WolfError(f"{what} {top}: more than {MAX_TREE_ENTRIES:,} files")
+    for p in _walk(str(top), refuse):
+        rel = os.fsencode(os.path.relpath(p, top))
+        try:
+            st = os.lstat(p)
+            kind = next(k for test, k in _KINDS if test(st.st_mode))
+            target = os.readlink(p) if kind == "l" else None
+            if check is not None:
+                check(os.fsdecode(rel), st, target)
+            if kind == "f":
+                total += st.st_size
+                if total > MAX_TREE_BYTES:
+                    raise WolfError(f"{what} {top}: more than {MAX_TREE_BYTES >> 30} GiB of "
+                                    "files, more than a router's flash holds")  # fmt: skip
+                digest = _regular_sha256(p)
+            elif target is not None:
+                digest = hashlib.sha256(os.fsencode(target)).hexdigest()
+            elif kind in "cb":
+                digest = f"{os.major(st.st_rdev)},{os.minor(st.st_rdev)}"
+            else:
+                digest = "-"
+        except OSError as e:
+            refuse(e)
+        lines.append(f"{kind} {stat.S_IMODE(st.st_mode):o} {digest} ".encode() + rel + b"\n")
+        if len(lines) > MAX_TREE_ENTRIES:
+            raise WolfError(f"{what} {top}: more than {MAX_TREE_ENTRIES:,} files")
     h = hashlib.sha256()
     for line in sorted(lines, key=lambda ln: ln.split(b" ", 3)[3]):
         h.update(line)
     return h.hexdigest()
+
+
+def _walk(top: str, refuse: Callable[[OSError], NoReturn]) -> Iterator[str]:
+    """Every path below ``top``, links not followed; a loop of its own (os.walk recurses:
+    an overlay 1,100 folders deep was a RecursionError)."""
+    todo = [top]
+    while todo:
+        d = todo.pop()
+        try:
+            with os.scandir(d) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            refuse(e)
+        for entry in entries:
+            yield entry.path
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(entry.path)
 
 
 def _regular_sha256(path: str) -> str:

@@ -1057,3 +1057,21 @@ def test_overlay_digest_sees_what_the_imagebuilder_copies(tmp_path: Path) -> Non
         fh.truncate(20 << 30)  # refused from its size, never read
     with pytest.raises(WolfError, match="more than 1 GiB"):
         overlay_digest(ov)
+
+
+def test_overlay_digest_of_a_deep_tree(tmp_path: Path) -> None:
+    # os.walk recurses: an overlay 1,100 folders deep was a RecursionError (a traceback)
+    from openwrt_wolf.build.jobs import overlay_digest
+
+    p = tmp_path / "ov"
+    p.mkdir()
+    os.chdir(p)  # each mkdir relative, as the path grows past what one call may take
+    try:
+        for _ in range(1100):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("f").write_text("deep")
+    finally:
+        os.chdir(ROOT)
+    assert len(overlay_digest(p)) == 64
+    subprocess.run(["rm", "-rf", str(p)], check=True, timeout=300)  # rmtree recurses too
