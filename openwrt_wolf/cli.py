@@ -180,7 +180,7 @@ def path(value: str | None, option: str) -> str | None:
     if len(raw) >= 4096 or any(len(part) > 255 for part in raw.split(b"/")):
         raise WolfError(f"{option} {text[:40]!r}...: longer than a path may be (4,095 bytes, "
                         "255 a name)")  # fmt: skip
-    if "://" in text:  # --mirror, --artifacts
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):  # a URL: --mirror, --artifacts
         from .trust import secrets
 
         secrets.one_token(text, option)

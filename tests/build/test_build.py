@@ -1065,13 +1065,14 @@ def test_overlay_digest_of_a_deep_tree(tmp_path: Path) -> None:
 
     p = tmp_path / "ov"
     p.mkdir()
-    os.chdir(p)  # each mkdir relative, as the path grows past what one call may take
     try:
+        os.chdir(p)  # each mkdir relative, as the path grows past what one call may take
         for _ in range(1100):
             os.mkdir("d")
             os.chdir("d")
         Path("f").write_text("deep")
-    finally:
         os.chdir(ROOT)
-    assert len(overlay_digest(p)) == 64
-    subprocess.run(["rm", "-rf", str(p)], check=True, timeout=300)  # rmtree recurses too
+        assert len(overlay_digest(p)) == 64
+    finally:  # pytest removes old temporary folders with shutil.rmtree, which recurses too
+        os.chdir(ROOT)
+        subprocess.run(["rm", "-rf", str(p)], check=True, timeout=300)
