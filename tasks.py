@@ -8,8 +8,9 @@ import sys
 
 from invoke import task
 
-from openwrt_wolf.cli import guarded, integer, number, required
+from openwrt_wolf.cli import guarded, integer, number, path, path_list, required, tcp_port
 from openwrt_wolf.host import hosttools as _hosttools
+from openwrt_wolf.paths import check_store
 
 # --- catalogue -------------------------------------------------------------------------
 
@@ -26,6 +27,7 @@ from openwrt_wolf.host import hosttools as _hosttools
 @guarded
 def devices(c, release=None, tree=None, write=False, device=None, target=None):
     """List the device catalogue; with --tree, read devices from an OpenWrt tree."""
+    tree = path(tree, "--tree")
     from openwrt_wolf.catalogue import cli as catalogue_cli
 
     catalogue_cli.main(release=release, tree=tree, write=write, device=device, target=target)
@@ -58,6 +60,7 @@ _SOURCES_HELP = {
 def openwrt_tools(c, sources=None, sources_url=None):
     """Build OpenWrt's own host image tools (mksquashfs4, padjffs2, fwtool, firmware-utils)
     from the pinned upstream sources (`./wolf sources`), once and cached; print where."""
+    sources = path_list(sources, "--sources")
     from openwrt_wolf.host import cli as host_cli
 
     host_cli.openwrt_tools(dirs=sources, urls=sources_url)
@@ -102,6 +105,8 @@ def sources(
     source archive; every file checked against PKG_HASH / PKG_MIRROR_HASH and classed exact,
     same-version or substitute; anything but exact only with --allow, written to
     T/wolf-substitutions.json (the build record carries it). Exit 2 when a file is missing."""
+    tree, digest = path(tree, "--tree"), path(digest, "--digest")
+    sources, config = path_list(sources, "--sources"), path_list(config, "--config")
     from openwrt_wolf.build import cli as build_cli
 
     sys.exit(build_cli.sources_main(
@@ -138,6 +143,9 @@ def size_report(
     output=None, packages=None, baseline=None, fail_on=None, sort="headroom",
 ):  # fmt: skip
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
+    store, output = path(store, "--store"), path(output, "--output")
+    baseline = path(baseline, "--baseline")
+    from_ = [path(f, "--from") for f in from_ or []]
     from openwrt_wolf.report import cli as report_cli
 
     report_cli.main(
@@ -161,6 +169,7 @@ def size_report(
 @guarded
 def history(c, device=None, flavour=None, release=None, store=None, format="terminal", output=None):
     """One device's builds over time and releases: image, headroom, TLS (xz), free memory."""
+    store, output = path(store, "--store"), path(output, "--output")
     from openwrt_wolf.report import cli as report_cli
 
     report_cli.history_main(
@@ -168,7 +177,12 @@ def history(c, device=None, flavour=None, release=None, store=None, format="term
     )
 
 
-@task(help={"size_mb": "minimum squashfs size in MiB (default 4.5)", "repeat": "runs, best of"})
+@task(
+    help={
+        "size_mb": "minimum squashfs size in MiB (default 4.5, at most 1024)",
+        "repeat": "runs, best of (at most 100)",
+    }
+)
 @guarded
 def bench_size(c, size_mb=None, repeat=None):
     """Benchmark: our size analysis vs unsquashfs + xz -9e, and a repeated (cached) report."""
@@ -178,9 +192,10 @@ def bench_size(c, size_mb=None, repeat=None):
             sys.executable,
             "bench/size_report.py",
             "--size-mb",
-            str(number(size_mb, "--size-mb", default=4.5)),
+            # bounded: 64 GiB of squashfs or 65,536 runs were accepted, and ran for hours
+            str(number(size_mb, "--size-mb", default=4.5, maximum=1024.0)),
             "--repeat",
-            str(integer(repeat, "--repeat", default=1, minimum=1)),
+            str(integer(repeat, "--repeat", default=1, minimum=1, maximum=100)),
         ],
     )
 
@@ -201,6 +216,8 @@ def fit(
     c, device=None, image=None, kernel=None, rootfs=None, release=None, check=False, json=False
 ):
     """Does an image (or its kernel + rootfs) fit the device's flash? Exact bytes."""
+    image, kernel = path(image, "--image"), path(kernel, "--kernel")
+    rootfs = path(rootfs, "--rootfs")
     from openwrt_wolf.firmware import cli as firmware_cli
 
     firmware_cli.main(
@@ -236,6 +253,10 @@ def what_if(
     store=None, output=None, check=False, json=False,
 ):  # fmt: skip
     """Would flavour F fit? Swap the TLS stack in a built image and repack it, no rebuild."""
+    from_, image = path(from_, "--from"), path(image, "--image")
+    packages, store = path_list(packages, "--packages"), path(store, "--store")
+    output = path(output, "--output")
+    check_store(store)
     from openwrt_wolf.firmware import cli as firmware_cli
 
     firmware_cli.whatif_main(
@@ -292,6 +313,11 @@ def build(
     worker_timeout=None, sdk_ib=False,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
+    mirror, imagebuilder = path(mirror, "--mirror"), path(imagebuilder, "--imagebuilder")
+    sdk, tree, store = path(sdk, "--sdk"), path(tree, "--tree"), path(store, "--store")
+    files, feed = path(files, "--files"), path(feed, "--feed")
+    patches = path(patches, "--patches")
+    check_store(store)
     from openwrt_wolf.build import cli as build_cli
     from openwrt_wolf.report import cli as report_cli
 
@@ -330,6 +356,7 @@ def build_config(
     feed=None, imagebuilder=None,
 ):  # fmt: skip
     """Print a flavour's package changes for a device: PACKAGES=, .config fragment, feeds.conf."""
+    feed, imagebuilder = path(feed, "--feed"), path(imagebuilder, "--imagebuilder")
     from openwrt_wolf.build import cli as build_cli
 
     text = build_cli.render(
@@ -369,6 +396,8 @@ def patch(
     into=None,
 ):
     """Apply the USE_WOLFSSL patch set (patches/series and per-feed series) to an OpenWrt tree."""
+    tree, patches = path(tree, "--tree"), path(patches, "--patches")
+    into = path(into, "--into")
     from openwrt_wolf.patchset import cli as patchset_cli
 
     patchset_cli.main(
@@ -393,6 +422,8 @@ def patch(
 @guarded
 def patch_defaults(c, tree=None, targets=None, store=None):
     """Compare each profile's default packages: pristine vs. patched, USE_WOLFSSL off and on."""
+    tree, store = path(tree, "--tree"), path(store, "--store")
+    check_store(store)
     from openwrt_wolf.patchset import cli as patchset_cli
 
     if patchset_cli.defaults_main(tree, targets, store):
@@ -408,6 +439,8 @@ def patch_defaults(c, tree=None, targets=None, store=None):
 @guarded
 def wolfssl_symbols(c, lib=None, store=None):
     """Does libwolfssl.so export every wolfSSL symbol the USE_WOLFSSL packages import?"""
+    lib, store = path(lib, "--lib"), path(store, "--store")
+    check_store(store)
     from openwrt_wolf.patchset import cli as patchset_cli
 
     if patchset_cli.symbols_main(lib, store):
@@ -429,6 +462,9 @@ def wolfssl_consumers(
     c, wolfssl=None, ustream=None, hostap=None, openwrt=None, libubox=None, write=False
 ):
     """Re-derive the wolfSSL symbols each USE_WOLFSSL package imports, from its sources."""
+    wolfssl, ustream = path(wolfssl, "--wolfssl"), path(ustream, "--ustream")
+    hostap, openwrt = path(hostap, "--hostap"), path(openwrt, "--openwrt")
+    libubox = path(libubox, "--libubox")
     from openwrt_wolf.patchset import cli as patchset_cli
 
     patchset_cli.consumers_main(
@@ -452,6 +488,8 @@ def wolfssl_consumers(
 @guarded
 def vm(c, image=None, ssh=False, rootfs=None, initrd=None, append=None, memory=None):
     """Boot a malta image in QEMU with its serial console on this terminal (Ctrl-] quits)."""
+    image, rootfs = path(image, "--image"), path(rootfs, "--rootfs")
+    initrd = path(initrd, "--initrd")
     from openwrt_wolf.targets import cli as targets_cli
 
     image = required(image, "--image", hint="a malta kernel ELF, e.g. --image "
@@ -492,6 +530,10 @@ def measure_memory(
     key=None, password=False, accept_new=False, known_hosts=None, wait_up=None, queue=None,
 ):  # fmt: skip
     """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
+    image, rootfs = path(image, "--image"), path(rootfs, "--rootfs")
+    initrd, store, key = path(initrd, "--initrd"), path(store, "--store"), path(key, "--key")
+    known_hosts = path(known_hosts, "--known-hosts")
+    check_store(store)
     if queue:
         from openwrt_wolf.queue import cli as queue_cli
 
@@ -499,7 +541,7 @@ def measure_memory(
             queue=queue, host=host, device=device, flavour=flavour, release=release,
             boots=integer(boots, "--boots", default=3), idle=number(idle, "--idle", default=10.0),
             wait_up=number(wait_up, "--wait-up", default=180.0),
-            port=integer(port, "--port", default=0, minimum=1) or None, user=user,
+            port=tcp_port(port, 0) or None, user=user,
             accept_new=accept_new,
             local={"image": image, "memory": integer(memory, "--memory", default=0, minimum=0),
                    "rootfs": rootfs, "initrd": initrd,
@@ -510,7 +552,7 @@ def measure_memory(
         return
     from openwrt_wolf.measure import cli as measure_cli
 
-    ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
+    ssh = dict(port=tcp_port(port, 0) or None, user=user, key=key,
                password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     measure_cli.main(
         device=device, flavour=flavour, image=image, release=release,
@@ -546,6 +588,10 @@ def worker(
     heartbeat=None, key=None, known_hosts=None,
 ):  # fmt: skip
     """Run queued builds and measurements on this machine (`build --queue` sends them)."""
+    mirror, artifacts = path(mirror, "--mirror"), path(artifacts, "--artifacts")
+    store, key = path(store, "--store"), path(key, "--key")
+    known_hosts = path(known_hosts, "--known-hosts")
+    check_store(store)
     from openwrt_wolf.queue import cli as queue_cli
 
     queue_cli.worker(
@@ -602,6 +648,9 @@ def flash(
     queue=None,
 ):
     """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
+    key, image = path(key, "--key"), path(image, "--image")
+    known_hosts, store = path(known_hosts, "--known-hosts"), path(store, "--store")
+    check_store(store)
     if queue:
         from openwrt_wolf.queue import cli as queue_cli
 
@@ -609,7 +658,7 @@ def flash(
             queue=queue,
             device=required(device, "--device", hint="e.g. --device tl-wr902ac"),
             host=required(host, "--host", hint="the router's address, e.g. --host 192.168.1.1"),
-            port=integer(port, "--port", default=22, minimum=1), user=user, image=image,
+            port=tcp_port(port, 22), user=user, image=image,
             flavour=flavour, keep_settings=keep_settings, accept_new=accept_new,
             release=release, wait_up=number(wait_up, "--wait-up", default=300.0),
             trust_new_key_after_wipe=trust_new_key_after_wipe,
@@ -622,7 +671,7 @@ def flash(
     targets_cli.flash(
         device=required(device, "--device", hint="e.g. --device tl-wr902ac (see ./wolf devices)"),
         host=required(host, "--host", hint="the router's address, e.g. --host 192.168.1.1"),
-        port=integer(port, "--port", default=22, minimum=1),
+        port=tcp_port(port, 22),
         user=user,
         key=key,
         password=password,
@@ -667,6 +716,9 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
               markdown=False, store=None, version=None, stack=False,
               component=None):  # fmt: skip
     """Cross-build the TLS libraries at OpenWrt's settings and compare their flash cost."""
+    toolchain, sources = path(toolchain, "--toolchain"), path_list(sources, "--sources")
+    store = path(store, "--store")
+    check_store(store)
     from openwrt_wolf.footprint import cli
 
     cli.main(arch=arch, release=release, library=library, config=config, ecc=ecc,
@@ -689,6 +741,7 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
 def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write_docs=None,
                     work=None):  # fmt: skip
     """Certificate verification suite: every case x ustream-ssl backend, host builds."""
+    write_docs, work = path(write_docs, "--write-docs"), path(work, "--work")
     from openwrt_wolf.footprint import cli
 
     n = integer(jobs, "--jobs", default=8, minimum=1)
@@ -737,9 +790,14 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          report_only=False, host=None, port=None, user=None, key=None, password=False,
          accept_new=False, known_hosts=None, image=None, initrd=None, append=None):  # fmt: skip
     """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak, Wi-Fi (SAE, OWE)."""
+    toolchain, store = path(toolchain, "--toolchain"), path(store, "--store")
+    key, known_hosts = path(key, "--key"), path(known_hosts, "--known-hosts")
+    image, initrd = path(image, "--image"), path(initrd, "--initrd")
+    if not report_only:
+        check_store(store)
     from openwrt_wolf.perf import cli
 
-    ssh = dict(port=integer(port, "--port", default=0, minimum=1) or None, user=user, key=key,
+    ssh = dict(port=tcp_port(port, 0) or None, user=user, key=key,
                password=password, accept_new=accept_new, known_hosts=known_hosts)  # fmt: skip
     cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,
              wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,

@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
+import hostile_env
 import hostile_fs
 import hostile_patches
 import hostile_readers
@@ -445,6 +446,9 @@ def main() -> int:
         fams = [*families(w), *hostile_families(w)]
         if not wanted or wanted & set(hostile_fs.FAMILIES):
             made = hostile_fs.families(w, Path(args.lab) if args.lab else w / "lab")
+            fams += [Family(name, probes) for name, probes in made]
+        if not wanted or wanted & set(hostile_env.FAMILIES):
+            made = hostile_env.families(w, Path(args.lab) if args.lab else w / "lab", env, wanted)
             fams += [Family(name, probes) for name, probes in made]
         for fam in fams:
             if wanted and fam.name not in wanted:

@@ -50,7 +50,8 @@ class Probe:
 
     @property
     def text(self) -> str:
-        return " ".join(repr(a) if not a.isprintable() or " " in a else a for a in self.argv)
+        given = " ".join(repr(a) if not a.isprintable() or " " in a else a for a in self.argv)
+        return f"[{' '.join(self.env)}] {given}" if self.env else given  # names, no values
 
 
 # --- oracles shared by the families -------------------------------------------------------

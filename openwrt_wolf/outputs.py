@@ -1,8 +1,10 @@
 """Writing a file: every --output (size-report, history, what-if) and every record, stamp and
 list we keep, through one writer.
 
-- A regular file, or a new path, is replaced atomically: a temporary file made by mkstemp
-  (O_EXCL, a random name) in the same directory, fsync'd, renamed over it. Readers see the old
+- A regular file, or a new path, is replaced atomically: a temporary file in the same
+  directory (O_TMPFILE: it has no name while it is written, so a SIGKILL leaves nothing;
+  mkstemp where the file system has none), fsync'd, linked at a random name and renamed
+  over it. Readers see the old
   file or the new one; a link planted at a guessable temporary name leads nowhere. The file
   keeps the mode of the one it replaces; a new one gets 0666 less the umask.
 - A symlink is written through: the file it names is written, the link stays.
@@ -18,6 +20,7 @@ WriteError (one line) when it cannot be written."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import os
@@ -196,13 +199,24 @@ def _failed(path: Path, e: BaseException) -> WriteError | None:
 
 def _replace(real: Path, mode: int, fill: Fill) -> None:
     def make(real: Path, made: list[str]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
-        made.append(tmp)
-        with os.fdopen(fd, "wb") as fh:
+        try:
+            # a file with no name until it is whole: SIGKILL (or a power cut) while it is
+            # written leaves nothing beside the old file (a mkstemp name stayed there)
+            fd = os.open(real.parent, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            tmp = None
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+            fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+            made.append(tmp)
+        with os.fdopen(fd, "wb") as fh:  # O_RDWR: _named may read it back
             fill(fh)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
+            signals.check()  # interrupted while writing: publish nothing
+            if tmp is None:
+                made.append(_named(fh.fileno(), real))
 
     _renamed_over(real, make)
 
@@ -224,6 +238,43 @@ def _renamed_over(real: Path, make: Callable[[Path, list[str]], None]) -> None:
         if err is not None:
             raise err from None
         raise
+
+
+_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _named(fd: int, real: Path) -> str:
+    """The whole O_TMPFILE file given a random name beside ``real`` (the rename's source):
+    linkat(fd, "", AT_EMPTY_PATH), else through /proc/self/fd, else (neither allowed here)
+    its bytes copied into a mkstemp file."""
+    while True:
+        name = str(real.parent / f".{real.name}.{os.urandom(6).hex()}.tmp")
+        if _libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(name), _AT_EMPTY_PATH) == 0:
+            return name
+        if ctypes.get_errno() == errno.EEXIST:  # taken: draw another name
+            continue
+        try:
+            os.link(f"/proc/self/fd/{fd}", name, follow_symlinks=True)
+            return name
+        except FileExistsError:
+            continue
+        except OSError:
+            break
+    out, name = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+    try:
+        offset = 0
+        while chunk := os.pread(fd, 1 << 20, offset):
+            os.write(out, chunk)
+            offset += len(chunk)
+        os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
+        os.fsync(out)
+    except BaseException:
+        os.unlink(name)
+        raise
+    finally:
+        os.close(out)
+    return name
 
 
 def _write_into(real: Path, shown: Path, fill: Fill) -> None:

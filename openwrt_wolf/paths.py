@@ -1,27 +1,99 @@
-"""Where things live on disk: results store, download cache, logs. Environment overrides first."""
+"""Where things live on disk: results store, download cache, logs. Environment overrides first.
+
+A directory named by the environment is checked where it is taken: ``~nosuchuser/x``, a
+relative or empty $HOME, a cache that is a file, a FIFO, /dev/full or a folder we may not
+write are one error line each (docs/threat-model.md "Environment"), never a traceback from
+the first mkdir deep inside a task."""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
+
+from .errors import WolfError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
+def expand(value: str | os.PathLike[str], where: str) -> Path:
+    """A path from an option or a variable with ``~`` and ``~user`` expanded; ``where`` names
+    it in the error (``--tree``, ``$OPENWRT_WOLF_STORE``)."""
+    text = os.fspath(value)
+    if text.startswith("~") and text[1:2] in ("", "/"):
+        return home() / text[2:]
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # ~nosuchuser: pathlib knows no such user
+        user = text[1:].split("/", 1)[0]
+        raise WolfError(f"{where} {text[:80]!r}: there is no user {user[:40]!r}") from None
+
+
+def home() -> Path:
+    """$HOME as an absolute path (an empty or relative one would put ~/.cache under the
+    current directory), else the password database's."""
+    env = os.environ.get("HOME")
+    if env is None:
+        return Path.home()
+    if not os.path.isabs(env):
+        raise WolfError(f"$HOME {env[:80]!r} is not an absolute path", hint="export HOME=/root")
+    return Path(env)
+
+
 def store_dir(override: str | os.PathLike[str] | None = None) -> Path:
     """Results store: --store, else $OPENWRT_WOLF_STORE, else ./results of the project."""
     if override:
-        return Path(override).expanduser()
+        return expand(override, "--store")
     env = os.environ.get("OPENWRT_WOLF_STORE")
-    return Path(env).expanduser() if env else PROJECT_ROOT / "results"
+    return expand(env, "$OPENWRT_WOLF_STORE") if env else PROJECT_ROOT / "results"
+
+
+def check_store(override: str | os.PathLike[str] | None = None) -> None:
+    """Before a task that files records does its work: the store is a directory we may write
+    (or can be made), so a build of an hour does not end in a store it cannot write."""
+    where = "--store" if override else "$OPENWRT_WOLF_STORE"
+    writable_dir(store_dir(override), f"results store ({where})", make=False)
 
 
 def cache_dir() -> Path:
-    """Downloads and builds reused across runs: $OPENWRT_WOLF_CACHE or ~/.cache/openwrt-wolf."""
+    """Downloads and builds reused across runs: $OPENWRT_WOLF_CACHE or ~/.cache/openwrt-wolf,
+    made when missing; one error line when it cannot be a directory we write."""
     env = os.environ.get("OPENWRT_WOLF_CACHE")
     if env:
-        return Path(env).expanduser()
+        return writable_dir(expand(env, "$OPENWRT_WOLF_CACHE").absolute(), "$OPENWRT_WOLF_CACHE")
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "openwrt-wolf"
+    if xdg and os.path.isabs(xdg):  # a relative one is to be ignored (XDG Base Directory)
+        return writable_dir(Path(xdg) / "openwrt-wolf", "cache ($XDG_CACHE_HOME)")
+    return writable_dir(home() / ".cache" / "openwrt-wolf", "cache (~/.cache)")
+
+
+def writable_dir(path: Path, what: str, *, make: bool = True) -> Path:
+    """``path`` as a directory we may write into (a link to one is one): made when missing
+    (with ``make``; else its nearest existing parent must be writable), else one line."""
+    hint = "name a directory you may write" + (
+        "" if what.startswith("$") or "--" in what else " with $OPENWRT_WOLF_CACHE"
+    )
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:  # a link loop, a file where a parent folder belongs
+        raise WolfError(f"{what} {path}: {e.strerror}", hint=hint) from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        from .trust.untrusted import kind_of
+
+        raise WolfError(f"{what} {path} is {kind_of(st.st_mode)}, not a directory", hint=hint)
+    if st is None and make:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise WolfError(f"{what} {path} cannot be made: {e.strerror}", hint=hint) from None
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise WolfError(f"{what} {path}: {probe} is not a directory", hint=hint)
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise WolfError(f"{what} {path}: {probe} is not writable (permission denied)", hint=hint)
+    return path

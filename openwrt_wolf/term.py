@@ -51,7 +51,7 @@ def console(
     """The Console of a task (stdout or stderr), or one rendering into ``file`` (reports)."""
     if file is None:
         file = sys.stderr if stderr else sys.stdout
-        width = None if file.isatty() else int(os.environ.get("COLUMNS", "200"))
+        width = None if file.isatty() else columns()
     return SafeConsole(
         file=file, width=width, stderr=stderr, force_terminal=force_terminal, highlight=highlight
     )
@@ -64,9 +64,40 @@ class LogFormatter(logging.Formatter):
         return clean(super().format(record), newlines=False)
 
 
+# The environment's say in the output, read when used (at import a bad value would be a
+# traceback before any task runs) and checked by cli.guarded before a task's work.
+
+
+def columns() -> int:
+    """The width of output that is not a terminal: $COLUMNS, else 200 (rich draws a line
+    as wide as this: a billion columns would be a billion spaces)."""
+    from .cli import integer
+
+    return integer(os.environ.get("COLUMNS"), "$COLUMNS", default=200, minimum=1, maximum=100_000)
+
+
+def plain_every() -> float:
+    """Seconds between the plain progress lines: $OPENWRT_WOLF_PROGRESS_EVERY, else 30."""
+    from .cli import number
+
+    value = os.environ.get("OPENWRT_WOLF_PROGRESS_EVERY")
+    return number(value, "$OPENWRT_WOLF_PROGRESS_EVERY", default=30.0, minimum=0.01,
+                  maximum=86_400.0)  # fmt: skip
+
+
+def check_environment() -> None:
+    """The values above, and streams that show what they cannot encode as escapes: with
+    PYTHONIOENCODING=ascii (or a C locale) rich's en dash was a UnicodeEncodeError."""
+    columns()
+    plain_every()
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 # Progress of long work (downloads, builds, boots): a rich display on a terminal, plain
 # periodic lines otherwise, so CI logs show that a job is alive without carriage-return noise.
-PLAIN_EVERY = float(os.environ.get("OPENWRT_WOLF_PROGRESS_EVERY", "30"))
 
 
 def _size(n: float) -> str:
@@ -192,8 +223,8 @@ class _Board:
 
     def _tick(self) -> None:
         signals.keep_off_this_thread()  # a TERM must reach the main thread (signals.py)
-        stop = self.stop
-        while not stop.wait(PLAIN_EVERY):
+        stop, every = self.stop, plain_every()
+        while not stop.wait(every):
             with self.lock:
                 lines = [t.line() for t in self.trackers]
             con = console(stderr=True)

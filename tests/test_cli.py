@@ -80,6 +80,21 @@ BAD_VALUES = [
     (["footprint", "--library", "wolfssl", "--config", "minimal", "--ecc", ","], "--ecc ','"),
     (["worker", "--queue", "redis://127.0.0.1:9/0", "--name", "x\x1b]0;t\x07"], "--name"),
     (["worker", "--queue", "redis://127.0.0.1:9/0", "--heartbeat", "9" * 40], "--heartbeat"),
+    # issue 32 (bench/hostile_env.py, option values): an empty value ran the defaults (every
+    # library, case, flavour: an hour's builds), 65536 was tried as a port, 1e300 reached
+    # sleep(), other scripts' digits were numbers, a path too long for the kernel a traceback
+    (["footprint", "--library", ""], "--library '': an empty value"),
+    (["footprint", "--version", " "], "--version ' ': an empty value"),
+    (["tls-conformance", "--case", ""], "--case '': an empty value"),
+    (["perf", "--target", "qemu", "--flavour", " "], "--flavour ' ': an empty value"),
+    (["patch", "--tree", "/tmp", "--release", ""], "--release '': an empty value"),
+    (["flash", "--device", "tl-wr902ac", "--host", "x", "--port", "65536"], "at most 65535"),
+    (["measure-memory", "--host", "x", "--port", "70000"], "--port 70000: must be at most"),
+    (["measure-memory", "--idle", "1e300"], "--idle 1e+300: must be at most"),
+    (["build", "--flavour", "mbedtls", "--device", "tl-wr902ac", "-j", "٣"], "-j '٣'"),
+    (["size-report", "--from", "/tmp/" + "x" * 5000], "longer than a path may be"),
+    (["bench-size", "--size-mb", "65536"], "--size-mb 65536: must be at most 1024"),
+    (["bench-size", "--repeat", "65536"], "--repeat 65536: must be at most 100"),
 ]
 
 
@@ -114,3 +129,21 @@ def test_build_config_prints_no_blank_line_for_the_default_flavour() -> None:
     assert p.returncode == 0, p.stderr
     assert p.stdout == ""
     assert "PACKAGES= is empty" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["footprint", "--arch", "a" * 100_000],
+        ["build", "--no-report", "-f", "mbedtls", "-d", ",".join(f"no{i}" for i in range(10_000))],
+        ["tls-conformance", "--case", ",".join(f"c{i}" for i in range(10_000))],
+    ],
+    ids=["100,000-character arch", "10,000 devices", "10,000 cases"],
+)
+def test_an_error_line_is_not_a_page(args: list[str], tmp_path: Path) -> None:
+    # the error echoed the whole value: a line of 100,000 characters
+    p = invoke(*args, env={"OPENWRT_WOLF_STORE": str(tmp_path / "s"),
+                           "OPENWRT_WOLF_CACHE": str(tmp_path / "c")})  # fmt: skip
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr[-500:]
+    assert len(lines[0]) <= 1000

@@ -153,6 +153,48 @@ def test_kill_of_the_task_leaves_no_command_running() -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+OBEYS_TERM = """
+from openwrt_wolf import cli, proc
+
+@cli.guarded
+def task():
+    with proc.workers(1, "t") as pool:
+        fut = pool.submit(proc.run, ["sleep", "300"], timeout=600)
+        print("running", flush=True)
+        fut.result()
+
+task()
+"""
+
+
+def test_the_reaper_of_a_killed_task_ends_with_its_commands() -> None:
+    # footprint --smoke SIGKILLed mid-compile: the reaper TERMed gcc's group, which went at
+    # once, and slept 2 s anyway: bench/bad_inputs.py counted it as a process left running
+    mark = f"WOLF_TEST_{uuid.uuid4().hex}"
+    p = subprocess.Popen([sys.executable, "-c", OBEYS_TERM], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, env={**os.environ, mark: "1"},
+                         preexec_fn=as_from_a_shell)  # fmt: skip
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "running"
+        deadline = time.monotonic() + 30
+        while len(marked(mark)) < 3:  # the task, its reaper, the sleep
+            assert time.monotonic() < deadline, marked(mark)
+            time.sleep(0.05)
+        reaper = [q for q in marked(mark)
+                  if b"groups" in Path(f"/proc/{q}/cmdline").read_bytes()]  # fmt: skip
+        assert len(reaper) == 1
+        p.kill()
+        p.wait(timeout=30)
+        while [q for q in marked(mark) if q not in reaper]:  # the sleep goes at TERM
+            assert time.monotonic() < deadline + 30, marked(mark)
+            time.sleep(0.01)
+        # its commands gone, the reaper has nothing left to wait for: 1 s is generous
+        assert gone(mark, seconds=1.0) == []
+    finally:
+        for pid in marked(mark):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
 @pytest.mark.parametrize("how", ["task", "script"])
 def test_no_spawned_process_outlives_its_task(how: str, sig: signal.Signals) -> None:

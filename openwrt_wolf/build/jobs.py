@@ -6,14 +6,18 @@ by the request hash the results store files it under."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import posixpath
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
+from .. import hashing, paths
 from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..patchset import series
+from ..trust import untrusted
 from . import buildroot, packages, sources
 from . import sdk as sdk_mod
 from .record import BACKENDS, BuildRecord, BuildRequest
@@ -122,6 +126,7 @@ def plan(opts: Options) -> list[Job]:
     devs = devices.resolve_many(opts.device, rel.name)
     if not devs:
         raise WolfError("no device given", hint="--device NAME[,NAME...]")
+    files = overlay_digest(opts.files)  # before any work, once
     jobs = []
     tree_facts: list[tuple[str, str]] = []  # the tree's identity and substitutions, read once
 
@@ -181,6 +186,48 @@ def plan(opts: Options) -> list[Job]:
                 backend=backend,
                 tree=tree_id,
                 sources=subs_digest,
+                files=files,
             )
             jobs.append(Job(dev, fl.name, r, req))
     return jobs
+
+
+def overlay_digest(files: Path | None) -> str:
+    """The --files overlay's part of the request; it must be a directory: the ImageBuilder
+    copies FILES only `if [ -d ]` and built without it, silently, when it was a file, a FIFO
+    or a missing path."""
+    if files is None:
+        return ""
+    try:
+        st = os.stat(files)
+    except OSError as e:
+        raise WolfError(f"--files {files}: {untrusted.os_reason(e)}",
+                        hint="a directory of files to put over the rootfs") from None  # fmt: skip
+    if not stat.S_ISDIR(st.st_mode):
+        raise WolfError(f"--files {files} is {untrusted.kind_of(st.st_mode)}, not a directory",
+                        hint="a directory of files to put over the rootfs")  # fmt: skip
+    return hashing.dir_sha256(files, "--files", _overlay_entry)
+
+
+def _overlay_entry(rel: str, st: os.stat_result, target: str | None) -> None:
+    """What an overlay may hold. OpenWrt's prepare_rootfs copies it over the rootfs on this
+    machine and then writes into the rootfs (rc.common enable makes etc/rc.d links,
+    post-install scripts append to etc/group, ...): through an overlay link to a directory
+    out of the tree (etc/rc.d -> /some/dir got S19dropbear), into a device there, or into a
+    FIFO that no one reads. A link that stays inside is the same on the router."""
+    where = f"--files: {rel!r}"
+    if target is not None:
+        lands = posixpath.normpath(posixpath.join(posixpath.dirname(rel), target))
+        if posixpath.isabs(target) or lands == ".." or lands.startswith("../"):
+            raise WolfError(
+                f"{where} links to {target!r}, out of the overlay: the ImageBuilder would "
+                "follow it on this machine",
+                hint="make it a link inside, relative (the router resolves it the same): "
+                "e.g. etc/localtime -> ../usr/share/zoneinfo/UTC",
+            )
+    elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+        raise WolfError(
+            f"{where} is {untrusted.kind_of(st.st_mode)}: the ImageBuilder writes into some "
+            "rootfs files on this machine (a device would be written, a FIFO would stop it)",
+            hint="only files, folders and links inside the overlay; the router makes /dev",
+        )

@@ -35,11 +35,15 @@ class BuildRequest:
     # buildroot: sha256 of the tree's substitutions (wolf-substitutions.json's files), "" when
     # `invoke sources` never ran there: other source files make another build
     sources: str = ""
+    # FILES=: sha256 of the overlay copied over the rootfs (hashing.dir_sha256), "" without
+    # one: a build with other files is another build (it was the same request, so a cached
+    # build without the overlay was given back)
+    files: str = ""
 
     def key(self) -> str:
         """The request hash: stable across runs and machines."""
         d = dataclasses.asdict(self)
-        for optional in ("tree", "sources"):
+        for optional in ("tree", "sources", "files"):
             if not d[optional]:
                 del d[optional]  # requests without them hash as before these fields
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))

@@ -224,6 +224,10 @@ def run(req: Request) -> Outcome:
     """Build everything the request names; failures do not stop the other builds."""
     arch = spec.get_arch(req.arch)
     components.check(req.components)
+    # every name, config and version (and --toolchain) is one line before a tool is installed
+    plan(dataclasses.replace(req, notes=[]), soft_float=False)
+    if req.toolchain:
+        toolchain.given(arch, req.toolchain)
     needed = hosttools.groups()["footprint"]
     if req.toolchain:  # Debian's cross toolchain is not needed when another one is given
         needed = [t for t in needed if not t.startswith((arch.debian_prefix, arch.sysroot))]

@@ -24,9 +24,9 @@ def download_dir() -> Path:
 
 
 def local_dirs(extra: Iterable[str | os.PathLike[str]] = ()) -> list[Path]:
-    dirs = [Path(d).expanduser() for d in extra]
+    dirs = [paths.expand(d, "--sources") for d in extra]
     env = os.environ.get(SOURCES_ENV, "")
-    dirs += [Path(d).expanduser() for d in env.split(":") if d]
+    dirs += [paths.expand(d, f"${SOURCES_ENV}") for d in env.split(":") if d]
     return dirs
 
 

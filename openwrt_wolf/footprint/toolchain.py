@@ -53,6 +53,18 @@ def _gcc_in(path: Path) -> Path | None:
     return None
 
 
+def given(arch: Arch, path: str) -> Path:
+    """The *-gcc of --toolchain PATH, found without running anything (checked before the
+    lab installs its tools)."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise WolfError(f"--toolchain {path}: no such file or directory", hint=_hint(arch))
+    hit = _gcc_in(p) if p.is_dir() else (p if p.name.endswith("gcc") else None)
+    if hit is None:
+        raise WolfError(f"--toolchain {path}: no *-gcc compiler there", hint=_hint(arch))
+    return hit
+
+
 def find(arch: Arch, path: str | None = None) -> Toolchain:
     if path is None:
         found = shutil.which(f"{arch.debian_prefix}gcc")
@@ -63,14 +75,8 @@ def find(arch: Arch, path: str | None = None) -> Toolchain:
         gcc = Path(found)
         origin = "debian"
     else:
-        p = Path(path).expanduser()
-        if not p.exists():
-            raise WolfError(f"--toolchain {path}: no such file or directory", hint=_hint(arch))
-        hit = _gcc_in(p) if p.is_dir() else (p if p.name.endswith("gcc") else None)
-        if hit is None:
-            raise WolfError(f"--toolchain {path}: no *-gcc compiler there", hint=_hint(arch))
-        gcc = hit
-        origin = str(p)
+        gcc = given(arch, path)
+        origin = str(Path(path).expanduser())
     prefix = str(gcc)[: -len("gcc")]
     try:
         version = proc.run([gcc, "-dumpfullversion"], timeout=30).output.strip()

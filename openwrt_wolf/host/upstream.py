@@ -30,6 +30,7 @@ from .. import downloads, paths, proc
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..locks import locked
+from ..trust import secrets
 from .treedigest import tree_sha256
 
 SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated mirror directories (as footprint's)
@@ -80,22 +81,29 @@ _given_urls: list[str] = []
 
 def use_mirrors(dirs: Sequence[str] = (), urls: Sequence[str] = ()) -> None:
     """The task's --sources DIR and --sources-url URL: looked at before the environment's."""
-    for u in urls:
-        if not u.startswith(("http://", "https://")):
-            raise WolfError(f"--sources-url {u!r} is not an http:// or https:// URL")
-    _given_dirs[:0] = [Path(d).expanduser() for d in dirs]
-    _given_urls[:0] = [u.rstrip("/") for u in urls]
+    _given_dirs[:0] = [paths.expand(d, "--sources") for d in dirs]
+    _given_urls[:0] = [_mirror_url(u, "--sources-url") for u in urls]
+
+
+def _mirror_url(u: str, where: str) -> str:
+    """A mirror's base URL: http(s), one token; its password is never shown."""
+    secrets.one_token(u, where)
+    if not u.startswith(("http://", "https://")):
+        raise WolfError(f"{where} {secrets.shown(u)} is not an http:// or https:// URL")
+    return u.rstrip("/")
 
 
 def shared_dir() -> Path:
     """$OPENWRT_WOLF_SHARED/openwrt, else the project's sibling ../shared/openwrt."""
     env = os.environ.get(SHARED_ENV)
-    return (Path(env).expanduser() if env else paths.PROJECT_ROOT.parent / "shared") / "openwrt"
+    top = paths.expand(env, f"${SHARED_ENV}") if env else paths.PROJECT_ROOT.parent / "shared"
+    return top / "openwrt"
 
 
 def given_dirs() -> list[Path]:
     """The mirror directories named by --sources and $OPENWRT_WOLF_SOURCES (not ../shared)."""
-    env = [Path(d).expanduser() for d in os.environ.get(SOURCES_ENV, "").split(":") if d]
+    env = [paths.expand(d, f"${SOURCES_ENV}") for d in os.environ.get(SOURCES_ENV, "").split(":")
+           if d]  # fmt: skip
     return [*_given_dirs, *env]
 
 
@@ -104,8 +112,8 @@ def mirror_dirs() -> list[Path]:
 
 
 def mirror_urls() -> list[str]:
-    env = [u.strip().rstrip("/") for u in os.environ.get(SOURCES_URL_ENV, "").split(",")]
-    return [*_given_urls, *(u for u in env if u)]
+    env = [u.strip() for u in os.environ.get(SOURCES_URL_ENV, "").split(",")]
+    return [*_given_urls, *(_mirror_url(u, f"${SOURCES_URL_ENV}") for u in env if u)]
 
 
 def download_dir() -> Path:
@@ -271,7 +279,7 @@ def openwrt_tree(release: str) -> Path:
         names.append(TREE_ENV)
     for var in names:
         if env := os.environ.get(var):
-            tree = Path(env).expanduser()
+            tree = paths.expand(env, f"${var}")
             if not (tree / "include" / "target.mk").is_file():
                 raise WolfError(f"${var}={tree} is not an OpenWrt tree (no include/target.mk)")
             return tree

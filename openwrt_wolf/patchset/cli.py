@@ -150,7 +150,7 @@ def symbols_main(lib: str | None, store: str | None = None) -> int:
         for name in r.missing:
             con.print(f"      {name}", markup=False)
     con.print("all required consumers resolved" if res.ok else "required symbols missing")
-    key = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(symbols.library_bytes(path)).hexdigest()[:16]
     rec = Record("wolfssl-symbols", key, RELEASE, None, "wolfssl", res.to_dict())
     con.print(f"stored {FileStore(paths.store_dir(store)).put(rec)}", markup=False)
     return 0 if res.ok else 1

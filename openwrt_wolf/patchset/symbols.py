@@ -9,6 +9,8 @@ default or protected visibility, functions or objects.
 from __future__ import annotations
 
 import fnmatch
+import io
+import struct
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +23,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from ..errors import WolfError
 from ..paths import DATA_DIR
+from ..trust import untrusted
 
 CONSUMERS_FILE = DATA_DIR / "wolfssl_consumers.toml"
 
@@ -77,39 +80,48 @@ def load_consumers(path: Path = CONSUMERS_FILE) -> list[Consumer]:
     return out
 
 
+MAX_LIBRARY = 256 << 20  # the full libwolfssl is 1.1 MB
+HINT = "pass the built libwolfssl.so"
+
+
+def library_bytes(library: Path) -> bytes:
+    """The library's bytes, read as any file we did not write (trust/untrusted.py): a FIFO,
+    /dev/zero or a 20 GB file is one line. Parsed from memory: pyelftools seeks its stream,
+    and /proc/self/mem (a 'regular file' of size 0) raised OSError from that seek."""
+    return untrusted.read_bytes(library, "library", MAX_LIBRARY, hint=HINT)
+
+
 def exported_symbols(library: Path) -> set[str]:
     """Names a dynamic linker can bind to: defined global/weak symbols of .dynsym."""
-    if library.exists() and not library.is_file():  # a FIFO would hang the read
-        raise WolfError(f"{library} is not a regular file", hint="pass the built libwolfssl.so")
+    data = library_bytes(library)
     try:
-        with library.open("rb") as fh:
-            elf = ELFFile(fh)
-            dynsym = elf.get_section_by_name(".dynsym")
-            if isinstance(dynsym, SymbolTableSection):
-                symbols = dynsym.iter_symbols()
-            else:
-                # sstrip (as OpenWrt and the footprint lab install libraries) drops the
-                # section headers; the loader's view, PT_DYNAMIC, still has the table
-                dyn = next(
-                    (sg for sg in elf.iter_segments() if isinstance(sg, DynamicSegment)), None
-                )
-                if dyn is None:
-                    raise WolfError(f"{library}: no dynamic symbol table (not a shared library?)")
-                symbols = dyn.iter_symbols()
-            names: set[str] = set()
-            for sym in symbols:
-                if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
-                    continue
-                if sym["st_info"]["bind"] not in ("STB_GLOBAL", "STB_WEAK"):
-                    continue
-                if sym["st_other"]["visibility"] not in ("STV_DEFAULT", "STV_PROTECTED"):
-                    continue
-                names.add(sym.name)
-            return names
-    except FileNotFoundError:
-        raise WolfError(f"no library at {library}", hint="pass the built libwolfssl.so") from None
+        elf = ELFFile(io.BytesIO(data))
+        dynsym = elf.get_section_by_name(".dynsym")
+        if isinstance(dynsym, SymbolTableSection):
+            symbols = dynsym.iter_symbols()
+        else:
+            # sstrip (as OpenWrt and the footprint lab install libraries) drops the
+            # section headers; the loader's view, PT_DYNAMIC, still has the table
+            dyn = next((sg for sg in elf.iter_segments() if isinstance(sg, DynamicSegment)), None)
+            if dyn is None:
+                raise WolfError(f"{library}: no dynamic symbol table (not a shared library?)")
+            symbols = dyn.iter_symbols()
+        names: set[str] = set()
+        for sym in symbols:
+            if sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
+                continue
+            if sym["st_info"]["bind"] not in ("STB_GLOBAL", "STB_WEAK"):
+                continue
+            if sym["st_other"]["visibility"] not in ("STV_DEFAULT", "STV_PROTECTED"):
+                continue
+            names.add(sym.name)
+        return names
     except ELFError as e:
         raise WolfError(f"{library} is not an ELF file ({e})") from None
+    except (ValueError, IndexError, KeyError, AssertionError, struct.error) as e:
+        # a damaged table: pyelftools reads offsets and counts as the file gives them
+        raise WolfError(f"{library} is not an ELF library we can read ({type(e).__name__})",
+                        hint=HINT) from None  # fmt: skip
 
 
 def check(library: Path, consumers: list[Consumer] | None = None) -> SymbolCheck:

@@ -41,8 +41,8 @@ class QueueURL:
             raise WolfError(
                 "no queue given", hint=f"--queue redis://HOST:PORT/DB, or ${ENV} with --queue env"
             )
-        secrets.remember(text)  # whatever happens next, its password is never printed
-        shown = redact(text)
+        secrets.one_token(text, "--queue")  # its password is never printed from here on
+        shown = secrets.shown(text)  # echoed in errors: up to a space or control character
         try:
             u = urlsplit(text)
         except ValueError:  # "redis://[::1": the bracket is not closed

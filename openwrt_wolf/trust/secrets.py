@@ -29,6 +29,10 @@ _QUERY_SECRET = re.compile(
 # scheme://userinfo@ — the userinfo up to the LAST @ before the host, any characters but
 # whitespace (a password may hold #, /, ? and @)
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^\s]*)@")
+# a URL given as one value (an option, a variable) is one token: its userinfo runs to its
+# last @, whatever it holds (a space or a newline in a password is still the password)
+_VALUE_USERINFO = re.compile(r"(?P<scheme>^\s*[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>.*)@", re.S)
+_UNSHOWN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 _known: set[str] = set()
 _lock = threading.Lock()
 
@@ -47,10 +51,37 @@ def redact(url: str) -> str:
     return _QUERY_SECRET.sub(rf"\1{HIDDEN}", _USERINFO.sub(_hide_userinfo, url))
 
 
+def shown(value: str, limit: int = 120) -> str:
+    """A URL given as a value, as an error line may echo it: credentials hidden (also where
+    whitespace or a control character in the value stops ``redact``'s URL), and only up to
+    the first whitespace or control character: a malformed URL's newline was echoed with
+    whatever followed it."""
+    text = _QUERY_SECRET.sub(rf"\1{HIDDEN}", _VALUE_USERINFO.sub(_hide_userinfo, value.strip()))
+    cut = _UNSHOWN.search(text)
+    if cut or len(text) > limit:
+        text = text[: min(cut.start() if cut else limit, limit)] + "…"
+    return text
+
+
+def one_token(value: str, where: str) -> str:
+    """A URL given as a value (an option, a variable) is one token: whitespace or a control
+    character in it is one error line (urlsplit drops a newline or a tab, a client keeps a
+    space in the password), echoed as ``shown`` makes it; its credentials are remembered."""
+    remember(value)
+    if _UNSHOWN.search(value.strip()):
+        from ..errors import WolfError
+
+        raise WolfError(
+            f"{where} {shown(value)}: a URL holds no whitespace or control character",
+            hint="percent-encode them, e.g. %20 for a space",
+        )
+    return value
+
+
 def remember(url: str) -> None:
     """Scrub this URL's credentials from every text printed from now on (this process)."""
     found: set[str] = set()
-    m = _USERINFO.search(url)
+    m = _VALUE_USERINFO.search(url)
     if m:
         info = m.group("info")
         _user, sep, password = info.partition(":")

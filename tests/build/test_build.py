@@ -946,3 +946,121 @@ def test_sdk_package_missing_from_the_feed(mirror_dir: Path, wolf_env: dict[str,
     with pytest.raises(WolfError, match="package luci-ssl-wolfssl is not in the local feed"):
         build(Options(flavour="wolfssl", device=AR300, mirror=str(mirror_dir), luci_https=True,
                       feed=empty))  # fmt: skip
+
+
+# --- the --files overlay (issue 32): what OpenWrt's prepare_rootfs does with it -------------
+
+
+def _overlay(top: Path, **entries: str) -> Path:
+    """An overlay of files (text), and of links (``->target``) and FIFOs (``|``)."""
+    for rel, what in entries.items():
+        p = top / rel.replace("__", "/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if what.startswith("->"):
+            p.symlink_to(what[2:])
+        elif what == "|":
+            os.mkfifo(p)
+        else:
+            p.write_text(what)
+    return top
+
+
+def _sysupgrade_list(store: Path) -> list[str]:
+    """The files of the image the store's one build record names (Debian's unsquashfs)."""
+    (rec,) = [json.loads(p.read_text()) for p in store.glob("build/*.json")]
+    (img,) = [a for a in rec["data"]["artifacts"] if a["type"] == "rootfs"]
+    return unsquashfs_list(Path(img["path"]))
+
+
+def test_files_link_out_of_the_overlay_is_refused(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    # prepare_rootfs copies FILES over the rootfs and then enables the init scripts there:
+    # through etc/rc.d -> a host directory, OpenWrt's rc.common wrote S19dropbear into it
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    ov = _overlay(tmp_path / "ov", etc__rc__d=f"->{victim}")
+    ov_rel = _overlay(tmp_path / "ov-rel", etc__rc__d="->" + "../" * 12 + str(victim)[1:])
+    for o in (ov, ov_rel):
+        p = cli("-f", "mbedtls", "-d", V1, "--imagebuilder", str(tree(mirror_dir)),
+                "--no-report", "--files", str(o))  # fmt: skip
+        assert "out of the overlay" in error_line(p)
+        assert "$ " not in p.stderr  # before any make
+    assert list(victim.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "a regular file", "missing"])
+def test_files_special_or_not_a_directory_is_refused(
+    kind: str, mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    # a FIFO where post-install scripts append (etc/group) waits for a reader; FILES that is
+    # no directory was skipped by the ImageBuilder (`if [ -d ]`): a build without it, exit 0
+    if kind == "FIFO":
+        files = _overlay(tmp_path / "ov", etc__group="|")
+    else:
+        files = tmp_path / "files"
+        if kind == "a regular file":
+            files.write_text("etc/banner\n")
+    p = cli("-f", "mbedtls", "-d", V1, "--imagebuilder", str(tree(mirror_dir)), "--no-report",
+            "--files", str(files))  # fmt: skip
+    assert "--files" in error_line(p)
+    assert not list(wolf_env["store"].rglob("*.json"))
+
+
+def test_files_overlay_is_part_of_the_request(
+    mirror_dir: Path, wolf_env: dict[str, Path], tmp_path: Path
+) -> None:
+    # the request had no field for the overlay: a second build with other files was "cached"
+    # and gave back the first one's image
+    ib = str(tree(mirror_dir))
+    a = _overlay(tmp_path / "a", etc__wolf_a="a\n", etc__localtime="->../usr/share/zone/UTC")
+    b = _overlay(tmp_path / "b", etc__wolf_b="b\n")
+    listed = {}
+    for ov, name in ((a, "/etc/wolf_a"), (b, "/etc/wolf_b")):
+        shutil.rmtree(wolf_env["store"], ignore_errors=True)  # the cache's record stays
+        p = cli("-f", "mbedtls", "-d", V1, "--imagebuilder", ib, "--no-report", "--files",
+                str(ov))  # fmt: skip
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert "make image" in p.stderr  # built, not given back from the cache
+        listed[name] = _sysupgrade_list(wolf_env["store"])
+    assert "/etc/wolf_a" in listed["/etc/wolf_a"] and "/etc/wolf_b" not in listed["/etc/wolf_a"]
+    assert "/etc/wolf_b" in listed["/etc/wolf_b"] and "/etc/wolf_a" not in listed["/etc/wolf_b"]
+    assert "/etc/localtime" in listed["/etc/wolf_a"]  # a link inside the overlay is taken
+
+
+def test_overlay_digest_sees_what_the_imagebuilder_copies(tmp_path: Path) -> None:
+    from openwrt_wolf.build.jobs import overlay_digest
+
+    ov = _overlay(tmp_path / "ov", etc__a="1", etc__l="->a")
+    first = overlay_digest(ov)
+    (ov / "etc" / "a").write_text("2")
+    second = overlay_digest(ov)
+    (ov / "etc" / "l").unlink()
+    (ov / "etc" / "l").symlink_to("b")
+    third = overlay_digest(ov)
+    (ov / "etc" / "a").chmod(0o755)
+    assert len({first, second, third, overlay_digest(ov)}) == 4
+    big = ov / "big"
+    with big.open("wb") as fh:
+        fh.truncate(20 << 30)  # refused from its size, never read
+    with pytest.raises(WolfError, match="more than 1 GiB"):
+        overlay_digest(ov)
+
+
+def test_overlay_digest_of_a_deep_tree(tmp_path: Path) -> None:
+    # os.walk recurses: an overlay 1,100 folders deep was a RecursionError (a traceback)
+    from openwrt_wolf.build.jobs import overlay_digest
+
+    p = tmp_path / "ov"
+    p.mkdir()
+    try:
+        os.chdir(p)  # each mkdir relative, as the path grows past what one call may take
+        for _ in range(1100):
+            os.mkdir("d")
+            os.chdir("d")
+        Path("f").write_text("deep")
+        os.chdir(ROOT)
+        assert len(overlay_digest(p)) == 64
+    finally:  # pytest removes old temporary folders with shutil.rmtree, which recurses too
+        os.chdir(ROOT)
+        subprocess.run(["rm", "-rf", str(p)], check=True, timeout=300)

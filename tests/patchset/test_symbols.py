@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -98,7 +99,7 @@ def test_shipped_consumer_list_is_consistent() -> None:
 
 
 def test_bad_inputs(tmp_path: Path) -> None:
-    with pytest.raises(WolfError, match="no library at"):
+    with pytest.raises(WolfError, match=r"missing\.so does not exist"):
         symbols.exported_symbols(tmp_path / "missing.so")
     (tmp_path / "text.so").write_text("not elf")
     with pytest.raises(WolfError, match="not an ELF file"):
@@ -142,3 +143,27 @@ def test_cli_stores_a_record(lib: Path, tmp_path: Path) -> None:
     assert "wolfSSL_new" not in by["libustream-wolfssl"].missing  # the toy exports it
     assert "wolfSSL_write" in by["libustream-wolfssl"].missing
     assert back.exported == len(_nm_exports(lib))
+
+
+@pytest.mark.parametrize("special", ["/proc/self/mem", "/dev/zero", "FIFO", "sparse 20 GB"])
+def test_special_library_is_one_line(special: str, tmp_path: Path) -> None:
+    # /proc/self/mem is a "regular file" of size 0 whose seek fails: pyelftools' OSError was a
+    # traceback; the library is read as any file we did not write (a FIFO, /dev/zero, 20 GB)
+    import sys
+
+    path = special
+    if special == "FIFO":
+        os.mkfifo(tmp_path / "fifo.so")
+        path = str(tmp_path / "fifo.so")
+    elif special.startswith("sparse"):
+        with (tmp_path / "big.so").open("wb") as fh:
+            fh.truncate(20 << 30)
+        path = str(tmp_path / "big.so")
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "invoke", "wolfssl-symbols", "--lib", path,
+                        "--store", str(tmp_path / "s")], capture_output=True, text=True,
+                       cwd=root, timeout=60)  # fmt: skip
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(lines) == 1 and "library" in lines[0], r.stderr
+    assert not (tmp_path / "s").exists()

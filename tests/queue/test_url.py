@@ -40,7 +40,9 @@ def test_env(monkeypatch: pytest.MonkeyPatch) -> None:
         ("http://:pw@h/0", r"^--queue http://:\*\*\*@h/0: not a redis:// URL"),
         ("redis://:pw@h:99999/0", r"^--queue redis://:\*\*\*@h:99999/0: bad port"),
         ("redis://:pw@h/zero", r"^--queue redis://:\*\*\*@h/zero: the path is the database"),
-        ("redis://h/0#lab one", r"^--queue \.\.\.#lab one: not a queue name"),
+        ("redis://h/0#lab one", r"^--queue redis://h/0#lab…: a URL holds no whitespace"),
+        ("redis://h/0#lab\x1bone", r"^--queue redis://h/0#lab…: a URL holds no whitespace"),
+        ("redis://h/0#lab.one!", r"^--queue \.\.\.#lab\.one!: not a queue name"),
     ],
 )
 def test_bad_urls_never_show_the_password(url: str, message: str) -> None:
@@ -66,12 +68,18 @@ FORMS = [
     f"redis://:{SECRET}@127.0.0.1:9/0?db=x",
     f"redis://:{SECRET}%40x@127.0.0.1:9/0",
     f"http://user:{SECRET}@127.0.0.1:9/",
+    # whitespace ended redact's URL before the @: the password was printed whole
+    f"redis://u:pa ss-{SECRET}@127.0.0.1:9/0",
+    f"redis://:pa\tss-{SECRET}@127.0.0.1:9/0",
+    f"redis://:pa\nss-{SECRET}@127.0.0.1:9/0",
 ]
 
 
 @pytest.mark.parametrize("url", FORMS)
 def test_no_form_shows_the_password(url: str) -> None:
-    assert SECRET not in redact(url)
+    assert SECRET not in secrets.shown(url)  # the value as an error line echoes it
+    if not re.search(r"\s", url):  # in free text whitespace ends a URL
+        assert SECRET not in redact(url)
     try:
         q = QueueURL.parse(url)
     except WolfError as e:
@@ -127,3 +135,48 @@ def test_heartbeat_out_of_range_is_one_line(beat: str, tmp_path: Path) -> None:
     errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     assert p.returncode == 2 and len(errors) == 1 and "--heartbeat" in errors[0], p.stderr
     assert SECRET not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--mirror",
+         f"http://u:pa ss-{SECRET}@127.0.0.1:9/"],
+        ["build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--mirror",
+         f"http://u:pa\nss-{SECRET}@127.0.0.1:9/"],
+        ["worker", "--burst", "--queue", "redis://127.0.0.1:9/0", "--artifacts",
+         f"http://u:pa ss-{SECRET}@127.0.0.1:9/"],
+    ],
+)  # fmt: skip
+def test_mirror_password_with_whitespace_is_not_printed(argv: list[str], tmp_path: Path) -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", *argv], cwd=ROOT, capture_output=True, text=True,
+        timeout=120, env={**os.environ, "OPENWRT_WOLF_CACHE": str(tmp_path / "c"),
+                          "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
+    )  # fmt: skip
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(errors) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert SECRET not in p.stdout + p.stderr and "ss-" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("task", [["worker", "--burst"], ["measure-memory", "--host", "x"]])
+def test_what_follows_a_newline_is_not_echoed(task: list[str], tmp_path: Path) -> None:
+    # the malformed URL was echoed whole: `\n` and whatever the value held after it
+    after = "NOT-FOR-THE-LOG-81f2"
+    p = subprocess.run(
+        [sys.executable, "-m", "invoke", *task, "--queue", f"redis://127.0.0.1:9/0\n{after}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "OPENWRT_WOLF_CACHE": str(tmp_path / "c"),
+             "OPENWRT_WOLF_STORE": str(tmp_path / "s")},
+    )  # fmt: skip
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
+    assert p.returncode == 2 and len(errors) == 1, p.stderr
+    assert after not in p.stdout + p.stderr
+    assert "redis://127.0.0.1:9/0…" in errors[0]
+
+
+def test_shown_hides_the_userinfo_of_a_value_and_stops_at_whitespace() -> None:
+    assert secrets.shown("redis://u:a b@h/0") == "redis://u:***@h/0"
+    assert secrets.shown("redis://:a\nb@h/0") == "redis://:***@h/0"
+    assert secrets.shown("redis://h/0\nmore") == "redis://h/0…"
+    assert secrets.shown("redis://h/0#" + "x" * 300).endswith("…")

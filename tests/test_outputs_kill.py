@@ -1,0 +1,86 @@
+"""A file written by outputs.py when its writer is SIGKILLed halfway (issue 32): the old file
+is intact and nothing is left beside it. The oracle is the directory's listing and the old
+file's bytes, after a real SIGKILL of a process that is writing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WRITER = """
+import sys, time
+from pathlib import Path
+from openwrt_wolf import outputs
+from openwrt_wolf.results import store
+
+def fill(out):
+    out.write(b"half of a new report")
+    out.flush()
+    print("writing", flush=True)
+    time.sleep(600)
+
+if sys.argv[2] == "record":  # a store record goes through the same writer
+    outputs.write = lambda path, f, **kw: outputs._replace(Path(path), 0o644, fill)
+    store.write_atomic(Path(sys.argv[1]), "x")
+else:
+    outputs.write(sys.argv[1], fill)
+"""
+
+
+@pytest.mark.parametrize("what", ["report", "record"])
+def test_sigkill_while_writing_leaves_the_old_file_and_nothing_else(
+    what: str, tmp_path: Path
+) -> None:
+    old = tmp_path / ("report.html" if what == "report" else "key.json")
+    old.write_bytes(b"the old file\n")
+    p = subprocess.Popen([sys.executable, "-c", WRITER, str(old), what], cwd=ROOT,
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "writing"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert sorted(os.listdir(tmp_path)) == [old.name]  # a .report.html.*.tmp stayed
+    assert old.read_bytes() == b"the old file\n"
+
+
+def test_a_whole_file_still_replaces_the_old_one(tmp_path: Path) -> None:
+    from openwrt_wolf import outputs
+
+    out = tmp_path / "r.md"
+    out.write_text("old")
+    out.chmod(0o640)
+    outputs.write_text(out, "new")
+    assert out.read_text() == "new" and os.listdir(tmp_path) == ["r.md"]
+    assert out.stat().st_mode & 0o777 == 0o640
+    outputs.write_text(tmp_path / "new.md", "x")
+    assert (tmp_path / "new.md").stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def test_without_linkat_the_bytes_are_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # where neither linkat(AT_EMPTY_PATH) nor /proc/self/fd may name the file, its bytes are
+    # copied into a named temporary file: the result is the same
+    from openwrt_wolf import outputs
+
+    monkeypatch.setattr(outputs._libc, "linkat", lambda *a: -1)
+    monkeypatch.setattr(os, "link", lambda *a, **k: (_ for _ in ()).throw(OSError(18, "no")))
+    data = os.urandom(3 << 20)
+    outputs.write(tmp_path / "big.bin", lambda out: out.write(data))
+    assert (tmp_path / "big.bin").read_bytes() == data and os.listdir(tmp_path) == ["big.bin"]
