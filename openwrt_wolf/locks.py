@@ -8,21 +8,39 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from .errors import WolfError
+from .paths import writable_dir
+
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    """Hold the lock file ``path``. Its folder is under the cache or a tree, both untrusted:
+    a folder that is a file or a dangling link, a lock that is a FIFO (opening it for
+    writing would wait for a reader for ever) or a link is one error line."""
+    writable_dir(path.parent, "lock folder")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        raise WolfError(f"lock file {path} cannot be opened: {e.strerror}",
+                        hint="remove it; the next run makes it again") from None  # fmt: skip
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise WolfError(f"lock file {path} is not a regular file",
+                            hint="remove it; the next run makes it again")  # fmt: skip
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 RUN_MARK = ".openwrt-wolf-run"  # in a run directory made by work_dir
@@ -35,7 +53,7 @@ def work_dir(top: Path, prefix: str) -> Iterator[Path]:
     on its directory for as long as it lives, so the one a killed run (SIGKILL, a power cut)
     left behind is found by the next run, whose lock on it succeeds, and removed; a live
     run's directory never is."""
-    top.mkdir(parents=True, exist_ok=True)
+    writable_dir(top, "run folder")
     with locked(top / ".runs.lock"):  # no run is between making and locking its directory
         for old in top.glob(f"{prefix}*"):
             _remove_if_dead(old)

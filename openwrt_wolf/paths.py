@@ -77,6 +77,8 @@ def writable_dir(path: Path, what: str, *, make: bool = True) -> Path:
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # mkdir would say only "File exists"
+            raise WolfError(f"{what} {path} is a link to a missing folder", hint=hint) from None
         st = None
     except OSError as e:  # a link loop, a file where a parent folder belongs
         raise WolfError(f"{what} {path}: {e.strerror}", hint=hint) from None

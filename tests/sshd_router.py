@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,10 @@ from tests.conftest import free_port, need_tools, unavailable
 
 HERE = Path(__file__).resolve().parent
 STANDINS = HERE / "fake_router"
+# the stand-ins' python3: this interpreter itself, ahead of the host's PATH (a pyenv shim
+# first on it ran `pyenv rehash` inside dropbear's namespace and wrote its errors into the
+# output of `ubus call system board`)
+PYTHON_DIR = Path(sys.executable).resolve().parent
 SSHD = "/usr/sbin/sshd"
 SFTP_SERVER = "/usr/lib/openssh/sftp-server"
 DROPBEAR = "/usr/sbin/dropbear"
@@ -110,7 +115,7 @@ class FakeRouter:
             (home / ".ssh").mkdir(parents=True, mode=0o700)
             home.chmod(0o700)
             (home / ".ssh" / "authorized_keys").write_text((base / "authorized_keys").read_text())
-            (home / ".bashrc").write_text(f"export PATH={STANDINS}:$PATH\n")
+            (home / ".bashrc").write_text(f"export PATH={STANDINS}:{PYTHON_DIR}:$PATH\n")
             # the router's /etc inside the namespace: the host's, plus /etc/openwrt_release
             # (the fake firmware's), and like a new or wiped OpenWrt root has no password
             # (dropbear -B lets it in)
@@ -197,7 +202,7 @@ class FakeRouter:
         ]
 
     def _write_config(self) -> None:
-        path = f"{STANDINS}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        path = f"{STANDINS}:{PYTHON_DIR}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
         lines = [
             f"Port {self.port}",
             "ListenAddress 127.0.0.1",

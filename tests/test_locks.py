@@ -72,3 +72,30 @@ def test_older_versions_dirs_and_planted_links(tmp_path: Path) -> None:
         pass
     assert fresh.is_dir() and not stale.exists()
     assert (top / "run-link").is_symlink() and (victim / "f").read_text() == "precious"
+
+
+def _one_line(top: Path, lock: str) -> str:
+    """Take the lock in a child (a FIFO would block it for ever: the timeout is the oracle)."""
+    code = ("import sys\nfrom pathlib import Path\nfrom openwrt_wolf import locks\n"
+            "from openwrt_wolf.errors import WolfError\n"
+            "try:\n    with locks.locked(Path(sys.argv[1])):\n        print('held')\n"
+            "except WolfError as e:\n    print('error:', e)\n    sys.exit(2)\n")  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code, str(top / lock)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stdout.strip().splitlines()) == 1, r.stdout
+    return r.stdout
+
+
+def test_a_lock_folder_or_file_that_is_not_one_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")  # as CI's shared cache link was
+    assert "link to a missing folder" in _one_line(tmp_path, "dangling/x.lock")
+    (tmp_path / "file").write_text("")
+    assert "not a directory" in _one_line(tmp_path, "file/x.lock")
+    os.mkfifo(tmp_path / "fifo.lock")
+    assert "fifo.lock cannot be opened" in _one_line(tmp_path, "fifo.lock")  # ENXIO, no wait
+    (tmp_path / "victim").write_text("kept")
+    (tmp_path / "link.lock").symlink_to(tmp_path / "victim")
+    assert "cannot be opened" in _one_line(tmp_path, "link.lock")
+    assert (tmp_path / "victim").read_text() == "kept"
+    assert not (tmp_path / "nowhere").exists()

@@ -126,6 +126,8 @@ def plan(opts: Options) -> list[Job]:
     devs = devices.resolve_many(opts.device, rel.name)
     if not devs:
         raise WolfError("no device given", hint="--device NAME[,NAME...]")
+    for fl in flavours.resolve_many(opts.flavour):  # options that do not fit come first:
+        _backend(opts, packages.rules(fl.name, rel.name))  # the overlay is not read for them
     files = overlay_digest(opts.files)  # before any work, once
     jobs = []
     tree_facts: list[tuple[str, str]] = []  # the tree's identity and substitutions, read once

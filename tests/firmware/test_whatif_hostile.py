@@ -38,7 +38,7 @@ def _cache(tmp: Path) -> Path:
     cache = tmp / "cache"
     cache.mkdir(exist_ok=True)
     for shared in ("openwrt-tools", "upstream"):
-        if not (cache / shared).exists():
+        if not (cache / shared).is_symlink() and not (cache / shared).exists():
             (cache / shared).symlink_to(paths.cache_dir() / shared)
     return cache
 
