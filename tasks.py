@@ -135,12 +135,14 @@ def sources(
         "fail_on": "exit 1 when a rule breaks: fits, headroom<64KiB, growth>4KiB, blocks>+0 "
         "(comma-separated or repeated)",
         "sort": "order of the fits matrix: headroom (tightest first) or device",
+        "stock": "wolfSSL from the stock builds (build --stock: OpenWrt's own packages) "
+        "instead of the patch set's; the Packages row says which each column is",
     },
 )
 @guarded
 def size_report(
     c, store=None, from_=None, device=None, flavour=None, release=None, format="terminal",
-    output=None, packages=None, baseline=None, fail_on=None, sort="headroom",
+    output=None, packages=None, baseline=None, fail_on=None, sort="headroom", stock=False,
 ):  # fmt: skip
     """Per device: TLS libraries (xz), rootfs, image, erase blocks, limit, headroom, fits."""
     store, output = path(store, "--store"), path(output, "--output")
@@ -152,7 +154,7 @@ def size_report(
         store=store, from_dirs=list(from_ or []), device=device, flavour=flavour,
         release=release, fmt=format, output=output,
         packages=integer(packages, "--packages", default=0, minimum=0), baseline=baseline,
-        fail_on=list(fail_on or []), sort=sort,
+        fail_on=list(fail_on or []), sort=sort, stock=stock,
     )  # fmt: skip
 
 
@@ -303,6 +305,13 @@ def what_if(
         "retries": "with --queue: times a failed or abandoned job is tried again (default 2)",
         "worker_timeout": "with --queue: seconds one build may take on a worker (default 14400)",
         "sdk_ib": "buildroot: also make OpenWrt's SDK and ImageBuilder (CONFIG_SDK, CONFIG_IB)",
+        "stock": "wolfSSL from OpenWrt's own packages (the full library, apk-mbedtls kept) "
+        "instead of the patch set's, labelled stock wherever it is shown",
+        "sources": "sdk backend: directories of source files and git repositories that fill "
+        "the base feed's dl/ where OpenWrt's mirrors are out of reach (as `sources --tree`)",
+        "sources_url": "sdk backend: mirrors holding source files by name (as `sources`)",
+        "allow": "with --sources: classes other than exact the base feed may take "
+        "(same-version, substitute; the record lists each)",
     }
 )
 @guarded
@@ -310,13 +319,14 @@ def build(
     c, flavour=None, device=None, release=None, backend=None, mirror=None, imagebuilder=None,
     sdk=None, tree=None, j=None, force=False, store=None, luci_https=False, packages=None,
     files=None, feed=None, patches=None, report=True, queue=None, retries=None,
-    worker_timeout=None, sdk_ib=False,
+    worker_timeout=None, sdk_ib=False, stock=False, sources=None, sources_url=None, allow=None,
 ):  # fmt: skip
     """Build firmware in TLS flavours (ImageBuilder, SDK or buildroot); records in the store."""
     mirror, imagebuilder = path(mirror, "--mirror"), path(imagebuilder, "--imagebuilder")
     sdk, tree, store = path(sdk, "--sdk"), path(tree, "--tree"), path(store, "--store")
     files, feed = path(files, "--files"), path(feed, "--feed")
     patches = path(patches, "--patches")
+    sources = path_list(sources, "--sources")
     check_store(store)
     from openwrt_wolf.build import cli as build_cli
     from openwrt_wolf.report import cli as report_cli
@@ -329,6 +339,7 @@ def build(
         jobs=integer(j, "-j", default=1, minimum=1), force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
         queue=queue, retries=retries, worker_timeout=worker_timeout, sdk_ib=sdk_ib,
+        stock=stock, sources=sources, sources_url=sources_url, allow=allow,
     )  # fmt: skip
     if report:
         report_cli.main(
@@ -625,6 +636,8 @@ def worker(
         "print the new fingerprint)",
         "queue": "flash through the router's worker, redis://[:PASS@]HOST:PORT/DB#NAME (the "
         "image on its --artifacts storage)",
+        "stock": "a wolfSSL image of OpenWrt's own packages (build --stock), checked as such; "
+        "default: the patch set's (apk-wolfssl, the build's minimal libwolfssl, no Mbed TLS)",
     }
 )
 @guarded
@@ -646,6 +659,7 @@ def flash(
     store=None,
     trust_new_key_after_wipe=False,
     queue=None,
+    stock=False,
 ):
     """Flash a router over SSH with sysupgrade and check it runs the image and its TLS flavour."""
     key, image = path(key, "--key"), path(image, "--image")
@@ -663,7 +677,7 @@ def flash(
             release=release, wait_up=number(wait_up, "--wait-up", default=300.0),
             trust_new_key_after_wipe=trust_new_key_after_wipe,
             local={"key": key, "password": password, "known_hosts": known_hosts},
-            store_dir=store,
+            store_dir=store, stock=stock,
         )  # fmt: skip
         return
     from openwrt_wolf.targets import cli as targets_cli
@@ -684,6 +698,7 @@ def flash(
         wait_up=number(wait_up, "--wait-up", default=300.0),
         store=store,
         trust_new_key_after_wipe=trust_new_key_after_wipe,
+        stock=stock,
     )
 
 

@@ -1,4 +1,6 @@
-"""Benchmark: 3 flavours x 3 devices through `invoke build` on the stand-in ImageBuilder.
+"""Benchmark: 3 flavours x 3 devices through `invoke build` on the stand-in ImageBuilder
+(`--stock`: OpenWrt's own wolfSSL packages, so every build is the ImageBuilder's alone; the
+patch set's wolfSSL image and its SDK compile: bench/sdk_patchset.py).
 
 Prints, from one run: our wall time against the sum of the stand-in's own make times
 (make info + make manifest + make image, as each build record measured them), for -j1 and
@@ -42,7 +44,7 @@ def run(url: str, work: Path, jobs: int) -> tuple[float, float, int]:
     os.environ["OPENWRT_WOLF_CACHE"] = str(work / "cache")
     os.environ["OPENWRT_WOLF_STORE"] = str(work / "store")
     t = time.monotonic()
-    outs = build(Options(flavour="all", device=DEVICES, mirror=url, jobs=jobs))
+    outs = build(Options(flavour="all", device=DEVICES, mirror=url, jobs=jobs, stock=True))
     wall = time.monotonic() - t
     info = {o.record.request.target: o.record.phases["info"] for o in outs}
     make = sum(o.record.make_seconds for o in outs) + sum(info.values())
@@ -70,7 +72,7 @@ def main() -> None:
             env = {**os.environ, "OPENWRT_WOLF_CACHE": str(base / f"j{args.j}" / "cache"),
                    "OPENWRT_WOLF_STORE": str(base / f"j{args.j}" / "store")}  # fmt: skip
             argv = [sys.executable, "-m", "invoke", "build", "--flavour", "all", "--device",
-                    DEVICES, "--mirror", url]  # fmt: skip
+                    DEVICES, "--mirror", url, "--stock"]  # fmt: skip
             # the first re-run's size report measures the images (rootfs, xz -9e of the TLS
             # libraries: cached after), as the first `invoke build` of a user does; the second
             # is the store hit with everything cached

@@ -44,6 +44,8 @@ class Flavour:
     packages: str  # one of MODES
     # what the patch set swaps beyond data/flavours.toml (apk-mbedtls -> apk-wolfssl)
     replace: tuple[tuple[str, str], ...] = ()
+    # the SDK's .config symbols for the patch set's packages (a release SDK has no USE_WOLFSSL)
+    sdk_config: tuple[tuple[str, str], ...] = ()
 
     def notes(self, notes: tuple[str, ...], cfg: dict[str, str] | None = None) -> tuple[str, ...]:
         """The flavour's notes as they hold in this tree: a note naming a package the patch
@@ -99,7 +101,9 @@ def flavour(name: str, *, sdk_ib: bool = False) -> Flavour:
         config.update(SDK_IB)
     swap = {str(k): str(v) for k, v in dict(fl.get("replace", {})).items()}
     names.packages([*swap, *swap.values()], "data/buildroot.toml replace")
-    return Flavour(name, tuple(sorted(config.items())), mode, tuple(sorted(swap.items())))
+    sdk = {str(k): str(v) for k, v in dict(fl.get("sdk_config", {})).items()}
+    return Flavour(name, tuple(sorted(config.items())), mode, tuple(sorted(swap.items())),
+                   tuple(sorted(sdk.items())))  # fmt: skip
 
 
 def seed_changes(

@@ -42,8 +42,13 @@ def main_args(
     retries: str | None = None,
     worker_timeout: str | None = None,
     sdk_ib: bool = False,
+    stock: bool = False,
+    sources: str | None = None,
+    sources_url: str | None = None,
+    allow: str | None = None,
 ) -> list[Outcome]:
     """tasks.py's arguments as typed Options; with --queue, built by the queue's workers."""
+    from . import sources as srcmod
 
     def path(p: str | None) -> Path | None:
         return Path(p).expanduser() if p else None
@@ -72,7 +77,18 @@ def main_args(
         feed=path(feed),
         patches=path(patches),
         sdk_ib=sdk_ib,
+        stock=stock,
+        sources=tuple(Path(d).expanduser() for d in (sources or "").split(",") if d.strip()),
+        sources_urls=_urls(sources_url),
+        allow=srcmod.parse_allow(allow) if allow else (),
     )
+    if allow and not (opts.sources or opts.sources_urls):
+        raise WolfError("--allow is for what --sources/--sources-url give the base feed")
+    if queue and (opts.sources or opts.sources_urls):
+        raise WolfError(
+            "--sources/--sources-url are not queued yet: build them locally",
+            hint="a worker fills the base feed's dl/ from OpenWrt's mirrors",
+        )
     if queue:
         from ..queue import cli as queue_cli
 
@@ -81,6 +97,15 @@ def main_args(
         if v is not None:
             raise WolfError(f"{name} is for builds on a queue", hint="add --queue redis://...")
     return main(opts)
+
+
+def _urls(value: str | None) -> tuple[str, ...]:
+    from ..trust import secrets
+
+    urls = tuple(u.strip() for u in (value or "").split(",") if u.strip())
+    for u in urls:
+        secrets.one_token(u, "--sources-url")
+    return urls
 
 
 def main(opts: Options) -> list[Outcome]:
@@ -98,9 +123,11 @@ def show(outcomes: list[Outcome]) -> None:
     for o in outcomes:
         r, fr = o.record, o.record.fit
         img = r.image()
+        # a flavour the patch set makes says which image it is (the stock one only when asked)
+        label = f"{r.flavour} ({r.variant})" if flavours.get(r.flavour).patched else r.flavour
         table.add_row(
             r.device,
-            r.flavour,
+            label,
             fr["verdict"] + (" (deleted)" if r.image_deleted else ""),
             _num(img["size"]) if img else "–",
             _num(fr["checked_size"]),

@@ -27,6 +27,7 @@ from .. import archive as archives
 from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
+from ..firmware.imageformats import bounded
 from ..hashing import file_sha256
 from ..locks import locked
 from ..trust import secrets, untrusted
@@ -350,3 +351,42 @@ def imagebuilder(release: str, target: str, mirror: str | None = None) -> Path:
     path = fetch(a)
     t, s = target.split("/")
     return extract(path, paths.cache_dir() / "imagebuilder" / release / f"{t}-{s}", a.sha256)
+
+
+# what tells one unpacked ImageBuilder or SDK from another besides its path: its release,
+# the .config and target info of its build (each read bounded: the directory is the user's)
+_FINGERPRINT = ("include/version.mk", ".config", ".targetinfo", "feeds.conf.default")
+_FINGERPRINT_MAX = 16 * 1024 * 1024
+
+
+def identity(kind: str, local: Path | None, release: str, target: str, mirror: str | None) -> str:
+    """What the request names the ImageBuilder or SDK by, so that a build made with one is
+    never served for another: the archive's sha256 as the server's (or mirror's) sha256sums
+    list it, read each run (a snapshot keeps its name from day to day), the cached archive's
+    when the server cannot be reached; for a directory given with --imagebuilder/--sdk a
+    digest of its path and the files that tell its build apart."""
+    if local:
+        top = Path(local).expanduser().resolve()
+        h = hashlib.sha256(str(top).encode() + b"\0")
+        for rel in _FINGERPRINT:
+            f = top / rel
+            if f.is_file():
+                h.update(rel.encode() + b"\0" + bounded.read_file(f, rel, _FINGERPRINT_MAX))
+        h.update(" ".join(sorted(p.name for p in top.glob("staging_dir/toolchain-*"))).encode())
+        return f"dir:{h.hexdigest()[:32]}"
+    rel = releases.get(release).name
+    t, s = target.split("/")
+    try:
+        return f"sha256:{resolve(kind, rel, target, Source(mirror)).sha256}"
+    except Unreachable as e:
+        cached = cached_tree(paths.cache_dir() / kind / rel / f"{t}-{s}")
+        if cached is not None and cached[2] is not None:
+            return f"sha256:{cached[2]}"
+        if kind != "sdk":
+            raise
+        raise Unreachable(
+            e.message,
+            hint="the patch set's image needs OpenWrt's SDK: use --mirror URL|DIR or --sdk "
+            "PATH (an unpacked SDK), or --stock for OpenWrt's own wolfSSL packages",
+            note=e.note,
+        ) from None

@@ -10,6 +10,8 @@ the build again from a clean BIN_DIR."""
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import hashlib
 import json
 import os
 import queue
@@ -34,10 +36,10 @@ from ..host import hosttools
 from ..patchset import series
 from ..results import store
 from ..trust import untrusted
-from . import buildroot, download, packages, sources
+from . import basefeed, buildroot, download, packages, sources
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
-from .jobs import Job, Options, Outcome, plan
+from .jobs import Job, Options, Outcome, _sources_digest, plan
 from .record import KIND, Artifact, BuildRecord
 from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
@@ -52,6 +54,7 @@ class _Group:
     seconds: dict[str, float] = field(default_factory=dict)
     local: list[Path] = field(default_factory=list)  # packages the SDK built
     sdk: tuple[str | None, str | None] = (None, None)  # SDK name and archive sha256
+    sources: dict[str, Any] = field(default_factory=dict)  # the base feed's substitutions
 
 
 def build(opts: Options) -> list[Outcome]:
@@ -69,9 +72,13 @@ def build(opts: Options) -> list[Outcome]:
             try:
                 stored = BuildRecord.from_dict(rec.data if rec is not None else kept or {})
             except WolfError as e:
-                con.print(f"rebuild {job.label}: its record does not read ({e})", markup=False)
+                con.print(
+                    f"rebuild {job.label}: its record does not read ({e})",
+                    markup=False,
+                    soft_wrap=True,
+                )
             else:
-                changed = _changed_artifacts(stored)
+                changed = _changed_artifacts(stored, job)
                 if not changed:
                     if rec is None:  # the store write failed last time; the build is kept
                         path = _put_record(st, job, stored)
@@ -79,13 +86,14 @@ def build(opts: Options) -> list[Outcome]:
                     outcomes[job.key] = Outcome(job, stored, True, path)
                     con.print(f"cached  {job.label}: {path}")
                     continue
-                con.print(f"rebuild {job.label}: {changed[0]}", markup=False)
+                con.print(f"rebuild {job.label}: {changed[0]}", markup=False, soft_wrap=True)
         if job.key not in {j.key for j in todo}:
             todo.append(job)
     shown: set[tuple[str, str]] = set()
     for job in todo:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, extra=opts.packages,
-                             sdk=job.request.backend == "sdk")  # fmt: skip
+                             sdk=job.request.backend == "sdk",
+                             stock=job.request.variant == "stock")  # fmt: skip
         shown_notes = c.notes
         if job.request.backend == "buildroot":  # the tree carries the patch set's own swaps
             shown_notes = buildroot.flavour(job.flavour).notes(c.notes)
@@ -122,10 +130,15 @@ def build(opts: Options) -> list[Outcome]:
     return [outcomes[j.key] for j in jobs]
 
 
-def _changed_artifacts(stored: BuildRecord) -> list[str]:
+def _changed_artifacts(stored: BuildRecord, job: Job | None = None) -> list[str]:
     """The record's files that are gone or no longer have the sha256 it stored: a cached
-    build is served only with the very bytes it measured."""
+    build is served only with the very bytes it measured; nor one made with another
+    ImageBuilder or SDK than the request names now (another archive under the same name)."""
     out = []
+    for kind in ("imagebuilder", "sdk"):
+        was, now = getattr(stored.request, kind), getattr(job.request, kind) if job else ""
+        if was and now and was != now:
+            out.append(f"it was made with another {kind} ({was[:23]}, now {now[:23]})")
     for f in stored.artifacts:
         p = Path(f["path"])
         if not p.is_file():
@@ -224,6 +237,12 @@ def _prepare_group(
     run and the seconds each step took."""
     t0 = time.monotonic()
     ib, ib_name, ib_sha = obtain_imagebuilder(target, opts, con)
+    planned = jobs[0].request.imagebuilder
+    if ib_sha is not None and planned.startswith("sha256:") and planned != f"sha256:{ib_sha}":
+        raise WolfError(
+            f"the ImageBuilder {ib_name} is {ib_sha}, the request was planned for {planned}",
+            hint="the server's sha256sums changed meanwhile: run the build again",
+        )
     t1 = time.monotonic()
     work = paths.cache_dir() / "builds"
     work.mkdir(parents=True, exist_ok=True)
@@ -234,8 +253,9 @@ def _prepare_group(
     t2 = time.monotonic()
     local: list[Path] = []
     sdk_id: tuple[str | None, str | None] = (None, None)
+    subs: dict[str, Any] = {}
     if backend == "sdk":
-        local, sdk_id = _sdk_packages(target, jobs, opts, con, info_cmds, info)
+        local, sdk_id, subs = _sdk_packages(target, jobs, opts, con, info_cmds, info)
     t3 = time.monotonic()
     if info.target != target:
         raise WolfError(
@@ -252,7 +272,7 @@ def _prepare_group(
     seconds = {"imagebuilder": t1 - t0, "info": t2 - t1}
     if backend == "sdk":
         seconds["sdk"] = t3 - t2
-    return ib, _Group(ib_name, ib_sha, info, seconds, local, sdk_id), info_cmds
+    return ib, _Group(ib_name, ib_sha, info, seconds, local, sdk_id, subs), info_cmds
 
 
 def _each(jobs: list[Job], n: int, one: Callable[[Job], Outcome]) -> list[Outcome]:
@@ -275,49 +295,129 @@ def _each(jobs: list[Job], n: int, one: Callable[[Job], Outcome]) -> list[Outcom
 
 def _sdk_packages(
     target: str, jobs: list[Job], opts: Options, con: Any, cmds: list[str], info: Info
-) -> tuple[list[Path], tuple[str | None, str | None]]:
-    """Compile, once for the group, the local-feed packages its jobs need and, when the
-    tree is the base feed, the patch set's packages the images install."""
+) -> tuple[list[Path], tuple[str | None, str | None], dict[str, Any]]:
+    """Compile, once for the group, the local-feed packages its jobs need and, for a
+    patch-set flavour, the patch set's packages the images install (the base feed: a patched
+    tree); kept in the cache by what made them, so a second run compiles nothing. Returns
+    the package files, the SDK's name and sha256, and the base feed's source substitutions."""
     names: list[str] = []
     for job in jobs:
         c = packages.changes(job.rules, None, luci_https=opts.luci_https, sdk=True)
         names += [n for n in c.local if n not in names]
-    base = _base_feed(jobs, opts, con, info)
+    base, origin = _base_feed(jobs, opts, con, info)
     if not names and base is None:
-        return [], (None, None)
+        return [], (None, None), {}
+    req = jobs[0].request
+    keep = (
+        paths.cache_dir()
+        / "sdk-packages"
+        / (f"{target.replace('/', '-')}-{_sdk_key(req.sdk, names, base, opts)}")
+    )
+    subs = sources.read_substitutions(base.tree) if base else None
+    summary: dict[str, Any] = subs.summary() if subs else {}
+    kept = sdk_mod.kept_packages(keep)
+    if kept is not None:
+        files, made_by = kept
+        con.print(f"sdk: compiled before, kept in {keep}: {', '.join(f.name for f in files)}",
+                  markup=False)  # fmt: skip
+        return files, made_by, summary
     sdk, sdk_name, sdk_sha = obtain_sdk(target, opts, con)
+    if sdk_sha is not None and f"sha256:{sdk_sha}" != req.sdk:
+        raise WolfError(
+            f"the SDK {sdk_name} is {sdk_sha}, the request was planned for {req.sdk}",
+            hint="the server's sha256sums changed meanwhile: run the build again",
+        )
     log = paths.cache_dir() / "builds" / f"sdk-{target.replace('/', '-')}.log"
     chosen = ", ".join([*names, *(["the patch set's packages"] if base else [])])
     log.write_text(f"# openwrt-wolf SDK {sdk_name}: {chosen}\n")
-    con.print(f"sdk: building {chosen} (log {log})", markup=False)
-    with tree_lock(sdk.top), proc.recording() as sdk_cmds:
+    con.print(f"sdk: compiling {chosen} with the SDK {sdk_name}: minutes the first time (with "
+              "their build dependencies), once per target architecture and patch set, then "
+              f"kept in {keep.parent} (log {log})", markup=False)  # fmt: skip
+    if origin:
+        con.print(f"sdk: base feed: {origin}", markup=False)
+
+    def fill(closure: list[str]) -> None:
+        nonlocal summary
+        if base is not None and (opts.sources or opts.sources_urls):
+            summary = _fill_base_sources(sdk.top, base, closure, opts, con)
+
+    def step(line: str) -> None:
+        con.print(f"sdk: {line}", markup=False)
+
+    with tree_lock(sdk.top), proc.recording() as sdk_cmds, term.progress("sdk compile"):
         built = sdk.build(
-            tuple(names), release=jobs[0].request.release, flavour=jobs[0].flavour,
+            tuple(names), release=req.release, flavour=jobs[0].flavour,
             feed=opts.local_feed() if names else None, log=log, jobs=opts.jobs, base=base,
+            before_compile=fill, on_step=step,
         )  # fmt: skip
     cmds += sdk_cmds
     con.print(f"sdk: built {', '.join(f.name for f in built)}", markup=False)
-    keep = paths.cache_dir() / "sdk-packages" / target.replace("/", "-")
-    keep.mkdir(parents=True, exist_ok=True)
-    out = []
-    for f in built:
-        shutil.copyfile(f, keep / f.name)
-        out.append(keep / f.name)
-    return out, (sdk_name, sdk_sha)
+    return sdk_mod.keep_packages(keep, built, (sdk_name, sdk_sha)), (sdk_name, sdk_sha), summary
 
 
-def _base_feed(jobs: list[Job], opts: Options, con: Any, info: Info) -> sdk_mod.BaseFeed | None:
-    """With --tree and a patch-set flavour: the tree (patched here, as the buildroot backend
-    does) as the SDK's base feed, and what the images install (the ImageBuilder's defaults
-    with each job's changes)."""
-    made = [j for j in jobs if j.request.tree]
-    if not made or opts.tree is None:
-        return None
+def _sdk_key(sdk_id: str, names: list[str], base: sdk_mod.BaseFeed | None, opts: Options) -> str:
+    """What the SDK's packages are made of: the SDK, the local feed's packages, and the base
+    feed (tree identity, patch set, what the images install, the seed's symbols, the sources
+    given for its dl/)."""
+    parts: list[str] = [sdk_id, *names]
+    if names:
+        parts.append(sdk_mod.feed_hash(opts.local_feed()))
+    if base is not None:
+        parts += [base.identity, base.patch_set, *sorted(base.wanted), repr(base.config),
+                  _sources_digest(opts)]  # fmt: skip
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _fill_base_sources(
+    sdk_top: Path, base: sdk_mod.BaseFeed, closure: list[str], opts: Options, con: Any
+) -> dict[str, Any]:
+    """--sources/--sources-url: the base feed's dl/ filled for what the SDK compiles (its
+    closure of the base feed's directories), every file classed as `sources --tree` classes
+    it, anything but exact only with --allow; the substitutions in the base tree's
+    wolf-substitutions.json (the record carries the summary)."""
+    from . import srcneeded
+
+    dirs = []
+    for rel in closure:
+        link = sdk_top / "package" / rel
+        if not rel.startswith(f"feeds/{sdk_mod.BASE}/") or not link.exists():
+            continue
+        with contextlib.suppress(ValueError):  # a directory of another feed
+            dirs.append(str(link.resolve().relative_to(base.tree.resolve())))
+    log = paths.cache_dir() / "logs" / "sources.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    needed = srcneeded.needed_for(base.tree, sorted(set(dirs)))
+    con.print(f"sdk: sources of the base feed: {len(needed)} files (log {log})", markup=False)
+    subs = sources.fill(base.tree, needed, local=list(opts.sources), urls=list(opts.sources_urls),
+                        allow=opts.allow, debian=True, log=log)  # fmt: skip
+    missing = [str(f["file"]) for f in subs.files if f["class"] == "missing"]
+    if missing:
+        raise WolfError(
+            f"no source for {', '.join(missing)} (the SDK's base feed)",
+            hint="give the folder holding it with --sources, or --allow the class its note "
+            "names (`./wolf sources --help`)",
+        )
+    return subs.summary()
+
+
+def _base_feed(
+    jobs: list[Job], opts: Options, con: Any, info: Info
+) -> tuple[sdk_mod.BaseFeed | None, str]:
+    """For a patch-set flavour: the patched tree (build/basefeed.py: the release's pinned
+    tree or --tree's, never patched in place) as the SDK's base feed, and what the images
+    install (the ImageBuilder's defaults with each job's changes); with what it was made of."""
+    made = [j for j in jobs if j.request.variant == "patch-set"]
+    if not made:
+        return None, ""
     if len({j.flavour for j in made}) > 1:
         raise WolfError("the sdk backend builds one patch-set flavour at a time")
-    tree = buildroot.Tree(opts.tree)
-    with tree_lock(tree.top), tree.lock():
-        _apply_patch_set(tree, opts, con)
+    copy = bool(opts.sources or opts.sources_urls)  # filling dl/ edits Makefiles: ours only
+
+    def say(line: str) -> None:
+        con.print(line, markup=False)
+
+    rel = made[0].request.release
+    b = basefeed.prepare(opts.tree, rel, opts.patches_dir(rel), say, copy=copy)
     wanted: set[str] = set()
     for job in made:
         defaults = info.defaults(job.device.make_profile)
@@ -325,21 +425,27 @@ def _base_feed(jobs: list[Job], opts: Options, con: Any, info: Info) -> sdk_mod.
                              extra=opts.packages, sdk=True)  # fmt: skip
         wanted |= (set(defaults) - set(c.remove)) | set(c.add)
     fl = buildroot.flavour(made[0].flavour)
-    touched = [f for s in series.load(opts.patches_dir()) for f in s.touched()]
-    return sdk_mod.BaseFeed(
-        tree=tree.top,
+    touched = [f for s in series.load(opts.patches_dir(rel)) for f in s.touched()]
+    feed = sdk_mod.BaseFeed(
+        tree=b.top,
         wanted=frozenset(wanted),
         library=f"lib{flavours.get(made[0].flavour).library}",
         touched=tuple(touched),
-        config=fl.config,
-        env=tuple(sorted(tree.make_env().items())),
+        config=fl.sdk_config,
+        env=tuple(sorted(buildroot.Tree(b.top).make_env().items())),
+        dl=b.dl,
+        identity=b.identity,
+        patch_set=buildroot.patch_set_hash(opts.patches_dir(rel)),
     )
+    return feed, b.origin
 
 
-def _apply_patch_set(tree: buildroot.Tree, opts: Options, con: Any) -> list[str]:
+def _apply_patch_set(
+    tree: buildroot.Tree, opts: Options, con: Any, release: str | None = None
+) -> list[str]:
     """The patch set on the tree (idempotent), each series' outcome shown; the record's notes."""
     out = []
-    for o in tree.apply_patches(opts.patches_dir()):
+    for o in tree.apply_patches(opts.patches_dir(release)):
         con.print(f"patch set: {o.action} {o.series} ({len(o.patches)} patches) {o.directory}")
         out.append(f"patch set {o.series}: {o.action}")
     return out
@@ -385,7 +491,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
                      f"({subs.summary()['file']})")  # fmt: skip
     with tree_lock(tree.top), tree.lock(), proc.recording() as cmds:
         t = time.monotonic()
-        notes += _apply_patch_set(tree, opts, con)
+        notes += _apply_patch_set(tree, opts, con, job.request.release)
         phases["patch"] = time.monotonic() - t
         t = time.monotonic()
         seed, changes = tree.seed_for(dev, job.rules, brf, job.request.release, log,
@@ -451,6 +557,7 @@ def _build_one(
     changes = packages.changes(
         job.rules, group.info.defaults(dev.make_profile), luci_https=opts.luci_https,
         extra=opts.packages, sdk=job.request.backend == "sdk",
+        stock=job.request.variant == "stock",
     )  # fmt: skip
     value = packages.packages_value(changes)
     phases = dict(group.seconds)
@@ -465,6 +572,8 @@ def _build_one(
         defaults = group.info.defaults(dev.make_profile)
         manifest = ib.manifest(dev.make_profile, value, log, defaults)
         phases["manifest"] = time.monotonic() - t
+        if job.request.variant == "patch-set":
+            check_patch_set(job.flavour, manifest, group.local, removed=changes.remove)
         ib.clean_pieces(dev.target_path)
         t = time.monotonic()
         status, warnings = ib.image(dev.make_profile, value, partial, log, files=opts.files,
@@ -499,15 +608,9 @@ def _build_one(
         notes=list(_notes_holding(job.flavour, changes.notes, manifest)) + notes,
         sdk=group.sdk[0],
         sdk_sha256=group.sdk[1],
-        sources=_tree_sources(opts) if job.request.tree else {},
+        sources=group.sources,
+        compiled=sorted(f.name for f in group.local),
     )  # fmt: skip
-
-
-def _tree_sources(opts: Options) -> dict[str, Any]:
-    """The substitutions of the tree the SDK's base feed came from (the record names them)."""
-    assert opts.tree is not None
-    subs = sources.read_substitutions(buildroot.Tree(opts.tree).top)
-    return subs.summary() if subs else {}
 
 
 def _mirror_repositories(ib: ImageBuilder, job: Job, opts: Options) -> list[str]:
@@ -518,6 +621,52 @@ def _mirror_repositories(ib: ImageBuilder, job: Job, opts: Options) -> list[str]
         return []
     base = f"{download.Source(opts.mirror).base}/{rel.download}"
     return ib.mirrored_repositories(base, job.device.target_path, job.device.arch_packages)
+
+
+def check_patch_set(
+    flavour: str, manifest: dict[str, str], local: list[Path], removed: tuple[str, ...] = ()
+) -> None:
+    """Before the image is made: the ImageBuilder would install the patch set's packages the
+    SDK built (data/flavours.toml [flavour.<f>.patch_set]; but what the request removes:
+    --packages -apk-mbedtls takes apk-wolfssl out too), never OpenWrt's of the same name
+    (the full libwolfssl, the compat backend) and nothing the patch set replaces."""
+    spec = flavours.get(flavour).patch_set
+    if spec is None:
+        return
+    ours = {(sdk_mod.package_name(f.name), f.name) for f in local}
+
+    def is_ours(name: str, version: str) -> bool:
+        # the manifest names packages without their ABI suffix (STRIP_ABI=1)
+        for pkg, fname in ours:
+            abi = pkg[len(name) :] if pkg.startswith(name) else None
+            if abi is not None and re.fullmatch(r"(-?[0-9][0-9A-Za-z.]*)?", abi) and \
+                    fname.removeprefix(pkg).removesuffix(".apk") == f"-{version}":  # fmt: skip
+                return True
+        return False
+
+    for glob in spec.required:
+        if any(fnmatch.fnmatchcase(r, glob) for r in removed):
+            continue
+        have = [n for n in manifest if fnmatch.fnmatchcase(n, glob)]
+        if not have:
+            raise WolfError(
+                f"the ImageBuilder's manifest has no {glob}: the patch set's image needs it",
+                hint="the SDK did not build it, or a --packages removal took it out",
+            )
+        for n in have:
+            if not is_ours(n, manifest[n]):
+                raise WolfError(
+                    f"the ImageBuilder would install {n} {manifest[n]}, not the one the SDK "
+                    f"built from the patch set ({', '.join(sorted(f for _, f in ours))})",
+                    hint="OpenWrt's own package of that name is not the patch set's (the full "
+                    "library, the compat backend); use --stock for OpenWrt's image",
+                )
+    bad = sorted(n for n in manifest for g in spec.forbidden if fnmatch.fnmatchcase(n, g))
+    if bad:
+        raise WolfError(
+            f"the patch set's image would still hold {', '.join(bad)}",
+            hint="a --packages addition or a profile's package pulls it in; see the manifest",
+        )
 
 
 def _notes_holding(

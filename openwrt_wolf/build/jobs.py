@@ -6,6 +6,7 @@ by the request hash the results store files it under."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import posixpath
 import stat
@@ -18,7 +19,7 @@ from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..patchset import series
 from ..trust import untrusted
-from . import buildroot, packages, sources
+from . import basefeed, buildroot, download, packages, sources
 from . import sdk as sdk_mod
 from .record import BACKENDS, BuildRecord, BuildRequest
 
@@ -42,12 +43,27 @@ class Options:
     feed: Path | None = None  # the local feed the sdk backend builds from
     patches: Path | None = None  # the patch set the buildroot backend applies
     sdk_ib: bool = False  # buildroot: also make OpenWrt's SDK and ImageBuilder
+    stock: bool = False  # a patched flavour (wolfSSL) of OpenWrt's own packages instead
+    # sdk backend: what fills the base feed's dl/ where OpenWrt's mirrors are out of reach
+    # (build/sources.py: directories and mirror URLs by name, the classes allowed)
+    sources: tuple[Path, ...] = ()
+    sources_urls: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+    # the request names the ImageBuilder's and SDK's archive sha256 (read from the server);
+    # off for a build farm's coordinator, which has no mirror: each worker names its own (the
+    # request hash leaves them out, build/record.py)
+    identify: bool = True
 
     def local_feed(self) -> Path:
         return (self.feed or paths.PROJECT_ROOT / "feeds" / sdk_mod.FEED).expanduser()
 
-    def patches_dir(self) -> Path:
-        return (self.patches or series.PATCHES_DIR).expanduser().resolve()
+    def patches_dir(self, release: str | None = None) -> Path:
+        """--patches, else the series data/releases.toml names for the release (patches/
+        for 25.12.5, patches/main for the snapshot)."""
+        if self.patches:
+            return self.patches.expanduser().resolve()
+        rel = releases.get(release or self.release)
+        return (rel.patches_dir() if rel.patches else series.PATCHES_DIR).resolve()
 
 
 @dataclass(frozen=True)
@@ -75,8 +91,8 @@ class Outcome:
 
 
 def patched(flavour: str) -> bool:
-    """Whether the flavour is made by the USE_WOLFSSL patch set (data/buildroot.toml)."""
-    return buildroot.flavour(flavour).packages == "patchset"
+    """Whether the flavour is made by the USE_WOLFSSL patch set (data/flavours.toml)."""
+    return flavours.get(flavour).patched
 
 
 def with_patch_set(r: packages.Rules) -> packages.Rules:
@@ -87,19 +103,32 @@ def with_patch_set(r: packages.Rules) -> packages.Rules:
     return dataclasses.replace(r, replace=replace, notes=fl.notes(r.notes))
 
 
+def made_by_patch_set(opts: Options, r: packages.Rules) -> bool:
+    """Whether the request is the patch set's image: a flavour it makes, on a release it
+    has a series for, not asked --stock."""
+    return patched(r.flavour) and not opts.stock and releases.get(r.release).patches is not None
+
+
 def _backend(opts: Options, r: packages.Rules) -> str:
-    """--backend, else what the paths given imply, else the SDK only when the request needs
-    packages of our local feed (the issue: imagebuilder for stock flavours)."""
+    """--backend, else what the paths given imply, else the SDK for a flavour the patch set
+    makes (it compiles the patch set's packages; --stock: OpenWrt's own with the
+    ImageBuilder) or when the request needs packages of our local feed, else the
+    ImageBuilder (OpenWrt's packages: Mbed TLS, OpenSSL)."""
     if opts.backend:
         backend = opts.backend
     elif opts.tree:
         backend = "buildroot"
-    elif opts.sdk or r.needs_sdk(opts.luci_https):
+    elif opts.sdk or r.needs_sdk(opts.luci_https) or made_by_patch_set(opts, r):
         backend = "sdk"
     else:
         backend = "imagebuilder"
     if backend not in BACKENDS:
         raise WolfError(f"unknown backend {backend!r}", hint=f"one of: {', '.join(BACKENDS)}")
+    if opts.stock and (backend == "buildroot" or opts.tree):
+        raise WolfError(
+            "--stock builds OpenWrt's own packages: not with --tree or the buildroot backend",
+            hint="drop --stock (a tree builds the patch set), or --tree for the stock image",
+        )
     if backend == "buildroot" and not opts.tree:
         raise WolfError("the buildroot backend needs --tree PATH (an OpenWrt source tree)")
     if backend == "buildroot":
@@ -131,6 +160,15 @@ def plan(opts: Options) -> list[Job]:
     files = overlay_digest(opts.files)  # before any work, once
     jobs = []
     tree_facts: list[tuple[str, str]] = []  # the tree's identity and substitutions, read once
+    ids: dict[tuple[str, str], str] = {}  # (kind, target) -> the ImageBuilder's/SDK's identity
+
+    def ident(kind: str, target: str) -> str:
+        if not opts.identify:
+            return ""
+        if (kind, target) not in ids:
+            local = opts.imagebuilder if kind == "imagebuilder" else opts.sdk
+            ids[kind, target] = download.identity(kind, local, rel.name, target, opts.mirror)
+        return ids[kind, target]
 
     def tree_of() -> tuple[str, str]:
         if not tree_facts:
@@ -162,22 +200,27 @@ def plan(opts: Options) -> list[Job]:
                     profile=dev.profile,
                     flavour=fl.name,
                     packages=tuple(sorted(seed.spec() + brf.symbols())),
-                    patch_set=buildroot.patch_set_hash(opts.patches_dir()),
+                    patch_set=buildroot.patch_set_hash(opts.patches_dir(rel.name)),
                     backend=backend,
                     tree=tree_id,
                     sources=subs_digest,
+                    variant="patch-set" if patched(fl.name) else "stock",
                 )
                 jobs.append(Job(dev, fl.name, r, req))
                 continue
-            base = backend == "sdk" and opts.tree is not None and patched(fl.name)
-            tree_id, subs_digest = tree_of() if base else ("", "")
-            if base:  # the SDK compiles the patch set's packages: its swaps hold (apk-wolfssl)
+            # the SDK compiles the patch set's packages from a patched tree (the pinned one,
+            # or --tree's): its swaps hold (apk-wolfssl)
+            base = backend == "sdk" and made_by_patch_set(opts, r)
+            tree_id = basefeed.identity(opts.tree, rel.name) if base else ""
+            subs_digest = tree_of()[1] if base and opts.tree else ""
+            if base:
                 r = with_patch_set(r)
-            spec = packages.changes(
-                r, None, luci_https=opts.luci_https, extra=opts.packages, sdk=backend == "sdk"
-            )
+            spec = packages.changes(r, None, luci_https=opts.luci_https, extra=opts.packages,
+                                    sdk=backend == "sdk", stock=not base)  # fmt: skip
             parts = [sdk_mod.feed_hash(opts.local_feed())] if spec.local else []
-            parts += [buildroot.patch_set_hash(opts.patches_dir())] if base else []
+            parts += [buildroot.patch_set_hash(opts.patches_dir(rel.name))] if base else []
+            # the SDK first: out of reach, its line says what the patch set's image needs
+            sdk_id = ident("sdk", dev.target_path) if backend == "sdk" else ""
             req = BuildRequest(
                 release=rel.name,
                 target=dev.target_path,
@@ -187,10 +230,20 @@ def plan(opts: Options) -> list[Job]:
                 patch_set="+".join(parts) or "none",
                 backend=backend,
                 tree=tree_id,
-                sources=subs_digest,
+                sources=subs_digest or _sources_digest(opts) if base else "",
+                imagebuilder=ident("imagebuilder", dev.target_path),
+                sdk=sdk_id,
+                variant="patch-set" if base else "stock",
                 files=files,
             )
             jobs.append(Job(dev, fl.name, r, req))
+    if (opts.sources or opts.sources_urls) and not any(
+        j.request.variant == "patch-set" and j.request.backend == "sdk" for j in jobs
+    ):
+        raise WolfError(
+            "--sources/--sources-url fill the SDK's base feed, and no build here has one",
+            hint="a buildroot tree takes `./wolf sources --tree`; an ImageBuilder needs none",
+        )  # fmt: skip
     return jobs
 
 
@@ -233,3 +286,12 @@ def _overlay_entry(rel: str, st: os.stat_result, target: str | None) -> None:
             "rootfs files on this machine (a device would be written, a FIFO would stop it)",
             hint="only files, folders and links inside the overlay; the router makes /dev",
         )
+
+
+def _sources_digest(opts: Options) -> str:
+    """What fills the base feed's dl/ when it is not the SDK's own download: other sources
+    (a substitute's version) make another build."""
+    if not (opts.sources or opts.sources_urls):
+        return ""
+    blob = "\0".join([*map(str, opts.sources), *opts.sources_urls, *sorted(opts.allow)])
+    return "given:" + hashlib.sha256(blob.encode()).hexdigest()[:16]

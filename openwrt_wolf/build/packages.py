@@ -95,8 +95,10 @@ def changes(
     luci_https: bool = False,
     extra: Iterable[str] = (),
     sdk: bool = False,
+    stock: bool = False,
 ) -> Changes:
-    """Apply the rules to a device's default package set.
+    """Apply the rules to a device's default package set (``stock``: OpenWrt's own packages
+    of a flavour the patch set makes, whose stock notes then hold).
 
     ``defaults`` is OpenWrt's default set for the profile (the ImageBuilder's `make info`);
     a replacement only applies when its package is there (wpad-basic-* exists only on targets
@@ -137,6 +139,7 @@ def changes(
             hint="fix data/flavours.toml or --packages",
         )
     notes = r.notes if (luci_https or not _luci_note(r.notes)) else _no_luci(r.notes)
+    notes += r.stock_notes if stock else ()
     return Changes(tuple(remove), tuple(add), notes, tuple(local))
 
 

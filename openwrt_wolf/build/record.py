@@ -39,11 +39,19 @@ class BuildRequest:
     # one: a build with other files is another build (it was the same request, so a cached
     # build without the overlay was given back)
     files: str = ""
+    # the ImageBuilder and SDK the build used (build/download.py identity): their archives'
+    # sha256, or a digest of a directory given by path; "" for the buildroot backend
+    imagebuilder: str = ""
+    sdk: str = ""
+    variant: str = ""  # "patch-set" or "stock" (VARIANTS); "" in requests made before it
 
     def key(self) -> str:
         """The request hash: stable across runs and machines."""
         d = dataclasses.asdict(self)
-        for optional in ("tree", "sources", "files"):
+        # the archives' identity is checked when a record is served (build/driver.py), not
+        # hashed: a build farm's coordinator plans without a mirror (docs/build-farm.md)
+        del d["imagebuilder"], d["sdk"]
+        for optional in ("tree", "sources", "files", "variant"):
             if not d[optional]:
                 del d[optional]  # requests without them hash as before these fields
         blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
@@ -52,6 +60,38 @@ class BuildRequest:
     @classmethod
     def from_dict(cls, d: Any, where: str = "build request") -> BuildRequest:
         return untrusted.typed(cls, d, where)
+
+
+VARIANTS = ("patch-set", "stock")
+
+
+def legacy_variant(flavour: str, backend: str, tree: str) -> str:
+    """The variant of a record written before requests named it: a patched flavour built by
+    the buildroot, or by the SDK from a tree (its base feed), was the patch set's."""
+    from ..catalogue import flavours
+
+    if not flavours.get(flavour).patched:
+        return "stock"
+    return "patch-set" if backend == "buildroot" or (backend == "sdk" and tree) else "stock"
+
+
+def variant_in(data: Any, flavour: str) -> str:
+    """The variant of a store's build record given as its data (any shape: older records, or
+    records of another tool, are read by what they hold): its request's, else what its
+    backend and tree imply."""
+    from ..catalogue import flavours
+
+    d: dict[str, Any] = data if isinstance(data, dict) else {}
+    r = d.get("request")
+    req: dict[str, Any] = r if isinstance(r, dict) else {}
+    if req.get("variant") in VARIANTS:
+        return str(req["variant"])
+    if flavour not in flavours.names():
+        return "stock"
+    tree = req.get("tree")
+    return legacy_variant(
+        flavour, str(d.get("backend") or ""), tree if isinstance(tree, str) else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -101,6 +141,18 @@ class BuildRecord:
     # buildroot: the tree's source substitutions (build/sources.py): counts per class, every
     # file that is not OpenWrt's exact one with its origin and the tree edits it needed
     sources: dict[str, Any] = field(default_factory=dict)
+    # sdk backend: the package files the SDK compiled and the image installs from
+    # (name-version.apk, the ABI suffix kept: the patch set's minimal libwolfssl is told from
+    # OpenWrt's full one by it)
+    compiled: list[str] = field(default_factory=list)
+
+    @property
+    def variant(self) -> str:
+        """ "patch-set": the USE_WOLFSSL patch set's packages (a patched flavour built by the
+        SDK from a patched tree, or by the buildroot); "stock": OpenWrt's own (every Mbed TLS
+        and OpenSSL build, a wolfSSL build with --stock)."""
+        r = self.request
+        return r.variant or legacy_variant(self.flavour, self.backend, r.tree)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -13,8 +13,10 @@ directory, whose index `make image` regenerates) and the image is assembled ther
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +30,7 @@ MAKE_TIMEOUT = 6 * 3600.0
 FEED = "wolf"
 BASE = "base"
 LOCAL_MARK = ".openwrt-wolf-local"  # in an ImageBuilder's packages/: what we put there
+BUILT_MARK = ".openwrt-wolf-built"  # in an SDK's bin/packages/: the files our runs made
 ABI_AND_VERSION = r"(?:[0-9][0-9A-Za-z.]*)?-[0-9][^/]*"  # after a package's name in its file
 ALL_OFF = ("ALL", "ALL_NONSHARED", "ALL_KMODS")  # target/sdk/files/Config.in
 MAX_INDEX = 64 * 1024 * 1024  # a feed index (feeds/base.index is ~2 MB)
@@ -103,12 +106,18 @@ class BaseFeed:
     wanted: frozenset[str]  # the packages the image installs (defaults, changes), by name
     library: str  # the flavour's library package (libwolfssl)
     touched: tuple[str, ...]  # tree paths the patch set changes (package/libs/wolfssl/Makefile)
-    config: tuple[tuple[str, str], ...]  # Kconfig symbols (USE_WOLFSSL = y)
+    config: tuple[tuple[str, str], ...]  # Kconfig symbols (data/buildroot.toml sdk_config)
     env: tuple[tuple[str, str], ...] = ()  # the tree's make environment (substitutions' needs)
+    dl: Path | None = None  # the SDK's DOWNLOAD_FOLDER: the tree's verified sources
+    identity: str = ""  # the tree's (build/basefeed.py): part of the kept packages' key
+    patch_set: str = ""  # the patch set's hash
 
     def choose(self, index: dict[str, Source]) -> dict[str, Source]:
-        """The packages to compile: the library, and of what the image installs those the
-        patch set changes (their source directory) or that depend on the library."""
+        """The packages to compile: the library, and of what the image installs those that
+        depend on it or are the flavour's variant of a package whose source directory the
+        patch set changes (apk-wolfssl). Not the rest of a changed directory: hostapd-common
+        (package/network/services/hostapd, which patch 0003 changes for the wpad variants)
+        neither links the library nor changes with it."""
         if self.library not in index:
             raise WolfError(
                 f"the base feed of {self.tree} has no package {self.library}",
@@ -120,7 +129,8 @@ class BaseFeed:
             if src is None:
                 continue
             changed = any(t.startswith(f"package/{src.directory}/") for t in self.touched)
-            if name == self.library or changed or self.library in src.depends:
+            variant = name.endswith("-" + self.library.removeprefix("lib"))
+            if name == self.library or (changed and variant) or self.library in src.depends:
                 out[name] = src
         return out
 
@@ -162,9 +172,20 @@ class SDK:
     def build(
         self, names: tuple[str, ...], *, release: str, flavour: str, feed: Path | None, log: Path,
         jobs: int = 1, base: BaseFeed | None = None,
+        before_compile: Callable[[list[str]], None] | None = None,
+        on_step: Callable[[str], None] | None = None,
     ) -> list[Path]:  # fmt: skip
         """Compile the named packages of the local feed and, with a base feed, the packages
-        it chooses; returns the package files."""
+        it chooses; returns the package files. ``before_compile`` gets the package
+        directories the SDK's make compiles (its closure, fill their sources there);
+        ``on_step`` a line per step."""
+        step = on_step or (lambda s: None)
+        for n in names:  # before any work: the feed is a folder of package folders
+            if feed is None or not (feed / n / "Makefile").is_file():
+                raise WolfError(
+                    f"package {n} is not in the local feed {feed}",
+                    hint="check data/flavours.toml sdk_luci_https and the feed",
+                )
         conf = packages.feeds_conf(
             release, flavour, feed.resolve() if feed and names else None,
             base=base.tree / "package" if base else None, upstream=bool(names),
@@ -175,7 +196,20 @@ class SDK:
             shutil.rmtree(self.top / "tmp", ignore_errors=True)
         old.write_text(conf)
         env = base.env if base else ()
-        self._run(["./scripts/feeds", "update", "-a"], log, "feeds update", env)
+        step("scripts/feeds update -a")
+        try:
+            self._run(["./scripts/feeds", "update", "-a"], log, "feeds update", env)
+        except CommandError as e:
+            if not names:
+                raise
+            # the local feed's packages build against OpenWrt's own feeds (luci.mk)
+            raise CommandError(
+                f"{e.message}; the local feed's {', '.join(names)} needs OpenWrt's feeds "
+                "from git.openwrt.org (data/feeds.toml); without them use --backend "
+                "imagebuilder --luci-https (luci-light, uhttpd, px5g-wolfssl)",
+                tail=e.tail,
+                log=e.log,
+            ) from None
         chosen = self._choose(base) if base else {}
         if chosen:
             self._run(["./scripts/feeds", "install", "-p", BASE, *chosen], log, "feeds install",
@@ -188,9 +222,15 @@ class SDK:
                     f"package {n} is not in the local feed {feed}",
                     hint="check data/flavours.toml sdk_luci_https and the feed",
                 )
+        step("make defconfig")
         self._configure([*names, *chosen], base, log)
+        wanted = {FEED: list(names), BASE: list(chosen)}
+        self._clear_stale(wanted)
+        if before_compile is not None:
+            before_compile(self.closure(log))
         dirs = [*names, *dict.fromkeys(s.make_name for s in chosen.values())]
-        for d in dirs:
+        for i, d in enumerate(dirs, 1):
+            step(f"make package/{d}/compile ({i}/{len(dirs)})")
             self._run(["make", f"package/{d}/compile", f"-j{jobs}", "V=s"], log,
                       f"make package/{d}/compile", env)  # fmt: skip
         out = [self._built(FEED, n, r"[-_][^/]+", log) for n in names]
@@ -198,7 +238,59 @@ class SDK:
         # the version starts with a digit (libwolfssl-benchmark-... is another package) and
         # is not the index's (a git hash is shortened: 2024.07.28~99bd3d2b-r1)
         out += [self._built(BASE, n, ABI_AND_VERSION, log) for n in chosen]
+        self._mark(out)
         return out
+
+    def closure(self, log: Path) -> list[str]:
+        """The package directories the SDK's make compiles for its .config, as paths
+        below package/ (feeds/base/wolfssl, toolchain): the selected ones and what their
+        compile depends on (its tmp/.packagedeps)."""
+        from .srcneeded import compile_closure
+
+        selected, added = compile_closure(self.top, log)
+        return sorted({*selected, *added})
+
+    # --- which package files are this run's ----------------------------------------------
+    def _mark_file(self) -> Path:
+        return self.top / "bin" / "packages" / BUILT_MARK
+
+    def _mine(self) -> set[str]:
+        """The package files earlier runs of ours left in bin/packages (by name)."""
+        mark = self._mark_file()
+        if not mark.is_file():
+            return set()
+        text = bounded.read_file(mark, "SDK package list", MAX_INDEX).decode(errors="replace")
+        return {ln.strip() for ln in text.splitlines() if ln.strip()}
+
+    def _mark(self, files: list[Path]) -> None:
+        from .. import outputs
+
+        mine = self._mine() | {str(f.relative_to(self.top / "bin" / "packages")) for f in files}
+        outputs.write_text(self._mark_file(), "".join(f"{n}\n" for n in sorted(mine)))
+
+    def _clear_stale(self, wanted: dict[str, list[str]]) -> None:
+        """Before any compile: a file for a package we take that an earlier run of ours
+        made (another patch set, another option) is removed, so only this run's file can be
+        taken; one that no run of ours made (the user's own compile, another tool) is
+        refused in one line rather than guessed about."""
+        pkgdir = self.top / "bin" / "packages"
+        mine = self._mine()
+        for feed, names_ in wanted.items():
+            for name in names_:
+                tail = ABI_AND_VERSION if feed == BASE else r"[-_][^/]+"
+                pattern = re.compile(re.escape(name) + tail + r"\.(apk|ipk)")
+                for f in sorted(pkgdir.glob(f"*/{feed}/*")):
+                    if not pattern.fullmatch(f.name):
+                        continue
+                    rel = str(f.relative_to(pkgdir))
+                    if rel in mine:
+                        f.unlink()
+                        continue
+                    raise WolfError(
+                        f"the SDK's bin/packages holds {rel}, which no openwrt-wolf run made: "
+                        f"a package of {name} this build would not know from its own",
+                        hint=f"remove it (rm {f}) or give a fresh SDK",
+                    )
 
     def _choose(self, base: BaseFeed) -> dict[str, Source]:
         path = self.top / "feeds" / f"{BASE}.index"
@@ -213,10 +305,12 @@ class SDK:
         # options would follow packages nobody asked for (libwolfssl-benchmark makes
         # libwolfssl the full library, 1.12 MB instead of 668 kB on malta/be)
         lines = [f"# CONFIG_{k} is not set\n" for k in ALL_OFF]
-        lines += [f"CONFIG_{k}={v}\n" for k, v in want]
-        if base and (base.tree / "dl").is_dir():  # the tree's verified sources (`sources`)
+        lines += [f"# CONFIG_{k} is not set\n" if v == "n" else f"CONFIG_{k}={v}\n"
+                  for k, v in want]  # fmt: skip
+        if base and base.dl is not None:  # the tree's verified sources (`sources`)
+            base.dl.mkdir(parents=True, exist_ok=True)
             # .config is make syntax: the path must be a plain word (make_variable checks)
-            dl = names.make_variable(f"DOWNLOAD_FOLDER={(base.tree / 'dl').resolve()}")
+            dl = names.make_variable(f"DOWNLOAD_FOLDER={base.dl.resolve()}")
             key, _, val = dl.partition("=")
             lines.append(f'CONFIG_{key}="{val}"\n')
         (self.top / ".config").write_text("".join(lines))
@@ -226,7 +320,13 @@ class SDK:
             for line in (self.top / ".config").read_text(errors="replace").splitlines()
             if line.startswith("CONFIG_") and "=" in line
         )  # fmt: skip
-        lost = [k for k, v in want if got.get(k) not in ({"y", "m"} if v == "m" else {v})]
+
+        def kept(k: str, v: str) -> bool:
+            if v == "n":
+                return got.get(k) not in ("y", "m")
+            return got.get(k) in ({"y", "m"} if v == "m" else {v})
+
+        lost = [k for k, v in want if not kept(k, v)]
         if lost:
             raise WolfError(
                 f"the SDK's make defconfig did not keep {', '.join(lost)}",
@@ -248,14 +348,75 @@ class SDK:
         return found[-1]
 
 
+def package_name(file_name: str) -> str:
+    """A package file's package name (its ABI suffix kept): libwolfssl5.9.2.0ca03cd3 of
+    libwolfssl5.9.2.0ca03cd3-5.9.2-r1.apk; the version is what follows the last "-" that
+    begins with a digit before the release."""
+    stem = re.sub(r"\.(apk|ipk)$", "", file_name)
+    m = re.match(r"^(.+?)-(\d[^-]*(?:-r\d+)?)$", stem)
+    return m.group(1) if m else stem
+
+
 def put_local_packages(ib_top: Path, files: list[Path]) -> None:
-    """Copy packages into an ImageBuilder's packages/ (removing the ones we put there
-    before), where `make image` finds them and regenerates its index."""
+    """Copy packages into a working copy of an ImageBuilder's packages/ (removing the ones
+    we put there before), where `make image` finds them and regenerates its index. The
+    ImageBuilder's own files of the same packages leave this copy: apk would take the one of
+    a higher version (a substitute's older commit), and OpenWrt's of the same name is not
+    the patch set's (build/driver.py check_patch_set checks what it installs)."""
     pkgdir = ib_top / "packages"
     mark = pkgdir / LOCAL_MARK
     if mark.exists():
         for name in mark.read_text().split():
             (pkgdir / name).unlink(missing_ok=True)
+    ours = {package_name(f.name) for f in files}
+    for f in list(pkgdir.iterdir()):
+        if f.suffix in (".apk", ".ipk") and package_name(f.name) in ours:
+            f.unlink()
     for f in files:
         shutil.copyfile(f, pkgdir / f.name)
     mark.write_text("".join(f"{f.name}\n" for f in files))
+
+
+KEPT = "kept.json"  # in a kept-packages folder: each file's name and sha256
+
+
+def keep_packages(into: Path, files: list[Path], sdk: tuple[str, str | None]) -> list[Path]:
+    """The SDK's package files copied into ``into`` (the cache, keyed by what made them),
+    listed last with their sha256 and the SDK's name and sha256: a folder without the list,
+    or with other bytes, is never served."""
+    from .. import outputs
+    from ..hashing import file_sha256
+
+    into.mkdir(parents=True, exist_ok=True)
+    out = []
+    for f in files:
+        outputs.copy_file(f, into / f.name)
+        out.append(into / f.name)
+    listed = {"files": {f.name: file_sha256(f) for f in out}, "sdk": sdk[0], "sha256": sdk[1]}
+    outputs.write_text(into / KEPT, json.dumps(listed, sort_keys=True, indent=1) + "\n")
+    return out
+
+
+def kept_packages(into: Path) -> tuple[list[Path], tuple[str, str | None]] | None:
+    """What keep_packages put in ``into``, when every file is there with its bytes: the
+    files and the SDK that made them."""
+    from ..hashing import file_sha256
+    from ..trust import untrusted
+
+    if not (into / KEPT).is_file():
+        return None
+    try:
+        d = untrusted.load_json(into / KEPT, "kept SDK packages")
+    except WolfError:
+        return None
+    files = d.get("files") if isinstance(d, dict) else None
+    if not isinstance(files, dict) or not files or not isinstance(d.get("sdk"), str):
+        return None
+    out = []
+    for name, sha in sorted(files.items()):
+        f = into / str(name)
+        if "/" in str(name) or not f.is_file() or file_sha256(f) != sha:
+            return None
+        out.append(f)
+    sha = d.get("sha256")
+    return out, (d["sdk"], sha if isinstance(sha, str) else None)

@@ -326,3 +326,18 @@ def _needed(
         build_dir=os.path.basename((build or "").rstrip("/")),
         pkg_vars=v,
     )
+
+
+def needed_for(tree: Path, dirs: list[str]) -> list[Needed]:
+    """What compiling these package directories of the tree downloads (each one's
+    PKG_SOURCE, as its make evaluates it): the sdk backend's base feed, whose directories
+    the SDK's make names."""
+    with proc.workers(2, "pkg-vars") as pool:
+        vars_by_dir = dict(zip(dirs, pool.map(lambda d: pkg_vars(tree, d), dirs), strict=True))
+    by_file: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {}
+    for d, v in vars_by_dir.items():
+        if not v.get("PKG_SOURCE"):
+            continue
+        pin = v.get("PKG_MIRROR_HASH" if v.get("PKG_SOURCE_PROTO") == "git" else "PKG_HASH", "")
+        by_file.setdefault(v["PKG_SOURCE"], []).append((d, pin, ()))
+    return [_needed(name, recs, vars_by_dir) for name, recs in sorted(by_file.items())]

@@ -25,12 +25,22 @@ def obtain_tree(
     kind: str, local: Path | None, target: str, opts: Options, con: Any
 ) -> tuple[Path, str, str | None]:
     """An unpacked ImageBuilder or SDK ("imagebuilder"/"sdk"): the --imagebuilder/--sdk path,
-    or the release's archive downloaded (mirror, sha256sums) and unpacked into the cache."""
+    or the release's archive downloaded (mirror, sha256sums) and unpacked into the cache.
+    Either must be of the request's release (include/version.mk)."""
+    from .basefeed import check_release
+
     if local:
         top = Path(local).expanduser().resolve()
         if not top.is_dir():
             raise WolfError(f"--{kind} {top} is not a directory")
+        check_release(top, f"--{kind}", releases.get(opts.release).name)
         return top, str(top), None
+    top, name, sha = _downloaded(kind, target, opts, con)
+    check_release(top, f"the {kind} {name}", releases.get(opts.release).name)
+    return top, name, sha
+
+
+def _downloaded(kind: str, target: str, opts: Options, con: Any) -> tuple[Path, str, str | None]:
     rel = releases.get(opts.release).name
     src = download.Source(opts.mirror)
     t, s = target.split("/")

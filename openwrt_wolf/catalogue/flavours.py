@@ -26,6 +26,7 @@ class PackageChanges:
     luci_https: tuple[str, ...]
     notes: tuple[str, ...]
     sdk_luci_https: tuple[str, ...] = ()  # built from the local feed by the SDK
+    stock_notes: tuple[str, ...] = ()  # true of OpenWrt's own packages only (--stock)
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()  # `@name` in --packages expands to these
 
 
@@ -47,6 +48,8 @@ class Flavour:
     lib_globs: tuple[str, ...]
     releases: dict[str, PackageChanges]  # release name -> the build's package changes
     installed: Installed
+    patched: bool = False  # the patch set makes its default build (`--stock`: OpenWrt's own)
+    patch_set: Installed | None = None  # [flavour.<name>.patch_set]: what its image must hold
 
 
 @cache
@@ -62,6 +65,7 @@ def _changes(spec: dict[str, Any]) -> PackageChanges:
         luci_https=tuple(spec.get("luci_https", ())),
         notes=tuple(spec.get("notes", ())),
         sdk_luci_https=tuple(spec.get("sdk_luci_https", ())),
+        stock_notes=tuple(spec.get("stock_notes", ())),
         groups=tuple(sorted((k, tuple(v)) for k, v in spec.get("groups", {}).items())),
     )
 
@@ -81,8 +85,15 @@ def flavours() -> dict[str, Flavour]:
             installed=Installed(
                 tuple(inst["required"]), tuple(inst["forbidden"]), tuple(inst.get("apk_keeps", ()))
             ),
+            patched=bool(spec.get("patched", False)),
+            patch_set=_patch_set(spec),
         )
     return out
+
+
+def _patch_set(spec: dict[str, Any]) -> Installed | None:
+    ps = spec.get("patch_set")
+    return Installed(tuple(ps["required"]), tuple(ps["forbidden"])) if ps else None
 
 
 @cache

@@ -26,6 +26,13 @@ class Release:
     versions: dict[str, str] = field(default_factory=dict)
     date: str | None = None
     patches: str | None = None  # the USE_WOLFSSL series that fits, relative to the project
+    # include/version.mk's default VERSION_NUMBER in its tree, SDK and ImageBuilder
+    # ("SNAPSHOT" on main); the release's name when not given
+    version: str | None = None
+
+    @property
+    def version_number(self) -> str:
+        return self.version or self.name
 
     def patches_dir(self) -> Path:
         if not self.patches:

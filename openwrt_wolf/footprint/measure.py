@@ -86,6 +86,15 @@ def sstrip(data: bytes, *, zeroes: bool = True) -> bytes:
     return bytes(out)
 
 
+def sstrip_files(argv: list[str]) -> None:
+    """The sstrip command line OpenWrt's rstrip.sh runs (`sstrip [-z] FILE...`), in place;
+    the stand-in SDK's staging_dir/host/bin/sstrip (tests/standin/sdk_assemble.py)."""
+    zeroes = "-z" in argv
+    for name in (a for a in argv if not a.startswith("-")):
+        f = Path(name)
+        f.write_bytes(sstrip(f.read_bytes(), zeroes=zeroes))
+
+
 def strip_and_measure(tc: Toolchain, libs: list[Path], out: Path) -> list[LibraryFile]:
     """Strip each library into out/stripped/ (for nm/readelf) and out/installed/ (sstripped,
     what an image holds), and measure both."""

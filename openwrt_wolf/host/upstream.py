@@ -24,8 +24,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import requests
-
 from .. import downloads, paths, proc
 from ..errors import WolfError
 from ..hashing import file_sha256
@@ -214,7 +212,7 @@ def tarball(name: str) -> Path:
                 downloads.download(
                     url, dest, f"{p.file} ({url.split('/')[2]})", max_bytes=MAX_DOWNLOAD
                 )
-            except (requests.RequestException, OSError) as e:
+            except OSError as e:  # requests' errors are OSErrors: requests loads only to fetch
                 failures.append(f"{url}: {downloads.reason(e)}")
                 continue
             try:

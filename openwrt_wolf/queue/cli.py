@@ -214,6 +214,7 @@ def flash(
     local: dict[str, Any],
     store_dir: str | None,
     trust_new_key_after_wipe: bool = False,
+    stock: bool = False,
 ) -> list[Path]:
     """`invoke flash --queue URL#NAME`: the router's worker flashes an image from the shared
     storage (--image PATH there, or the newest build record of --flavour)."""
@@ -229,10 +230,11 @@ def flash(
     dev = devices.resolve(device, release)
     root = paths.store_dir(store_dir)
     fl = flavours.get(flavour).name if flavour else None
+    want = None if not fl else "stock" if stock or not flavours.get(fl).patched else "patch-set"
     if image:
         img = images.inspect(Path(image), dev, flavour=fl)
     elif fl:
-        img = images.from_store(store.FileStore(root), root, dev, fl)
+        img = images.from_store(store.FileStore(root), root, dev, fl, want)
     else:
         raise WolfError("nothing to flash", hint="give --image PATH or --flavour NAME")
     options = {
@@ -246,6 +248,7 @@ def flash(
         "accept_new": accept_new,
         "trust_new_key_after_wipe": trust_new_key_after_wipe,
         "wait_up": wait_up,
+        "stock": stock or img.variant == "stock",
         "image": str(img.path.resolve()),
         "image_sha256": img.sha256,
     }

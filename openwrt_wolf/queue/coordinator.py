@@ -9,6 +9,7 @@ store exactly as the local build wrote it on the worker."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,7 @@ def check_options(opts: Options) -> None:
 
 def build(opts: Options, q: QueueURL, s: Settings = Settings()) -> Run:
     check_options(opts)
+    opts = dataclasses.replace(opts, identify=False)  # each worker has its own mirror
     planned = plan(opts)
     st = store.FileStore(paths.store_dir(opts.store))
     con = term.console(stderr=True)
@@ -204,7 +206,9 @@ def _finished(job: Job, rq_job: RQJob, st: store.FileStore, run: Run, con: Any, 
     except (TypeError, KeyError, WolfError) as e:
         _fail(job, rq_job, st, run, f"the worker returned no build record: {e}")
         return
-    if rec.key != job.key or rec.request != job.request:
+    # the worker names the archives it used (its mirror's); the coordinator planned without
+    planned = dataclasses.replace(rec.request, imagebuilder="", sdk="")
+    if rec.key != job.key or planned != job.request or rec.request.key() != job.key:
         _fail(job, rq_job, st, run, f"the worker returned the record of {rec.key}, not {job.key}")
         return
     path = st.put(

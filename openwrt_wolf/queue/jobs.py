@@ -30,6 +30,7 @@ BUILD_FIELDS = {
     "luci_https": bool,
     "packages": list,
     "force": bool,
+    "stock": bool,  # a flavour the patch set makes, from OpenWrt's own packages (--stock)
     "key": str,
 }
 
@@ -92,6 +93,7 @@ def build_options(args: Any, s: Settings) -> Options:
         store=s.store,
         luci_https=a["luci_https"],
         packages=pk,
+        stock=a["stock"],
     )
 
 
@@ -124,5 +126,6 @@ def build_args(job: Job, opts: Options) -> dict[str, Any]:
         "luci_https": opts.luci_https,
         "packages": list(opts.packages),
         "force": opts.force,
+        "stock": opts.stock,
         "key": job.key,
     }

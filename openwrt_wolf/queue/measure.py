@@ -66,6 +66,7 @@ SPECS: dict[str, dict[str, Callable[[Any], bool]]] = {
         "accept_new": lambda v: type(v) is bool,
         "trust_new_key_after_wipe": lambda v: type(v) is bool,
         "wait_up": _count(1, 3600, (int, float)),
+        "stock": lambda v: type(v) is bool,  # a stock image of a flavour the patch set makes
         # a file on the shared storage (the worker's --artifacts DIR) and its sha256
         "image": lambda v: isinstance(v, str) and v.startswith("/") and len(v) < 4096,
         "image_sha256": lambda v: isinstance(v, str) and bool(_SHA256.match(v)),
@@ -149,6 +150,7 @@ def _flash(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
         trust_new_key_after_wipe=o["trust_new_key_after_wipe"],
         wait_up=float(o["wait_up"]),
         store=str(into),
+        stock=o["stock"],
     )
 
 

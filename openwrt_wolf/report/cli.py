@@ -40,6 +40,7 @@ def main(
     baseline: str | None = None,
     fail_on: list[str] | None = None,
     sort: str = "headroom",
+    stock: bool = False,
 ) -> None:
     if fmt not in FORMATS:
         raise WolfError(f"unknown --format {fmt!r}", hint=f"one of: {', '.join(FORMATS)}")
@@ -60,6 +61,7 @@ def main(
             baseline=baseline,
             fail_on=fail_on,
             sort=sort,
+            stock=stock,
         )
     for dev in report.devices:
         con.print(f"device: {dev.profile} ({dev.title})", markup=False, highlight=False)

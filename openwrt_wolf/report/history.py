@@ -12,7 +12,7 @@ from .. import paths
 from ..catalogue import devices, flavours
 from ..errors import WolfError
 from ..results.store import FileStore, Record, now_utc
-from .sizereport import _median_kb, cell_from_artifacts, read_builds
+from .sizereport import _median_kb, cell_from_artifacts, read_builds, variant_of
 
 SCHEMA = "openwrt-wolf/history/1"
 
@@ -82,6 +82,11 @@ def build(
     for i, (rec, a) in enumerate(read):
         flav = rec.flavour or a.flavour or "unknown"
         c = cell_from_artifacts(flav, a, f"store:build/{rec.key}")
+        # a stock build of a flavour the patch set makes is its own line, never one series
+        # with the patch set's (the step between them is not a change of the image)
+        if flav in flavours.names() and flavours.get(flav).patched and \
+                variant_of(rec, flav) == "stock":  # fmt: skip
+            flav = f"{flav} (stock)"
         later = next(
             (
                 b.created

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..build.record import Artifact
+from ..build.record import Artifact, variant_in
 from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
 from ..firmware import artifacts
@@ -31,6 +31,7 @@ BASELINE = "mbedtls"
 
 # (field, label): the rows of each device table, in order
 ROWS: tuple[tuple[str, str], ...] = (
+    ("variant", "Packages"),
     ("tls_xz", "TLS libraries (xz)"),
     ("rootfs", "Root filesystem"),
     ("image", "Firmware image"),
@@ -79,6 +80,9 @@ class Cell:
     mem_source: str | None = None  # "store:memory/<key>"
     mem_created: str | None = None
     mem_target: str | None = None  # "vm" or "router"
+    # "patch-set" (the USE_WOLFSSL patch set's packages) or "stock" (OpenWrt's own), from the
+    # build record (build/record.py VARIANTS); None for a directory measured with --from
+    variant: str | None = None
 
     @property
     def fits(self) -> str:
@@ -94,6 +98,8 @@ class Cell:
     def value(self, row: str) -> int | str | None:
         if row in ("fits", "factory"):
             return str(getattr(self, row))
+        if row == "variant":
+            return {"patch-set": "patch set", "stock": "stock"}.get(self.variant or "")
         v: int | str | None = getattr(self, row)
         return v
 
@@ -233,8 +239,16 @@ class _Collected:
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    # the variant a flavour the patch set makes is reported in (size-report --stock: "stock")
+    prefer: str = "patch-set"
+
     def add(self, profile: str, cell: Cell, release: str | None, target: str | None) -> None:
-        self.cells.setdefault(profile, {})[cell.flavour] = cell  # later sources win
+        cells = self.cells.setdefault(profile, {})
+        had = cells.get(cell.flavour)
+        # later sources win, but never a build of the other variant over the one asked for:
+        # a stock wolfSSL image built last must not stand in for the patch set's
+        if not (had and had.variant == self.prefer and cell.variant not in (None, self.prefer)):
+            cells[cell.flavour] = cell
         old = self.meta.get(profile, (None, None))
         self.meta[profile] = (release or old[0], target or old[1])
 
@@ -332,8 +346,29 @@ def _from_store(store: FileStore, release: str | None, got: _Collected) -> None:
         subs = srcs.get("not_exact") if isinstance(srcs, dict) else None
         if isinstance(subs, list):
             cell = dataclasses.replace(cell, substitutions=[s for s in subs if isinstance(s, dict)])
+        cell = dataclasses.replace(cell, variant=variant_of(rec, flav))
         got.add(rec.device, cell, rec.release, a.target)
     got.sources.append(f"store {store.root}")
+
+
+def variant_of(rec: Record, flavour: str) -> str:
+    return variant_in(rec.data, flavour)
+
+
+def _variant_notes(got: _Collected) -> None:
+    """A cell of the other variant than the one asked for is said so, per device."""
+    for profile, cells in got.cells.items():
+        for fl, c in cells.items():
+            if not c.variant or c.variant == got.prefer or not flavours.get(fl).patched:
+                continue
+            if c.variant == "stock":
+                what = "the stock image (OpenWrt's own packages: the full library, Mbed TLS kept)"
+            else:
+                what = "the patch set's image"
+            how = f"./wolf build --flavour {fl}" + (" --stock" if got.prefer == "stock" else "")
+            note = (f"{what}; the store has no {got.prefer.replace('-', ' ')} build of "
+                    f"{profile} ({how} makes it)")  # fmt: skip
+            cells[fl] = dataclasses.replace(c, notes=[*c.notes, note])
 
 
 def parse_from(spec: str) -> tuple[str | None, Path]:
@@ -515,6 +550,7 @@ def build(
     baseline: str | None = None,
     fail_on: list[str] | None = None,
     sort: str = "headroom",
+    stock: bool = False,
 ) -> SizeReport:
     """Collect, filter and assemble the report. --from alone does not read build records.
 
@@ -532,10 +568,11 @@ def build(
     profiles = [d.profile for d in wanted_devices] if wanted_devices else None
     wanted_flavours = {f.name for f in flavours.resolve_many(flavour)} if flavour else None
 
-    got = _Collected()
+    got = _Collected(prefer="stock" if stock else "patch-set")
     fs = FileStore(paths.store_dir(store))
     if not from_dirs or store:
         _from_store(fs, release, got)
+        _variant_notes(got)
     if from_dirs:
         _from_dirs(from_dirs, profiles, got)
     _memory(fs, got, release)

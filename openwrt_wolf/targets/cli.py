@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from ..catalogue import devices, flavours
@@ -31,6 +32,7 @@ def flash(
     wait_up: float = 300.0,
     trust_new_key_after_wipe: bool = False,
     store: str | None = None,
+    stock: bool = False,
 ) -> FlashResult:
     """The `invoke flash` task."""
     dev = devices.resolve(device, release)
@@ -44,14 +46,25 @@ def flash(
     fstore = FileStore(root)
     if flavour:
         flavour = flavours.get(flavour).name
+    # the patch set's image of a flavour it makes (wolfSSL), unless --stock
+    want = None if not flavour else "stock" if stock or not flavours.get(flavour).patched \
+        else "patch-set"  # fmt: skip
     if image:
-        img = images.inspect(Path(image), dev, flavour=flavour)
-        if flavour is None:
-            flavour = images.flavour_of(fstore, img.sha256)
+        img = images.from_build(fstore, images.inspect(Path(image), dev, flavour=flavour))
+        flavour = img.flavour
+        if want and img.variant and img.variant != want:
+            raise WolfError(
+                f"{Path(image).name} is the {img.variant} {flavour} image (its build record), "
+                f"the flash was asked for the {want} one",
+                hint="pass --stock for a stock image" if img.variant == "stock" else
+                "drop --stock: the build record says it is the patch set's image",
+            )  # fmt: skip
     elif flavour:
-        img = images.from_store(fstore, root, dev, flavour)
+        img = images.from_store(fstore, root, dev, flavour, want)
     else:
         raise WolfError("nothing to flash", hint="give --image PATH or --flavour NAME")
+    if img.variant is None and flavour and want:
+        img = dataclasses.replace(img, variant=want)  # no record: what was asked is checked
     req = FlashRequest(login, dev, img, flavour, keep_settings, Timeouts(wait_up=float(wait_up)),
                        trust_new_key_after_wipe=trust_new_key_after_wipe)  # fmt: skip
     flasher = Flasher(req)

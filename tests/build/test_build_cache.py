@@ -260,8 +260,8 @@ def test_sighup_during_make_image_stops_make(mirror_dir: Path, tmp_path: Path) -
     slow_checksums(ib)
     store = tmp_path / "s"
     p = subprocess.Popen(
-        [sys.executable, "-m", "invoke", "build", "--flavour", "wolfssl", "--device", V1,
-         "--imagebuilder", str(ib), "--no-report"],
+        [sys.executable, "-m", "invoke", "build", "--flavour", "wolfssl", "--stock", "--device",
+         V1, "--imagebuilder", str(ib), "--no-report"],
         cwd=ROOT, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "STANDIN_IMAGE_DELAY": "60", "OPENWRT_WOLF_STORE": str(store),
              "OPENWRT_WOLF_CACHE": str(tmp_path / "c")},

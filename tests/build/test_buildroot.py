@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from openwrt_wolf.build import buildroot, download
+from openwrt_wolf.build import buildroot, download, packages
 from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, plan
 from openwrt_wolf.errors import CommandError, WolfError
@@ -246,21 +246,32 @@ def test_bad_trees_and_options_are_one_line(tree: Path, tmp_path: Path) -> None:
         plan(opts(tree, imagebuilder=tmp_path, files=tmp_path))
 
 
-def test_sdk_with_a_tree_asks_for_the_patch_set_packages(tree: Path) -> None:
+def test_sdk_with_a_tree_asks_for_the_patch_set_packages(tree: Path, standin_mirror: Path) -> None:
     """--backend sdk --tree: the SDK compiles the patch set's packages from the tree, so the
     request names the tree, its patch set and the patch set's own swap (apk-wolfssl, which
-    OpenWrt's ImageBuilder has no package for), and the apk note no longer holds; stock
-    flavours compile nothing and stay plain ImageBuilder requests."""
-    wolf = plan(opts(tree, backend="sdk"))[0]
+    OpenWrt's ImageBuilder has no package for), and the apk note no longer holds; without
+    --tree the base feed is the pinned tree; --stock and the stock flavours compile nothing
+    and stay plain ImageBuilder requests (the request names the SDK's and ImageBuilder's
+    sha256: read on the mirror)."""
+    m = str(standin_mirror)
+    wolf = plan(opts(tree, backend="sdk", mirror=m))[0]
     assert wolf.request.backend == "sdk"
     assert wolf.request.tree == buildroot.Tree(tree).identity() != ""
     assert wolf.request.patch_set == buildroot.patch_set_hash(PATCHES)
     assert {"-apk-mbedtls", "apk-wolfssl"} <= set(wolf.request.packages)
     assert not any("apk-mbedtls stays" in n for n in wolf.rules.notes)
-    plain = plan(Options(flavour="wolfssl", device=V1, backend="sdk"))[0]
+    pinned = plan(Options(flavour="wolfssl", device=V1, mirror=m))[0]
+    assert pinned.request.backend == "sdk" and pinned.request.tree.startswith(
+        "pin:openwrt-25.12.5:"
+    )
+    assert "apk-wolfssl" in pinned.request.packages and pinned.request.variant == "patch-set"
+    plain = plan(Options(flavour="wolfssl", device=V1, stock=True, mirror=m))[0]
+    assert (plain.request.backend, plain.request.variant) == ("imagebuilder", "stock")
     assert plain.request.tree == "" and "apk-wolfssl" not in plain.request.packages
-    assert any("apk-mbedtls stays" in n for n in plain.rules.notes)
-    stock = plan(opts(tree, flavour="mbedtls", backend="sdk"))[0]
+    notes = packages.changes(plain.rules, None, stock=True).notes  # the --stock image's only
+    assert any("apk-mbedtls stays" in n for n in notes)
+    assert not any("apk-mbedtls stays" in n for n in packages.changes(pinned.rules, None).notes)
+    stock = plan(opts(tree, flavour="mbedtls", backend="sdk", mirror=m))[0]
     assert stock.request.tree == "" and stock.request.patch_set == "none"
 
 

@@ -46,9 +46,9 @@ def _one_error(p: subprocess.CompletedProcess[str]) -> str:
 
 def test_the_minimal_imagebuilder_runs_make_with_packages(mini_ib: Path, tmp_path: Path) -> None:
     """The oracle works: a good value reaches make's manifest and image steps."""
-    p = invoke("build", "--no-report", "-f", "wolfssl", "-d", "tl-wr902ac", "--imagebuilder",
-               str(mini_ib), "--packages", "luci-ssl,-ppp", "--files", str(tmp_path),
-               tmp=tmp_path)  # fmt: skip
+    p = invoke("build", "--no-report", "-f", "wolfssl", "--stock", "-d", "tl-wr902ac",
+               "--imagebuilder", str(mini_ib), "--packages", "luci-ssl,-ppp", "--files",
+               str(tmp_path), tmp=tmp_path)  # fmt: skip
     assert p.returncode == 2, p.stderr  # the stand-in's make image fails, as it is told to
     saw = (mini_ib / "manifest-saw").read_text().split()
     assert "luci-ssl" in saw and "-ppp" in saw

@@ -45,6 +45,22 @@ def test_index_directories_stay_inside_the_feed() -> None:
     assert list(feed.choose(index)) == ["libwolfssl", "px5g-wolfssl"]
 
 
+def test_a_changed_directory_gives_only_the_flavours_variants() -> None:
+    """Patch 0003 changes hostapd's Makefile for the wpad variants: hostapd-common, from the
+    same directory, is not compiled (it needs libnl-tiny and ubus and does not change); a
+    flavour's variant from a changed directory is, even without a library dependency."""
+    index = {
+        "libwolfssl": sdk.Source("libs/wolfssl", "5.9.1-r1", ("libc",)),
+        "hostapd-common": sdk.Source("network/services/hostapd", "1", ("libc",)),
+        "wpad-basic-wolfssl": sdk.Source("network/services/hostapd", "1", ("libc", "libwolfssl")),
+        "apk-wolfssl": sdk.Source("system/apk", "3", ("libc",)),
+        "apk-mbedtls": sdk.Source("system/apk", "3", ("libc", "libmbedtls")),
+    }
+    touched = ("package/network/services/hostapd/Makefile", "package/system/apk/Makefile")
+    feed = sdk.BaseFeed(Path("/t"), frozenset(index), "libwolfssl", touched, ())
+    assert list(feed.choose(index)) == ["apk-wolfssl", "libwolfssl", "wpad-basic-wolfssl"]
+
+
 def test_a_crafted_package_name_is_one_line() -> None:
     with pytest.raises(WolfError, match=r"base.index"):
         sdk.read_index("Source-Makefile: feeds/base/x/Makefile\n\nPackage: $(shell id)\n",

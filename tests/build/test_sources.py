@@ -69,28 +69,16 @@ def _var(tree: Path, d: str, var: str) -> str:
 
 
 def _repo_from_snapshot(name: str, dest: Path) -> Path:
-    """A git repository holding a shared snapshot (a `git archive` of the pinned commit),
-    committed at the commit's own time: same content, names, modes and time as upstream's
-    commit, so OpenWrt's packing of it must give OpenWrt's PKG_MIRROR_HASH."""
+    """A git repository holding a shared snapshot (tests/standin/sources_kit.py)."""
+    from tests.standin.sources_kit import repo_from_snapshot
+
     try:
-        src = upstream.tarball(name)
+        upstream.tarball(name)
     except WolfError as e:
         unavailable(f"needs the shared {name} snapshot: {e}")
         raise
-    work = dest / "work"
-    work.mkdir(parents=True)
-    with tarfile.open(src) as tf:
-        when = max(m.mtime for m in tf.getmembers())
-    # a public archive's owners are not ours (GitHub's: another uid): git refuses a tree owned
-    # by another user ("dubious ownership"), so take the files as our own
-    subprocess.run(["tar", "--no-same-owner", "-xzf", str(src), "-C", str(work)], check=True)
-    (top,) = list(work.iterdir())
-    env = {"GIT_AUTHOR_DATE": f"@{when} +0000", "GIT_COMMITTER_DATE": f"@{when} +0000",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
-    for argv in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-q", "-m", "s"]):
-        subprocess.run(argv, cwd=top, check=True, env=env)
-    return top / ".git"
+    dest.mkdir(parents=True, exist_ok=True)
+    return repo_from_snapshot(name, dest / "work" / name)
 
 
 def _needed(tree: Path, d: str) -> Needed:

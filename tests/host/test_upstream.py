@@ -314,7 +314,8 @@ def test_two_processes_extract_once(real_fwtool: Path, private: Path,
 
 def test_pin_table_names_every_project_once() -> None:
     pins = upstream.pins()
-    assert set(pins) == {"openwrt-25.12.5", "openwrt-24.10.8", "firmware-utils", "squashfs-tools",
+    assert set(pins) == {"openwrt-25.12.5", "openwrt-24.10.8", "openwrt-snapshot", "firmware-utils",
+                         "squashfs-tools",
                          "uhttpd", "libubox", "uclient", "ustream-ssl", "fwtool", "apk-tools",
                          "json-c"}  # fmt: skip
     for p in pins.values():

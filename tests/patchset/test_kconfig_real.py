@@ -197,7 +197,8 @@ def test_imagebuilder_notes_follow_what_it_installs(patched: Path, tmp_path: Pat
     from openwrt_wolf.build import driver, packages
 
     need_tools("make", "perl")
-    notes = packages.rules("wolfssl", "25.12.5").notes
+    # the --stock image's notes (OpenWrt's own packages)
+    notes = packages.changes(packages.rules("wolfssl", "25.12.5"), None, stock=True).notes
     assert any("apk-mbedtls stays" in n for n in notes)
     for use, dest in ((True, "on"), (False, "off")):
         ib = _imagebuilder(
@@ -244,8 +245,9 @@ def test_buildroot_wolfssl_notes_and_checks_follow_the_patch_set(patched: Path) 
     cfg = {k.removeprefix("CONFIG_"): v for k, v in sel.config.items()}
     rules = packages.rules("wolfssl", "25.12.5")
     brf = buildroot.flavour("wolfssl")
-    assert any("apk-mbedtls stays" in n for n in rules.notes)  # the stock packages' note
-    notes = brf.notes(rules.notes, cfg)
+    stock = packages.changes(rules, None, stock=True).notes  # the stock packages' note
+    assert any("apk-mbedtls stays" in n for n in stock)
+    notes = brf.notes(stock, cfg)
     assert not any("apk-mbedtls stays" in n for n in notes)
     assert "apk-wolfssl replaces apk-mbedtls" in notes[-1]
     dev = devices.resolve("tl-wr902ac", "25.12.5")

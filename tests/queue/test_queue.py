@@ -195,6 +195,7 @@ def test_matrix_two_workers_one_killed_coordinator_interrupted(
         "build",
         "--flavour",
         "all",
+        "--stock",  # the patch set's wolfSSL needs sources a worker reaches (docs/build-farm.md)
         "--device",
         DEVICES,
         "--queue",
@@ -239,6 +240,7 @@ def test_matrix_two_workers_one_killed_coordinator_interrupted(
         "build",
         "--flavour",
         "all",
+        "--stock",  # the patch set's wolfSSL needs sources a worker reaches (docs/build-farm.md)
         "--device",
         DEVICES,
         "--mirror",
@@ -364,6 +366,7 @@ def test_worker_refuses_foreign_jobs(redis_server: Redis, tmp_path: Path, worker
                     "luci_https": False,
                     "packages": [],
                     "force": False,
+                    "stock": False,
                     "key": "0" * 32,
                 },
             ),
@@ -453,6 +456,7 @@ def test_artifacts_put_to_a_url(
             "build",
             "--flavour",
             "wolfssl",
+            "--stock",
             "--device",
             AR300,
             "--queue",

@@ -170,6 +170,7 @@ def test_flash_on_the_router_queue_from_shared_storage(
                 router.user,
                 "--flavour",
                 "wolfssl",
+                "--stock",
                 "--wait-up",
                 "60",
                 "--trust-new-key-after-wipe",  # the stand-in router gets a new key, as after -n
@@ -213,6 +214,7 @@ def test_flash_job_outside_the_shared_storage_is_refused(
         "accept_new": False,
         "trust_new_key_after_wipe": False,
         "wait_up": 5,
+        "stock": False,
         "image": "/etc/passwd",
         "image_sha256": hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest(),
     }

@@ -39,7 +39,7 @@ import zstandard
 
 from openwrt_wolf.catalogue import devtree
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
-from tests.standin import ib_assemble, package_pack
+from tests.standin import ib_assemble, package_pack, sdk_assemble
 from tests.standin.kit import Kit
 from tests.standin.package_pack import PkgInfo
 
@@ -499,27 +499,25 @@ def _make_apk_tree(
     return top
 
 
-def make_sdk(dest: Path, target: str, release: str = RELEASE, *, kit: Kit | None = None) -> Path:
-    """A stand-in SDK tree for the target (tests/standin/sdk/), named as OpenWrt names it, with
-    apk-tools in staging_dir/host/bin (it packs with `apk mkpkg`)."""
+def make_sdk(
+    dest: Path, target: str, release: str = RELEASE, *, tree: Path, kit: Kit
+) -> Path | None:
+    """A stand-in SDK for the target, assembled as target/sdk/Makefile assembles OpenWrt's
+    (tests/standin/sdk_assemble.py) and named as OpenWrt names it; None for a target whose
+    package architecture the stand-in has no cross compiler for (sdk.toml)."""
     spec = tomllib.loads((HERE / "targets.toml").read_text())
     tgt = spec["target"][target]
+    if tgt["arch_packages"] not in sdk_assemble.spec()["toolchain"]["arch"]:
+        return None
+    rel = spec["release"][release]
     t, s = target.split("/")
-    gcc = spec["release"][release].get("sdk_gcc", "14.3.0")
+    gcc = rel.get("sdk_gcc", "14.3.0")
     top = dest / f"openwrt-sdk-{release}-{t}-{s}_gcc-{gcc}_musl.Linux-x86_64"
     if top.exists():
         shutil.rmtree(top)
-    shutil.copytree(HERE / "sdk", top)
-    if kit is not None:
-        (top / "staging_dir" / "host" / "bin").mkdir(parents=True)
-        shutil.copy2(kit.apk, top / "staging_dir" / "host" / "bin" / "apk")
-    info = {"version": release, "target": t, "subtarget": s, "arch_packages": tgt["arch_packages"]}
-    (top / ".standin.json").write_text(json.dumps(info, indent=1))
-    (top / "feeds.conf.default").write_text(
-        "src-git packages https://git.openwrt.org/feed/packages.git\n"
-        "src-git luci https://git.openwrt.org/project/luci.git\n"
-    )
-    return top
+    top.mkdir(parents=True)
+    return sdk_assemble.assemble(top, tree, target, arch=tgt["arch_packages"], apk=kit.apk,
+                                 release={**rel, "name": release})  # fmt: skip
 
 
 def make_buildroot(
@@ -598,7 +596,9 @@ def make_server(
         d.mkdir(parents=True, exist_ok=True)
         lines = []
         ib = make_tree(work, target, release, tree=tree, tools=tools, kit=kit)
-        for top in (ib, make_sdk(work, target, release, kit=kit)):
+        sdk = make_sdk(work, target, release, tree=tree, kit=kit) if kit and release == RELEASE \
+            else None  # fmt: skip
+        for top in (ib, *([sdk] if sdk else [])):
             archive = pack(top, d / f"{top.name}.tar.zst")
             lines.append(f"{hashlib.sha256(archive.read_bytes()).hexdigest()} *{archive.name}\n")
         (d / "sha256sums").write_text("".join(sorted(lines, key=lambda x: x.split("*")[1])))

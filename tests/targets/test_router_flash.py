@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,29 @@ def _build_record(store: FileStore, img: Path, flavour: str) -> None:
     store.put(Record("build", f"b-{flavour}", "25.12.5", "tplink_tl-wr902ac-v1", flavour, data))
 
 
+def test_patch_set_router_without_apk_wolfssl_is_refused(
+    router_sftp: FakeRouter, tmp_path: Path
+) -> None:
+    """A wolfSSL router flashed with the patch set's image must run apk-wolfssl (patch 0004):
+    the fake router's packages are a stock image's (no apk-wolfssl), so the check says so;
+    checked as stock, the same router passes."""
+    r = router_sftp
+    r.reset()
+    r.trust_hostkey()
+    img = make_image(tmp_path / "wolf-sysupgrade.bin", packages=WOLFSSL_PACKAGES)
+    dev = devices.resolve("tl-wr902ac")
+    fi = replace(images.inspect(img, dev, flavour="wolfssl"), variant="patch-set")
+    req = FlashRequest(Login(host=r.host, port=r.port, user=r.user, key=r.userkey,
+                             known_hosts=r.known_hosts), dev, fi, "wolfssl", False, FAST,
+                       sysroot=str(r.root), trust_new_key_after_wipe=True)  # fmt: skip
+    with pytest.raises(WolfError, match=r"do not match wolfssl \(patch-set\): missing apk-wolfssl"):
+        Flasher(req, console=Console(file=io.StringIO(), width=200)).run()
+    r.reset()
+    r.trust_hostkey()
+    res, _ = do_flash(r, img, flavour="wolfssl")  # variant unknown: OpenWrt's own rules
+    assert res.ok
+
+
 def test_image_from_build_record(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "results")
     dev = devices.resolve("tl-wr902ac")
@@ -248,7 +272,8 @@ def test_image_from_build_record(tmp_path: Path) -> None:
     _build_record(store, img, "wolfssl")
     got = images.from_store(store, store.root, dev, "wolfssl")
     assert got.path == img and got.flavour == "wolfssl"
-    assert images.flavour_of(store, got.sha256) == "wolfssl"
+    assert images.from_build(store, replace(got, flavour=None)).flavour == "wolfssl"
+    assert got.variant == "stock"  # a record without a request: what its backend implies
     img.write_bytes(img.read_bytes() + b"x")
     with pytest.raises(WolfError, match="changed since build record"):
         images.from_store(store, store.root, dev, "wolfssl")
@@ -295,7 +320,7 @@ def test_cli_flash_from_build_record_on_dropbear(
     p = subprocess.run(
         [sys.executable, "-m", "invoke", "flash", "--device", "tl-wr902ac", "--host", r.host,
          "--port", str(r.port), "--key", str(r.userkey), "--known-hosts", str(r.known_hosts),
-         "--flavour", "wolfssl", "--store", str(store.root), "--wait-up", "60",
+         "--flavour", "wolfssl", "--stock", "--store", str(store.root), "--wait-up", "60",
          "--trust-new-key-after-wipe"],
         cwd=PROJECT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip

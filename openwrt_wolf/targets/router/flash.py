@@ -543,7 +543,7 @@ class Flasher:
             self.out.print(f"  {self.note} (pass --flavour)", markup=False)
             return State.DONE
         manager, pkgs = packages.installed(self.target, timeout=self.req.timeouts.command)
-        check = packages.check(manager, pkgs, self.req.flavour)
+        check = packages.check(manager, pkgs, self.req.flavour, img.variant, img.libraries)
         res.package_manager, res.tls_packages = manager, list(check.tls_packages)
         if not check.ok:
             problems = []
@@ -553,10 +553,13 @@ class Flasher:
                 problems.append(f"still installed: {', '.join(check.unwanted)}")
             raise WolfError(
                 f"the router runs {got}, but its TLS packages ({manager}) do not match "
-                f"{check.flavour}: {'; '.join(problems)}",
+                f"{check.flavour}{f' ({img.variant})' if img.variant else ''}: "
+                f"{'; '.join(problems)}",
                 hint="the image was not built for this flavour; check its build record",
             )
         self.note = f"runs {got}; {manager}: {', '.join(check.tls_packages)}"
+        if img.variant == "patch-set" and not img.libraries:
+            self.note += " (no build record of the image: the library's build not compared)"
         return State.DONE
 
     def _release(self) -> dict[str, str]:

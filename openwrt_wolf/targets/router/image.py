@@ -4,11 +4,15 @@ metadata, else profiles.json beside it, else the device catalogue."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...build.record import BuildRecord, variant_in
+from ...build.sdk import package_name
+from ...catalogue import flavours
 from ...catalogue.devices import Device
 from ...errors import WolfError
 from ...firmware import artifacts
@@ -29,6 +33,10 @@ class FlashImage:
     revision: str | None  # e.g. r32000-f0a60eee2f
     target: str | None  # e.g. ath79/generic
     flavour: str | None  # TLS flavour, when a build record says so
+    # "patch-set" or "stock" (build/record.py VARIANTS) and the TLS library packages of the
+    # build's manifest (name -> version), when a build record says so
+    variant: str | None = None
+    libraries: tuple[tuple[str, str], ...] = ()
 
 
 def _supported(meta: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
@@ -120,14 +128,21 @@ def _artifacts(record: Record) -> list[dict[str, Any]]:
     return [a for a in arts if isinstance(a, dict) and a.get("path")]
 
 
-def from_store(store: Store, root: Path, device: Device, flavour: str) -> FlashImage:
-    """The sysupgrade image of the newest build record for this device, release and flavour."""
+def from_store(
+    store: Store, root: Path, device: Device, flavour: str, variant: str | None = None
+) -> FlashImage:
+    """The sysupgrade image of the newest build record for this device, release, flavour and
+    variant ("patch-set" or "stock"; None: any)."""
     records = store.query("build", release=device.release, device=device.profile, flavour=flavour)
+    if variant is not None:
+        records = [r for r in records if variant_in(r.data, flavour) == variant]
     if not records:
+        what = f"{flavour} ({variant})" if variant else flavour
+        stock = " --stock" if variant == "stock" else ""
         raise WolfError(
-            f"no build of {device.profile} {device.release} with {flavour} in the store {root}",
-            hint=f"build it first (./wolf build --device {device.profile} --flavour {flavour}) "
-            "or pass --image PATH",
+            f"no build of {device.profile} {device.release} with {what} in the store {root}",
+            hint=f"build it first (./wolf build --device {device.profile} --flavour {flavour}"
+            f"{stock}) or pass --image PATH",
         )
     record = records[-1]
     arts = _artifacts(record)
@@ -149,7 +164,7 @@ def from_store(store: Store, root: Path, device: Device, flavour: str) -> FlashI
             f"build record {record.key} names {path}, which no longer exists",
             hint="rebuild with --force, or pass --image PATH",
         )
-    img = inspect(path, device, flavour=flavour)
+    img = with_build(inspect(path, device, flavour=flavour), _build(record), record)
     if art.get("sha256") and art["sha256"] != img.sha256:
         raise WolfError(
             f"{path} changed since build record {record.key} was written (sha256 differs)",
@@ -158,9 +173,39 @@ def from_store(store: Store, root: Path, device: Device, flavour: str) -> FlashI
     return img
 
 
-def flavour_of(store: Store, sha256: str) -> str | None:
-    """The flavour of the build that produced an image with this checksum, if any."""
+def _build(record: Record) -> BuildRecord | None:
+    """The store's build record as its model; None for one that does not read as one (an
+    older or foreign shape: the flash then knows no variant)."""
+    try:
+        return BuildRecord.from_dict(record.data, f"build record {record.key}")
+    except WolfError:
+        return None
+
+
+def with_build(
+    img: FlashImage, rec: BuildRecord | None, record: Record | None = None
+) -> FlashImage:
+    """The image with what its build record says: the variant and the SDK's TLS libraries
+    (a record that is not a whole BuildRecord gives its variant only)."""
+    if rec is None:
+        if record is None or not img.flavour:
+            return img
+        return dataclasses.replace(img, variant=variant_in(record.data, img.flavour))
+    libs = []
+    for f in rec.compiled:  # the SDK's TLS library packages, by name with their ABI suffix
+        name = package_name(f)
+        if flavours.library_of_package(name):
+            libs.append((name, f.removeprefix(f"{name}-").removesuffix(".apk")))
+    return dataclasses.replace(img, variant=rec.variant, libraries=tuple(sorted(libs)))
+
+
+def from_build(store: Store, img: FlashImage) -> FlashImage:
+    """The image with the flavour, variant and TLS libraries of the build that produced a
+    file with its checksum, if the store has one."""
     for record in reversed(store.query("build")):
-        if any(a.get("sha256") == sha256 for a in _artifacts(record)):
-            return record.flavour
-    return None
+        if any(a.get("sha256") == img.sha256 for a in _artifacts(record)):
+            if img.flavour and record.flavour != img.flavour:
+                return img  # --flavour says otherwise: the flash checks what it says
+            img = dataclasses.replace(img, flavour=record.flavour)
+            return with_build(img, _build(record), record)
+    return img

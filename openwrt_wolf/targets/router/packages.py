@@ -76,16 +76,41 @@ def installed(target: Target, *, timeout: float = 60.0) -> tuple[str, dict[str, 
     )
 
 
-def check(manager: str, pkgs: dict[str, str], flavour: str) -> PackageCheck:
+def check(
+    manager: str,
+    pkgs: dict[str, str],
+    flavour: str,
+    variant: str | None = None,
+    libraries: tuple[tuple[str, str], ...] = (),
+) -> PackageCheck:
+    """What the router runs against the flavour's rules: OpenWrt's own packages (`installed`,
+    with what apk keeps) for a stock image, the patch set's (`patch_set`: apk-wolfssl, the
+    native backend, no Mbed TLS at all) for a patch-set image; with the build's TLS library
+    packages the SDK compiled known (``libraries``: name with ABI suffix, version), each
+    installed exactly (the minimal libwolfssl's ABI suffix is not OpenWrt's full one's)."""
     fl = flavours.get(flavour)
-    r = fl.installed
     names = sorted(pkgs)
-    missing = tuple(g for g in r.required if not fnmatch.filter(names, g))
+    ps = fl.patch_set if variant == "patch-set" else None
+    r = ps or fl.installed
+    missing = [g for g in r.required if not fnmatch.filter(names, g)]
     unwanted = tuple(sorted({n for g in r.forbidden for n in fnmatch.filter(names, g)}))
-    if manager == "apk":
+    if manager == "apk" and ps is None:
         unwanted = tuple(
             n for n in unwanted if not any(fnmatch.fnmatchcase(n, g) for g in r.apk_keeps)
         )
+    for name, version in libraries:  # exact, ABI suffix and all
+        if pkgs.get(name) != version:
+            base = _strip_abi(name)
+            have = ", ".join(f"{n} {pkgs[n]}" for n in names if _strip_abi(n) == base) or "none"
+            missing.append(f"{name} {version} (the build's; installed: {have})")
     globs = {g for fr in rules().values() for g in (*fr.required, *fr.forbidden)}
+    if fl.patch_set:  # apk-wolfssl, and what else the patch set's image is told by
+        globs |= {*fl.patch_set.required, *fl.patch_set.forbidden}
     tls = tuple(n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs))
-    return PackageCheck(manager, fl.name, dict(pkgs), tls, missing, unwanted)
+    return PackageCheck(manager, fl.name, dict(pkgs), tls, tuple(missing), unwanted)
+
+
+def _strip_abi(name: str) -> str:
+    """libwolfssl5.9.1.e624513f -> libwolfssl: the manifest (STRIP_ABI) and apk name a package
+    with or without its ABI version."""
+    return re.sub(r"[0-9][0-9A-Za-z.]*$", "", name) or name
