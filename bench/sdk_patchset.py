@@ -7,13 +7,15 @@ repositories made of the shared snapshots and Debian's source archive (`--source
 same-version,substitute`). Every image of the run is built without Wi-Fi and apk
 (`--packages -apk-mbedtls,-wpad-basic-mbedtls`: hostapd and ucode, which apk's wget-any brings
 in, build with libnl-tiny and ubus, which have no source here at their pins), so the three
-flavours compare like for like.
+flavours compare like for like. With `--git DIR` (git repositories named by OpenWrt's project,
+e.g. `ubus` and `libnl-tiny` cloned from public snapshots: substitutes, each in the record) the
+images keep Wi-Fi and apk, and the SDK compiles wpad-basic-wolfssl and apk-wolfssl as well.
 
 Prints the SDK phase (compile) of the cold run, the warm run in a new process (the kept
 packages and the store: no compile), then the size report of the builds: TLS libraries (xz),
 rootfs, image, erase blocks and the fit per device and flavour, wolfSSL against Mbed TLS.
 
-    .venv/bin/python bench/sdk_patchset.py [--keep DIR]
+    .venv/bin/python bench/sdk_patchset.py [--keep DIR] [--git DIR]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ DEVICES = "tplink_tl-wr902ac-v1,glinet_gl-ar300m16"
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", type=Path, help="work here and keep it (mirror, cache, store)")
+    ap.add_argument("--git", type=Path, help="more source repositories: build Wi-Fi and apk")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="wolf-sdk-bench-") as tmp:
         base = (args.keep or Path(tmp)).resolve()
@@ -55,15 +58,16 @@ def main() -> None:
                 tools=openwrt_tools.ensure(),
                 kit=kit.make_kit(base / "kit"),
             )
-        srcs = ",".join(str(d) for d in source_dirs(base / "sources"))
+        dirs = source_dirs(base / "sources") + ([args.git.resolve()] if args.git else [])
+        srcs = ",".join(str(d) for d in dirs)
+        change = [] if args.git else ["--packages=-apk-mbedtls,-wpad-basic-mbedtls"]
         print(f"stand-in mirror and sources: {time.monotonic() - t:.0f} s", flush=True)
         env = {**os.environ, "OPENWRT_WOLF_CACHE": str(base / "cache"),
                "OPENWRT_WOLF_STORE": str(base / "store")}  # fmt: skip
         with serve(mirror) as (url, _):
             argv = [sys.executable, "-m", "invoke", "build", "--flavour", "all", "--device",
-                    DEVICES, "--mirror", url, "--packages=-apk-mbedtls,-wpad-basic-mbedtls",
-                    "--sources", srcs, f"--allow={','.join(SOURCES_ALLOW)}",
-                    "--no-report"]  # fmt: skip
+                    DEVICES, "--mirror", url, *change, "--sources", srcs,
+                    f"--allow={','.join(SOURCES_ALLOW)}", "--no-report"]  # fmt: skip
             walls = []
             for what in ("cold", "warm"):
                 t = time.monotonic()

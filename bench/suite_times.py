@@ -3,6 +3,7 @@ build (docs/testing.md "What the suite costs").
 
     .venv/bin/python bench/suite_times.py [-n 2] [--runs cold,warm] [MODULE ...]
     .venv/bin/python bench/suite_times.py --standins
+    .venv/bin/python bench/suite_times.py --report CLOCK [--top N]
 
 Suite mode runs pytest (the whole suite, or the modules given) cold, in a fresh cache
 ($OPENWRT_WOLF_CACHE in a new directory: every library, userland, tool and stand-in built
@@ -115,8 +116,9 @@ def print_suite(runs: dict[str, dict[str, Any]], top: int) -> None:
         print(f"{m:<48} {int(first.get('tests', 0)):>5}{cells}")
     for n in names:
         r = runs[n]
-        print(f"{n}: wall {r['wall']:.0f} s, CPU {r['cpu']:.0f} s (all pytest processes); "
-              f"exit {r['rc']}: {r['summary']}")  # fmt: skip
+        if "rc" in r:  # not for --report: that run's pytest was not ours to time
+            print(f"{n}: wall {r['wall']:.0f} s, CPU {r['cpu']:.0f} s (all pytest processes); "
+                  f"exit {r['rc']}: {r['summary']}")  # fmt: skip
         for p in sorted(r["prepared"], key=lambda p: -p["cpu"]):
             print(f"  {n} fixture {p['prepared']}: {p['cpu']:.1f} s CPU, {p['wall']:.1f} s wall "
                   f"({p['worker']})")  # fmt: skip
@@ -196,7 +198,13 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=0, help="print only the N costliest modules")
     ap.add_argument("--keep", type=Path, help="work here and keep it (logs, clocks)")
     ap.add_argument("--standins", action="store_true", help="the stand-ins' cost (above)")
+    ap.add_argument("--report", type=Path, metavar="CLOCK",
+                    help="only print the table of a run made elsewhere with -p bench.suite_clock "
+                    "and WOLF_SUITE_CLOCK=CLOCK (a CI run in a fresh root)")  # fmt: skip
     args = ap.parse_args()
+    if args.report:
+        print_suite({"run": read_clock(args.report)}, args.top)
+        return
     work = args.keep or Path(tempfile.mkdtemp(prefix="wolf-suite-"))
     work.mkdir(parents=True, exist_ok=True)
     act: Callable[[], None]
