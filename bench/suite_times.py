@@ -116,6 +116,11 @@ def print_suite(runs: dict[str, dict[str, Any]], top: int) -> None:
         print(f"{m:<48} {int(first.get('tests', 0)):>5}{cells}")
     for n in names:
         r = runs[n]
+        mods = r["modules"].values()
+        print(
+            f"{n}: {sum(int(m['tests']) for m in mods)} tests, modules' sum "
+            f"{sum(m['cpu'] for m in mods):.0f} s CPU, {sum(m['wall'] for m in mods):.0f} s wall"
+        )
         if "rc" in r:  # not for --report: that run's pytest was not ours to time
             print(f"{n}: wall {r['wall']:.0f} s, CPU {r['cpu']:.0f} s (all pytest processes); "
                   f"exit {r['rc']}: {r['summary']}")  # fmt: skip
