@@ -161,12 +161,7 @@ def _series_state(top: Path, patches_dir: Path) -> str:
 
 
 def _stamped(dest: Path) -> dict[str, object] | None:
-    if not (dest / STAMP).is_file():
-        return None
-    try:
-        d = untrusted.load_json(dest / STAMP, "base feed stamp")
-    except WolfError:
-        return None
+    d = untrusted.load_cached(dest / STAMP, "base feed stamp", lambda d: d)
     return d if isinstance(d, dict) else None
 
 

@@ -403,13 +403,10 @@ def kept_packages(into: Path) -> tuple[list[Path], tuple[str, str | None]] | Non
     from ..hashing import file_sha256
     from ..trust import untrusted
 
-    if not (into / KEPT).is_file():
+    d = untrusted.load_cached(into / KEPT, "kept SDK packages", lambda d: d)
+    if not isinstance(d, dict):
         return None
-    try:
-        d = untrusted.load_json(into / KEPT, "kept SDK packages")
-    except WolfError:
-        return None
-    files = d.get("files") if isinstance(d, dict) else None
+    files = d.get("files")
     if not isinstance(files, dict) or not files or not isinstance(d.get("sdk"), str):
         return None
     out = []

@@ -198,10 +198,9 @@ def measure_rootfs(path: Path, offset: int = 0, *, jobs: int | None = None) -> R
     if not path.is_file():
         raise WolfError(f"rootfs not found: {path}", hint="check the path")
     hit = _cache("rootfs", _identity(path, offset) + ".json")
-    try:
-        return RootfsInfo.from_dict(untrusted.load_json(hit, "cached rootfs measurement"))
-    except WolfError:
-        pass  # absent or not one of ours: measured again
+    cached = untrusted.load_cached(hit, "cached rootfs measurement", RootfsInfo.from_dict)
+    if cached is not None:
+        return cached  # else absent or not one of ours: measured again
     if path.name.endswith(".gz"):
         unpacked = _gunzip(path, _cache("unpacked"))
         try:

@@ -85,13 +85,10 @@ def plan(req: Request, soft_float: bool) -> list[spec.BuildSpec]:
 
 
 def load_cached(root: Path) -> Footprint | None:
-    f = root / RESULT
-    if not f.exists():
-        return None
-    try:
-        return Footprint.from_dict(untrusted.load_json(f, "footprint cache entry"), str(f))
-    except WolfError:
-        return None  # an older or damaged entry: rebuilt
+    f = root / RESULT  # an older or damaged entry: rebuilt
+    return untrusted.load_cached(
+        f, "footprint cache entry", lambda d: Footprint.from_dict(d, str(f))
+    )
 
 
 def build_one(bs: spec.BuildSpec, tc: toolchain.Toolchain, req: Request) -> Footprint:

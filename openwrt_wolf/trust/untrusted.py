@@ -9,6 +9,8 @@ profiles.json, manifests, sha256sums, package indexes. Nothing in them is truste
 - ``load_json``/``loads_json``: JSON whose numbers are finite and fit in 64 bits: NaN,
   Infinity, 1e400 and a 5,000-digit integer (Python's int-str limit raises on it) are
   refused with the field's path, never passed on.
+- ``load_cached``: a file of our own cache, read the same way; absent, damaged or from an
+  older version is ``None`` (the caller makes it again), never an error and never trusted.
 - ``typed``: a dataclass from a JSON object, every field checked against its annotation;
   the error names the file and the field (``build.json: field data.fit.limit: a string
   where a whole number belongs``).
@@ -26,6 +28,7 @@ import os
 import stat
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, TypeVar, get_args, get_origin
 
@@ -205,6 +208,15 @@ def loads_json(raw: bytes | str, where: str) -> Any:
 def load_json(path: Path, what: str, limit: int = MAX_JSON, *, hint: str | None = None) -> Any:
     """A JSON file read through ``read_bytes`` and ``loads_json``."""
     return loads_json(read_bytes(path, what, limit, hint=hint), f"{what} {path}".strip())
+
+
+def load_cached(path: Path, what: str, parse: Callable[[Any], T]) -> T | None:
+    """A cache entry of ours: ``parse`` of its JSON, or None when it is absent, unreadable
+    or refused by ``parse`` (a WolfError): the caller makes the entry again."""
+    try:
+        return parse(load_json(path, what))
+    except WolfError:
+        return None
 
 
 # --- typed models from JSON objects -------------------------------------------------------

@@ -77,6 +77,36 @@ def test_special_files_are_one_line_without_reading(kind: str, says: str, tmp_pa
 
 
 @pytest.mark.parametrize(
+    "kind", ["fifo", "directory", "symlink loop", "/dev/zero", "sparse 20 GB", "missing", "junk"]
+)
+def test_a_cache_entry_that_is_no_file_of_ours_is_made_again(kind: str, tmp_path: Path) -> None:
+    # load_cached is the cache's reader (base feed stamp, kept SDK packages, footprint and
+    # rootfs entries): what is not a readable JSON file the parser takes is None, at once
+    path = _special(tmp_path, kind) if kind != "junk" else tmp_path / "x.json"
+    if kind == "junk":
+        path.write_text('{"files": ')
+    t0 = time.monotonic()
+    assert untrusted.load_cached(path, "cache entry", lambda d: d) is None
+    assert time.monotonic() - t0 < 5
+
+
+def test_a_cache_entry_its_parser_refuses_is_made_again(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    path.write_text('{"size": 1}')
+
+    def parse(d: object) -> int:
+        if not isinstance(d, dict) or not isinstance(d.get("size"), int):
+            raise WolfError("not a size")
+        return int(d["size"])
+
+    assert untrusted.load_cached(path, "cache entry", parse) == 1
+    path.write_text('{"size": "1"}')
+    assert untrusted.load_cached(path, "cache entry", parse) is None
+    path.write_text('{"size": 1e400}')  # refused by the reader before the parser sees it
+    assert untrusted.load_cached(path, "cache entry", parse) is None
+
+
+@pytest.mark.parametrize(
     ("raw", "says"),
     [
         ("NaN", "NaN (not a number JSON allows)"),
