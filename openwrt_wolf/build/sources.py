@@ -103,6 +103,7 @@ class Filler:
             for f in (prev.files if prev else ())
             if f["class"] != "exact" and f["placed"]
         }
+        self._absent: dict[str, list[str]] = {}  # file -> Debian's listed origs the pool lacks
 
     # --- places -----------------------------------------------------------------------
     def _verified(self, path: Path, n: Needed) -> bool:
@@ -273,6 +274,9 @@ class Filler:
     def _missing_note(self, n: Needed) -> str:
         if n.is_git or n.commit:
             return f"no git repository of {n.git_url or n.name} under --sources"
+        if n.file in self._absent:
+            return (f"Debian's index lists {', '.join(self._absent[n.file])}, but its pool "
+                    "serves none of them (HTTP 404)")  # fmt: skip
         return (
             "not in Debian's source archive" if self.archive else "no Debian lookup (--no-debian)"
         )
@@ -448,7 +452,11 @@ class Filler:
                     unavailable.append(o.filename)
                     continue
                 return Resolution(n, "exact", o.url, n.file, n.hash, o.upstream)
+        listed = origs
         origs = [o for o in origs if self._reachable(o, unavailable)]
+        if not origs:  # the index names them, the pool serves none (a partial mirror)
+            self._absent[n.file] = sorted({o.filename for o in listed})
+            return None
         version = n.version or ""
         same = [o for o in origs if version and o.plain_upstream == version]
         for o in same:

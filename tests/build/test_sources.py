@@ -248,6 +248,30 @@ def test_fill_from_debian(tree: Path, tmp_path: Path) -> None:
     assert "dfsg" in by[needed[1].file]["version"]
 
 
+def test_a_file_debians_index_lists_but_its_pool_lacks_is_named_so(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mirror of Debian's archive may list an orig tarball in its Sources index and serve
+    404 for it (here libmnl, libnftnl and nftables: the firewall's libraries). The file stays
+    missing, and its note names the files the real index lists, not "not in Debian's source
+    archive". The pool's answer is simulated (every HEAD a 404); the index is Debian's."""
+    need_tools("apt-get")
+    from openwrt_wolf.build import srcdebian
+
+    monkeypatch.setattr(srcdebian.Archive, "exists", lambda self, o: False)
+    n = _needed(tree, "package/libs/libmnl")
+    try:
+        subs = sources.fill(tree, [n], local=[], allow=("same-version", "substitute"),
+                            debian=True, log=tmp_path / "log")  # fmt: skip
+    except WolfError as e:
+        unavailable(f"Debian's archive is not reachable: {e}")
+        raise
+    (f,) = subs.files
+    assert f["class"] == "missing"
+    assert "HTTP 404" in f["note"] and re.search(r"libmnl_[\d.]+\.orig\.tar\.bz2", f["note"])
+    assert not (tree / "dl" / n.file).exists()
+
+
 def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
     """The recorder sees what OpenWrt's download step asks for, with the hash the Makefile
     names; an unselected package that make compiles anyway is found by the dry run."""
