@@ -420,12 +420,15 @@ def build(
     sources: Mapping[str, Path] | None = None,
     rebuild: bool = False,
     jobs: int | None = None,
+    library: spec.BuildSpec | None = None,
 ) -> UserlandBuild:
     """Build (or take from the cache) the userland of one flavour for one arch.
 
     The TLS library comes from the footprint lab (built on demand, cached, shared with
     ``invoke footprint``). ``sources`` overrides ``host.upstream``'s trees: keys json-c,
-    libubox, ustream-ssl, uclient, uhttpd, and openwrt (the tree with package/utils)."""
+    libubox, ustream-ssl, uclient, uhttpd, and openwrt (the tree with package/utils).
+    ``library`` links another build of the flavour's library (bench/wolfssl_options.py: one
+    configure option on or off); its footprint key is part of the userland's."""
     fv = flavour(flavour_name)
     arch = ARCH_ALIASES.get(arch, arch)
     a = spec.get_arch(arch)
@@ -442,6 +445,10 @@ def build(
         soft_float=tc.soft_float,
         version=fv.version,
     )
+    if library is not None:
+        if library.library != bs.library:
+            raise WolfError(f"userland {flavour_name}: links {bs.title}, not {library.title}")
+        bs = library
     req = lab.Request(arch=arch, libraries=(fv.library,), configs=(fv.config,), jobs=jobs)
     fp = lab.build_one(bs, tc, req)
     srcs, tree = _sources(sources)

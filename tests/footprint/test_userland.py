@@ -554,3 +554,15 @@ def test_stack_parts_are_the_installed_files(tmp_path: Path) -> None:
                                 check=True, timeout=120).stdout  # fmt: skip
             assert len(xz) == f.xz
     assert st.xz == sum(f.xz for p in st.parts for f in p.files)
+
+
+def test_a_userland_links_only_its_own_library() -> None:
+    """`library=` (bench/wolfssl_options.py: one configure option on or off) takes another
+    build of the flavour's library, never another library: one error line before any build."""
+    from openwrt_wolf.errors import WolfError
+    from openwrt_wolf.footprint import spec
+
+    need_tools(*HOST_TOOLS)
+    other = spec.resolve("mbedtls", None, "openwrt", "x86_64")
+    with pytest.raises(WolfError, match="links wolfSSL, not Mbed TLS"):
+        userland.build("wolfssl", arch="host", library=other)

@@ -5,6 +5,7 @@ for a server to listen (a real one: python's http.server, and one that exits fir
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,7 +13,25 @@ import pytest
 
 from openwrt_wolf import proc
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.perf.runner import free_port, proc_cpu_seconds, wait_listening
+from openwrt_wolf.perf.runner import (
+    free_port,
+    proc_cpu_seconds,
+    process_cpu_clock,
+    wait_listening,
+)
+
+BURN = """
+import sys, threading, time
+def burn():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.25:
+        pass
+ts = [threading.Thread(target=burn) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(time.process_time(), flush=True)
+sys.stdin.read()
+"""
 
 
 def test_cpu_seconds_match_times() -> None:
@@ -22,6 +41,28 @@ def test_cpu_seconds_match_times() -> None:
     t = os.times()
     got = proc_cpu_seconds(Path("/proc/self/stat").read_text())
     assert got == pytest.approx(t.user + t.system, abs=0.05)
+
+
+def test_a_servers_cpu_in_nanoseconds_is_its_own_account() -> None:
+    """A live process that burned CPU in two threads, now gone (then idles): its CPU clock
+    read from outside agrees with the process's own clock (time.process_time(), every thread)
+    to 10 ms, and with the kernel's tick count in /proc/<pid>/stat to three ticks."""
+    with subprocess.Popen([sys.executable, "-c", BURN], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as child:  # fmt: skip
+        assert child.stdout is not None and child.stdin is not None
+        own = float(child.stdout.readline())
+        fine = process_cpu_clock(child.pid)
+        ticks = proc_cpu_seconds(Path(f"/proc/{child.pid}/stat").read_text())
+        child.stdin.close()
+    assert own >= 0.5
+    assert fine == pytest.approx(own, abs=0.01)
+    assert fine == pytest.approx(ticks, abs=3 / os.sysconf("SC_CLK_TCK"))
+
+
+def test_a_process_that_is_gone_has_no_cpu_clock() -> None:
+    with subprocess.Popen(["true"]) as gone:
+        gone.wait()
+    assert process_cpu_clock(gone.pid) is None
 
 
 def test_command_name_with_spaces() -> None:
