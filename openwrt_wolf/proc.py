@@ -172,26 +172,51 @@ def kill_groups(procs: list[subprocess.Popen[bytes]], *, grace: float) -> None:
     for p in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=5)
+    # a KILL is delivered when its target next runs: on a busy machine a group's other
+    # members (a shell's background sleep) were still alive when the leader had been reaped
+    groups = {p.pid for p in procs}
+    deadline = time.monotonic() + 5
+    while (groups := groups & _running_groups()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _running_groups() -> set[int]:
+    """The process groups with a member that is not a zombie (/proc/<pid>/stat)."""
+    out = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            st = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
+            continue
+        state, _ppid, pgrp = st[st.rfind(b")") + 2 :].split()[:3]
+        if state not in (b"Z", b"X"):
+            out.add(int(pgrp))
+    return out
 
 
 def _tell_reaper(line: str) -> None:
-    global _reaper
     with _live_lock:
-        try:
-            if _reaper is None:
-                r = subprocess.Popen(
-                    [sys.executable, "-c", _REAPER],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,  # a KILL of the task's group does not reach it
-                )
-                _reaper = r.stdin
-            assert _reaper is not None
-            _reaper.write(line.encode() + b"\n")
-            _reaper.flush()
-        except OSError:
-            pass  # no reaper: the groups are still killed on timeouts and interrupts
+        _tell_reaper_locked(line)
+
+
+def _tell_reaper_locked(line: str) -> None:
+    """_tell_reaper with _live_lock held by the caller."""
+    global _reaper
+    try:
+        if _reaper is None:
+            r = subprocess.Popen(
+                [sys.executable, "-c", _REAPER],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a KILL of the task's group does not reach it
+            )
+            _reaper = r.stdin
+        assert _reaper is not None
+        _reaper.write(line.encode() + b"\n")
+        _reaper.flush()
+    except OSError:
+        pass  # no reaper: the groups are still killed on timeouts and interrupts
 
 
 def _track(p: subprocess.Popen[bytes]) -> None:
@@ -203,10 +228,11 @@ def _track(p: subprocess.Popen[bytes]) -> None:
         stopping = _stopping.is_set()
         if not stopping:
             _live[p.pid] = p
+            # told under the same lock: a command in _live is one the reaper knows of
+            _tell_reaper_locked(f"+{p.pid}")
     if stopping:
         kill_group(p, grace=5.0)
         raise KeyboardInterrupt
-    _tell_reaper(f"+{p.pid}")
 
 
 def _untrack(p: subprocess.Popen[bytes]) -> None:

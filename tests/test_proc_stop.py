@@ -22,15 +22,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# "running" once both commands are tracked (in proc._live, read under its lock: the reaper
+# has been told of them).
+# Seven processes in /proc were not enough under load: the reaper exists from the first
+# command's start, and a SIGKILL before the lines reached it left both commands behind.
 TASK = """
-import sys
+import sys, time
 from openwrt_wolf import cli, proc
+
+def tracked():  # under the lock _track writes to the reaper in: then the reaper has the line
+    with proc._live_lock:
+        return len(proc._live)
 
 @cli.guarded
 def task():
     cmd = ["sh", "-c", "trap '' TERM; sleep 300 & sleep 300; wait"]  # TERM is ignored
     with proc.workers(2, "t") as pool:
         futs = [pool.submit(proc.run, cmd, timeout=600) for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while tracked() < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         print("running", flush=True)
         for f in futs:
             f.result()
@@ -154,12 +165,20 @@ def test_kill_of_the_task_leaves_no_command_running() -> None:
 
 
 OBEYS_TERM = """
+import time
 from openwrt_wolf import cli, proc
+
+def tracked():  # as in TASK
+    with proc._live_lock:
+        return len(proc._live)
 
 @cli.guarded
 def task():
     with proc.workers(1, "t") as pool:
         fut = pool.submit(proc.run, ["sleep", "300"], timeout=600)
+        deadline = time.monotonic() + 60
+        while tracked() < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
         print("running", flush=True)
         fut.result()
 
@@ -177,11 +196,15 @@ def test_the_reaper_of_a_killed_task_ends_with_its_commands() -> None:
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "running"
         deadline = time.monotonic() + 30
-        while len(marked(mark)) < 3:  # the task, its reaper, the sleep
+
+        def reapers() -> list[int]:  # a forked reaper shows the task's cmdline until its exec
+            return [q for q in marked(mark)
+                    if b"groups" in Path(f"/proc/{q}/cmdline").read_bytes()]  # fmt: skip
+
+        while len(marked(mark)) < 3 or not reapers():  # the task, its reaper, the sleep
             assert time.monotonic() < deadline, marked(mark)
             time.sleep(0.05)
-        reaper = [q for q in marked(mark)
-                  if b"groups" in Path(f"/proc/{q}/cmdline").read_bytes()]  # fmt: skip
+        reaper = reapers()
         assert len(reaper) == 1
         p.kill()
         p.wait(timeout=30)
