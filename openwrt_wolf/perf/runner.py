@@ -89,9 +89,9 @@ class _QemuServed:
 
     def cpu_seconds(self) -> float:
         """The qemu process's: the emulated program's CPU time and qemu's translation."""
+        fine = process_cpu_clock(self.popen.pid) if self.fine is not False else None
         if self.fine is None:  # decided once: the deltas of one run are read on one clock
-            self.fine = process_cpu_clock(self.popen.pid) is not None
-        fine = process_cpu_clock(self.popen.pid) if self.fine else None
+            self.fine = fine is not None
         if fine is not None:
             return fine
         return proc_cpu_seconds(Path(f"/proc/{self.popen.pid}/stat").read_text())
