@@ -108,7 +108,15 @@ def sources(
     tree, digest = path(tree, "--tree"), path(digest, "--digest")
     sources, config = path_list(sources, "--sources"), path_list(config, "--config")
     from openwrt_wolf.build import cli as build_cli
+    from openwrt_wolf.host import cli as host_cli
 
+    if tree is None:  # the pinned upstream snapshots (host), else a tree's dl/ (build)
+        build_cli.refuse_tree_options(
+            allow=allow, configs=config, debian=debian, revert=revert, redo=redo, device=device,
+            flavour=flavour, packages=packages, release=release, sdk_ib=sdk_ib,
+        )  # fmt: skip
+        host_cli.sources(fetch=fetch, digest=digest, dirs=sources, urls=sources_url)
+        return
     sys.exit(build_cli.sources_main(
         tree=tree, fetch=fetch, digest=digest, dirs=sources, urls=sources_url, allow=allow,
         configs=config, debian=debian, revert=revert, redo=redo, device=device, flavour=flavour,
@@ -259,9 +267,9 @@ def what_if(
     packages, store = path_list(packages, "--packages"), path(store, "--store")
     output = path(output, "--output")
     check_store(store)
-    from openwrt_wolf.firmware import cli as firmware_cli
+    from openwrt_wolf.whatif import cli as whatif_cli
 
-    firmware_cli.whatif_main(
+    whatif_cli.main(
         flavour=required(flavour, "--flavour", hint="e.g. --flavour openssl"),
         image=image,
         from_dir=from_,
@@ -333,14 +341,19 @@ def build(
 
     flavour = required(flavour, "--flavour", hint="mbedtls, wolfssl, openssl or all")
     device = required(device, "--device", hint="e.g. --device tl-wr902ac (see ./wolf devices)")
-    build_cli.main_args(
+    opts = build_cli.options(
         flavour=flavour, device=device, release=release, backend=backend, mirror=mirror,
         imagebuilder=imagebuilder, sdk=sdk, tree=tree,
         jobs=integer(j, "-j", default=1, minimum=1), force=force, store=store,
         luci_https=luci_https, packages=packages, files=files, feed=feed, patches=patches,
-        queue=queue, retries=retries, worker_timeout=worker_timeout, sdk_ib=sdk_ib,
-        stock=stock, sources=sources, sources_url=sources_url, allow=allow,
+        sdk_ib=sdk_ib, stock=stock, sources=sources, sources_url=sources_url, allow=allow,
     )  # fmt: skip
+    if queue:  # built by the queue's workers, records into the local store
+        from openwrt_wolf.queue import cli as queue_cli
+
+        queue_cli.build(opts, queue, retries=retries, worker_timeout=worker_timeout)
+    else:
+        build_cli.main(opts, retries=retries, worker_timeout=worker_timeout)
     if report:
         report_cli.main(
             store=store, from_dirs=[], device=device, flavour=flavour, release=release,
@@ -745,7 +758,7 @@ def footprint(c, arch="mips_24kc", release=None, library=None, config=None, ecc=
 @task(
     help={
         "flavour": "whose uclient-fetch to test: mbedtls,wolfssl,openssl or all (default all)",
-        "case": "only these cases (comma-separated names of data/footprint/conformance.toml)",
+        "case": "only these cases (comma-separated names of data/perf/conformance.toml)",
         "jobs": "cases run at once (default 8)",
         "markdown": "print the case x backend table as Markdown",
         "write_docs": "replace the generated table in this file (docs/security.md)",
@@ -757,7 +770,7 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
                     work=None):  # fmt: skip
     """Certificate verification suite: every case x ustream-ssl backend, host builds."""
     write_docs, work = path(write_docs, "--write-docs"), path(work, "--work")
-    from openwrt_wolf.footprint import cli
+    from openwrt_wolf.perf import cli
 
     n = integer(jobs, "--jobs", default=8, minimum=1)
     ok = cli.conformance_main(flavour=flavour, case=case, jobs=n, markdown=markdown,

@@ -51,7 +51,7 @@ class Lab:
 
 
 def make_lab(top: Path) -> Lab:
-    """As tests/firmware/test_whatif.py builds it: the 25.12 stand-in ImageBuilder (OpenWrt's
+    """As tests/whatif/test_whatif.py builds it: the 25.12 stand-in ImageBuilder (OpenWrt's
     Makefile, apk, the kit's MIPS payloads; tree and tools from ../shared) and one image."""
     from openwrt_wolf.host import openwrt_tools, upstream
     from tests.standin import kit, make_standin
@@ -118,7 +118,7 @@ class Targets:
 
 def _package(packages: Path, name: str) -> Path:
     """The file of a package, found by its plain name (its ABI name provides it)."""
-    from openwrt_wolf.firmware import pkgsource
+    from openwrt_wolf.whatif import pkgsource
 
     pkg = pkgsource.load(packages).get(name)
     assert pkg is not None, name

@@ -48,11 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf import paths
 from openwrt_wolf.hashing import file_sha256
-from openwrt_wolf.measure.free_memory import spec_for
 from openwrt_wolf.perf.model import IMAGE, ImageServer, Where, metric, record_key
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.machine import VM
+from openwrt_wolf.targets.vm.qemu import spec_for
 
 TLS_FILES = r"^lib(mbedtls|mbedx509|mbedcrypto|wolfssl|ssl|crypto|ustream-ssl)"
 HOST_ON_LAN = "192.168.1.2"  # QEMU user networking: the host as seen from net=192.168.1.0/24

@@ -135,9 +135,9 @@ def print_suite(runs: dict[str, dict[str, Any]], top: int) -> None:
 
 def standins(work: Path) -> list[tuple[str, dict[str, float], str, dict[str, float], int]]:
     from openwrt_wolf.host import openwrt_tools, upstream
-    from tests.firmware import test_whatif as wi
     from tests.standin import kit as kit_mod
     from tests.standin import make_standin
+    from tests.whatif import test_whatif as wi
 
     rows = []
     t25, t24 = upstream.openwrt_tree("25.12.5"), upstream.openwrt_tree("24.10.8")

@@ -194,6 +194,11 @@ def path_list(value: str | None, option: str) -> str | None:
     return ",".join(path(p, option) or "" for p in str(value).split(","))
 
 
+def comma_list(value: str | None) -> list[str]:
+    """A comma list option's values, blanks dropped."""
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
 def required(value: str | None, option: str, *, hint: str) -> str:
     """A value the task cannot do without. Not invoke-required: then `invoke TASK --help`
     would take --help as that value instead of showing the help."""

@@ -24,3 +24,10 @@ def parse_size(value: str | int, *, what: str = "size") -> int:
 def kib(n: int) -> str:
     """Bytes as OpenWrt would write them when they are whole KiB, else plain bytes."""
     return f"{n // 1024}k" if n % 1024 == 0 else str(n)
+
+
+def figure(v: int | None, blocks: bool = False) -> str:
+    """A table's byte (or erase-block) count: '6,095,145 B', '93 blocks', '–' when unknown."""
+    if v is None:
+        return "–"
+    return f"{v:,}" + (" blocks" if blocks else " B")

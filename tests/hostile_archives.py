@@ -220,7 +220,7 @@ def tar_index(packages: Path, dest: Path) -> Path:
     """The packages of an ImageBuilder's packages/ (packages.adb, Packages or index.json) as an
     index.json directory of tar.gz files (what-if's third format), each holding the files the
     package installs (`apk extract` for an ADB package): the form hostile cases replace."""
-    from openwrt_wolf.firmware import pkgformats, pkgsource
+    from openwrt_wolf.whatif import pkgformats, pkgsource
 
     index = pkgsource.load(packages)
     dest.mkdir(parents=True)

@@ -143,7 +143,7 @@ CHILD = textwrap.dedent("""
     import sys
     from pathlib import Path
     from openwrt_wolf import archive
-    from openwrt_wolf.firmware import pkgsource
+    from openwrt_wolf.whatif import pkgsource
     path, how = Path(sys.argv[1]), sys.argv[2]
     try:
         if how == "extract":

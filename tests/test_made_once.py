@@ -18,7 +18,7 @@ import json, os
 from pathlib import Path
 import pytest
 from tests.conftest import *  # noqa: F403  the suite's fixtures
-from tests.firmware import test_whatif as whatif
+from tests.whatif import test_whatif as whatif
 from tests.standin import make_standin
 
 LOG = Path(os.environ["MADE_ONCE_LOG"])
@@ -110,7 +110,7 @@ FIXTURES = {
     "queue": ("tests.queue.test_queue", "mirror"),
     "build2410": ("tests.build.test_build_2410", "mirror_2410"),
     "buildroot": ("tests.build.test_buildroot", "pristine"),
-    "whatif": ("tests.firmware.conftest", "lab"),
+    "whatif": ("tests.whatif.conftest", "lab"),
 }
 
 
@@ -122,7 +122,7 @@ def _env() -> dict[str, str]:
 def test_stand_ins_are_made_once_per_run(tmp_path: Path) -> None:
     import json
 
-    from tests.firmware import test_whatif as whatif
+    from tests.whatif import test_whatif as whatif
 
     (tmp_path / "conftest.py").write_text(CONFTEST)
     for name, (module, fixture) in FIXTURES.items():
@@ -182,7 +182,7 @@ def test_tests_needing_the_kit_come_last(tmp_path: Path) -> None:
 # modules whose tests all wait on one run shared by the workers (a lock): on one worker, the
 # other runs the rest meanwhile instead of waiting (cold: 10 min for the conformance table)
 SHARED_RUNS = (
-    "tests/footprint/test_conformance.py",
+    "tests/perf/test_conformance.py",
     "tests/perf/test_lab.py",
     "tests/perf/test_net.py",
     "tests/perf/test_wifi.py",

@@ -9,18 +9,16 @@ from rich.table import Table
 
 from .. import term
 from ..catalogue import flavours, names, releases
+from ..cli import comma_list
 from ..errors import WolfError
 from ..trust import escape
 from .buildroot import Tree
 from .driver import build
 from .jobs import Options, Outcome
+from .table import show
 
 
-def _num(v: object) -> str:
-    return f"{v:,}" if isinstance(v, int) else "–"
-
-
-def main_args(
+def options(
     *,
     flavour: str,
     device: str,
@@ -38,16 +36,13 @@ def main_args(
     files: str | None,
     feed: str | None = None,
     patches: str | None = None,
-    queue: str | None = None,
-    retries: str | None = None,
-    worker_timeout: str | None = None,
     sdk_ib: bool = False,
     stock: bool = False,
     sources: str | None = None,
     sources_url: str | None = None,
     allow: str | None = None,
-) -> list[Outcome]:
-    """tasks.py's arguments as typed Options; with --queue, built by the queue's workers."""
+) -> Options:
+    """tasks.py's arguments as typed Options, for a local build (main) or a queue's."""
     from . import sources as srcmod
 
     def path(p: str | None) -> Path | None:
@@ -84,19 +79,7 @@ def main_args(
     )
     if allow and not (opts.sources or opts.sources_urls):
         raise WolfError("--allow is for what --sources/--sources-url give the base feed")
-    if queue and (opts.sources or opts.sources_urls):
-        raise WolfError(
-            "--sources/--sources-url are not queued yet: build them locally",
-            hint="a worker fills the base feed's dl/ from OpenWrt's mirrors",
-        )
-    if queue:
-        from ..queue import cli as queue_cli
-
-        return queue_cli.build(opts, queue, retries=retries, worker_timeout=worker_timeout)
-    for name, v in (("--retries", retries), ("--worker-timeout", worker_timeout)):
-        if v is not None:
-            raise WolfError(f"{name} is for builds on a queue", hint="add --queue redis://...")
-    return main(opts)
+    return opts
 
 
 def _urls(value: str | None) -> tuple[str, ...]:
@@ -108,42 +91,16 @@ def _urls(value: str | None) -> tuple[str, ...]:
     return urls
 
 
-def main(opts: Options) -> list[Outcome]:
+def main(
+    opts: Options, *, retries: str | None = None, worker_timeout: str | None = None
+) -> list[Outcome]:
+    """The matrix built here; the builds' table (build/table.py)."""
+    for name, v in (("--retries", retries), ("--worker-timeout", worker_timeout)):
+        if v is not None:
+            raise WolfError(f"{name} is for builds on a queue", hint="add --queue redis://...")
     outcomes = build(opts)
     show(outcomes)
     return outcomes
-
-
-def show(outcomes: list[Outcome]) -> None:
-    """The builds' table, OpenWrt's warnings and the image paths (stdout)."""
-    table = Table(title=f"openwrt-wolf builds ({len(outcomes)})")
-    for col in ("device", "flavour", "verdict", "image B", "checked B", "limit B",
-                "headroom B", "", "record"):  # fmt: skip
-        table.add_column(col, justify="right" if col.endswith(" B") else "left")
-    for o in outcomes:
-        r, fr = o.record, o.record.fit
-        img = r.image()
-        # a flavour the patch set makes says which image it is (the stock one only when asked)
-        label = f"{r.flavour} ({r.variant})" if flavours.get(r.flavour).patched else r.flavour
-        table.add_row(
-            r.device,
-            label,
-            fr["verdict"] + (" (deleted)" if r.image_deleted else ""),
-            _num(img["size"]) if img else "–",
-            _num(fr["checked_size"]),
-            _num(fr["limit"]),
-            _num(fr.get("rootfs_room")),
-            "cached" if o.cached else "built",
-            escape.markup(str(o.path)),
-        )
-    con = term.console()
-    con.print(table)
-    for o in outcomes:
-        for w in o.record.openwrt_warnings:
-            con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}", markup=False)
-        img = o.record.image()
-        if img:
-            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}", markup=False)
 
 
 def render(
@@ -202,6 +159,31 @@ def render(
     raise WolfError(f"--what {what!r}", hint="one of: packages, diffconfig, buildroot, feeds")
 
 
+def refuse_tree_options(
+    *,
+    allow: str | None = None,
+    configs: str | None = None,
+    debian: bool | None = None,
+    revert: bool = False,
+    redo: str | None = None,
+    device: str | None = None,
+    flavour: str | None = None,
+    packages: str | None = None,
+    release: str | None = None,
+    sdk_ib: bool = False,
+) -> None:
+    """Without --tree the sources task lists or fetches the pinned snapshots (host/cli.py):
+    the options that fill a tree's dl/ are refused there in one line."""
+    tree_only = {
+        "--allow": allow, "--config": configs, "--no-debian": debian is False,
+        "--revert": revert, "--redo": redo, "--device": device, "--flavour": flavour,
+        "--packages": packages, "--release": release, "--sdk-ib": sdk_ib,
+    }  # fmt: skip
+    used = [opt for opt, v in tree_only.items() if v]
+    if used:
+        raise WolfError(f"{', '.join(used)}: only with --tree (filling a tree's dl/)")
+
+
 def sources_main(
     *,
     tree: str | None = None,
@@ -220,34 +202,24 @@ def sources_main(
     release: str | None = None,
     sdk_ib: bool = False,
 ) -> int:
-    """`invoke sources`. Without --tree: our pinned upstream snapshots (host/cli.sources).
-    With --tree: fill the tree's dl/, print what is not exact, write the substitutions file;
-    2 when a file is missing (or not allowed). With --device and --flavour the seeds are the
-    ones `invoke build --tree` would write (the union of what each flavour needs)."""
+    """`invoke sources --tree`: fill the tree's dl/, print what is not exact, write the
+    substitutions file; 2 when a file is missing (or not allowed). With --device and --flavour
+    the seeds are the ones `invoke build --tree` would write (the union of what each flavour
+    needs)."""
     from .. import paths as pth
-    from ..host import cli as host_cli
     from ..host import hosttools, upstream
     from . import sources, srcedit
     from .buildroot import Tree
 
-    tree_only = {
-        "--allow": allow, "--config": configs, "--no-debian": debian is False,
-        "--revert": revert, "--redo": redo, "--device": device, "--flavour": flavour,
-        "--packages": packages, "--release": release, "--sdk-ib": sdk_ib,
-    }  # fmt: skip
     if tree is None:
-        used = [opt for opt, v in tree_only.items() if v]
-        if used:
-            raise WolfError(f"{', '.join(used)}: only with --tree (filling a tree's dl/)")
-        host_cli.sources(fetch=fetch, digest=digest, dirs=dirs, urls=urls)
-        return 0
+        raise WolfError("sources: --tree is required here (the pinned snapshots are host's)")
     if fetch or digest:
         raise WolfError("--fetch and --digest are for the pinned snapshots, not with --tree")
     t = Tree(Path(tree))
     top = t.top
     log = pth.cache_dir() / "logs" / "sources.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    upstream.use_mirrors(host_cli.split(dirs), host_cli.split(urls))
+    upstream.use_mirrors(comma_list(dirs), comma_list(urls))
     with t.lock():
         if revert:
             restored = srcedit.revert(top)

@@ -27,6 +27,7 @@ from .. import archive as archives
 from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
+from ..firmware.artifacts import parse_sha256sums
 from ..firmware.imageformats import bounded
 from ..hashing import file_sha256
 from ..locks import locked
@@ -125,19 +126,6 @@ class Source:
         if not r.ok:
             raise WolfError(f"{where}: HTTP {r.status_code}", hint=unreachable_hint())
         return r.text
-
-
-def parse_sha256sums(text: str) -> dict[str, str]:
-    """OpenWrt's sha256sums: '<hex> *<name>' (rules.mk sha256sums), also '<hex>  <name>'.
-    Only plain names in the directory are kept (untrusted.file_name): an entry cannot name
-    a file elsewhere (subdirectory entries are never looked up)."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"^([0-9a-f]{64})\s+\*?(\S.*)$", line.strip())
-        if m:
-            with contextlib.suppress(WolfError):
-                out[untrusted.file_name(m.group(2), "sha256sums")] = m.group(1)
-    return out
 
 
 def resolve(kind: str, release: str, target: str, source: Source) -> Archive:

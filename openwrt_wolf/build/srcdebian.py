@@ -17,8 +17,8 @@ from typing import Any
 
 from .. import downloads, paths, proc
 from ..errors import WolfError
+from ..host.debian import AptRoot
 from ..locks import locked
-from ..targets.vm.debian import AptRoot
 from ..trust import untrusted
 from . import srcdata
 

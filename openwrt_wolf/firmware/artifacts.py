@@ -10,13 +10,13 @@ verdict (fit.evaluate). Build records store ``asdict(Artifacts)`` under data["ar
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..build.download import parse_sha256sums
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
@@ -553,3 +553,16 @@ def measure(path: Path, profiles: list[str] | None = None) -> list[Artifacts]:
         f"output directory not found: {path}",
         hint="give bin/targets/<target>/<subtarget>/ or a sysupgrade image file",
     )
+
+
+def parse_sha256sums(text: str) -> dict[str, str]:
+    """OpenWrt's sha256sums: '<hex> *<name>' (rules.mk sha256sums), also '<hex>  <name>'.
+    Only plain names in the directory are kept (untrusted.file_name): an entry cannot name
+    a file elsewhere (subdirectory entries are never looked up)."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"^([0-9a-f]{64})\s+\*?(\S.*)$", line.strip())
+        if m:
+            with contextlib.suppress(WolfError):
+                out[untrusted.file_name(m.group(2), "sha256sums")] = m.group(1)
+    return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ..cli import comma_list as split
 from . import hosttools
 
 
@@ -65,8 +66,3 @@ def sources(
         print(f"{'':16} file {p.file}  sha256 {p.sha256}  tree-sha256 {p.tree}")
     where = ", ".join(str(d) for d in upstream.mirror_dirs())
     print(f"mirror directories: {where}; mirror URLs: {', '.join(upstream.mirror_urls()) or '-'}")
-
-
-def split(value: str | None) -> list[str]:
-    """A comma list option's values."""
-    return [v.strip() for v in (value or "").split(",") if v.strip()]

@@ -29,7 +29,6 @@ from ..hashing import file_sha256
 from ..results.store import FileStore, Record
 from ..targets.router.board import Board, board
 from ..targets.target import Target
-from ..targets.vm.image import inspect_kernel, raw_rootfs
 from ..targets.vm.machine import VM, StateUnavailable
 from ..targets.vm.qemu import VmSpec, binary
 from . import meminfo
@@ -323,29 +322,6 @@ def measure_router(
         board_name=b.board_name,
         model=b.model,
     )
-
-
-def spec_for(
-    image: Path,
-    *,
-    memory_mb: int = 0,
-    rootfs: Path | None = None,
-    initrd: Path | None = None,
-    append: str | None = None,
-) -> VmSpec:
-    """The VmSpec for an image path; the ELF header is checked here, before QEMU starts."""
-    kernel = inspect_kernel(image)
-    if initrd is not None and not initrd.is_file():
-        raise WolfError(f"initrd {initrd} does not exist", hint="pass --initrd PATH to a file")
-    spec = VmSpec(
-        kernel=kernel,
-        memory_mb=memory_mb,
-        rootfs=raw_rootfs(rootfs) if rootfs else None,
-        initrd=initrd,
-        append=append,
-    )
-    spec.memory()  # range check now, not after a download or a boot
-    return spec
 
 
 def record_key(result: MemoryResult, device: str | None, flavour: str | None) -> str:

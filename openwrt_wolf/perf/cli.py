@@ -87,3 +87,70 @@ def main(
     for t in report.tables(results, target):
         out.print(t)
     out.print(report.caption(results), markup=False, highlight=False)
+
+
+def _names(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A comma list option's names; none given, or 'all': the default (every one)."""
+    if not value or value.strip() == "all":
+        return default
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def conformance_main(
+    *,
+    flavour: str | None = None,
+    case: str | None = None,
+    jobs: int = 8,
+    markdown: bool = False,
+    write_docs: str | None = None,
+    work: str | None = None,
+) -> bool:
+    """`invoke tls-conformance`: build the host userlands, run the certificate verification
+    suite, print the case x backend table; True when every case is as expected."""
+    import tempfile
+    from pathlib import Path
+
+    from ..footprint import userland
+    from . import conformance
+
+    flavours = _names(flavour, userland.FLAVOURS)
+    for f in flavours:
+        userland.flavour(f)  # bad options: one line each, before any build
+    cases = _names(case, ())
+    conformance.check_cases(cases)
+    if write_docs:
+        if cases or flavours != userland.FLAVOURS:
+            raise WolfError("--write-docs writes the whole table: run without --flavour/--case")
+        conformance.check_docs(Path(write_docs))
+    if work and not Path(work).is_dir():
+        raise WolfError(f"--work {work}: not a directory")
+    out = console()
+    builds = {}
+    for f in dict.fromkeys((*flavours, conformance.SERVER_FLAVOUR)):
+        out.print(f"userland {f} (host): building or from the cache ...", markup=False)
+        builds[f] = userland.build(f, arch="host")
+    clients = {f: builds[f] for f in flavours}
+
+    def progress(r: conformance.Result) -> None:
+        state = "as expected" if r.ok else "NOT as expected: " + "; ".join(r.problems)
+        out.print(f"{r.backend:15} {r.case:28} {', '.join(r.measured.outcomes)}: {state}",
+                  markup=False, highlight=False)  # fmt: skip
+
+    with tempfile.TemporaryDirectory(prefix="wolf-conformance-", dir=work) as tmp:
+        results = conformance.run(
+            clients,
+            builds[conformance.SERVER_FLAVOUR],
+            Path(tmp),
+            cases=cases,
+            jobs=jobs,
+            on_result=progress,
+        )
+    if markdown:
+        out.print(conformance.markdown(results), markup=False, highlight=False)
+    for b in dict.fromkeys(r.backend for r in results):
+        mine = [r for r in results if r.backend == b]
+        out.print(f"{b}: {sum(r.ok for r in mine)}/{len(mine)} cases as expected", markup=False)
+    if write_docs:
+        conformance.write_docs(Path(write_docs), results)
+        out.print(f"wrote the table into {write_docs}", markup=False)
+    return all(r.ok for r in results)

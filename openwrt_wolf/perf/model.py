@@ -3,9 +3,12 @@ store.Record(kind=<KIND>, flavour=<flavour>, key=<flavour>-<target>-<test>, data
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from typing import Any, TypeVar
 
+from .. import paths
 from ..trust import untrusted
 
 CRYPTO = "perf-crypto"
@@ -270,3 +273,24 @@ def _flat(obj: Any) -> dict[str, Any]:
 
 def metric(value: float, unit: str) -> dict[str, Any]:
     return asdict(Metric(value, unit))
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One row of the comparison's Memory or Performance table (data/comparison.toml)."""
+
+    name: str
+    label: str
+    unit: str
+    table: str  # "memory" or "performance"
+    better: str
+
+
+@cache
+def comparison_rows() -> dict[str, ComparisonRow]:
+    raw = tomllib.loads((paths.DATA_DIR / "comparison.toml").read_text())
+    out = {}
+    for table in ("memory", "performance"):
+        for m in raw.get(table, []):
+            out[m["name"]] = ComparisonRow(m["name"], m["label"], m["unit"], table, m["better"])
+    return out

@@ -102,8 +102,8 @@ def opened(
             ssh.close()
         return
     if target == "vm":
-        from ..measure.free_memory import spec_for
         from ..targets.vm.machine import VM
+        from ..targets.vm.qemu import spec_for
 
         if login is not None:
             raise WolfError("--host reaches a router: it does not go with --target vm")

@@ -11,7 +11,6 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import WolfError
-from ..report.comparison import metrics as comparison_metrics
 from ..results import store
 from .model import (
     CRYPTO,
@@ -25,6 +24,7 @@ from .model import (
     NetCommon,
     Soak,
     WifiConnections,
+    comparison_rows,
     record_key,
 )
 
@@ -108,7 +108,7 @@ def crypto_rows(results: dict[str, CryptoSpeed], flavours: list[str]) -> Rows:
 def metric_rows(records: dict[str, NetCommon], flavours: list[str], table: str) -> Rows:
     """The network tests' metrics of one comparison table, in data/comparison.toml order."""
     out: Rows = []
-    for m in comparison_metrics().values():
+    for m in comparison_rows().values():
         if m.table != table:
             continue
         vals = [records[f].metrics.get(m.name, {}).get("value") if f in records else None

@@ -26,8 +26,13 @@ def build(
 ) -> list[Outcome]:
     """The matrix on the queue: the table as a local build prints it; failed requests make
     one error line after it (their errors are in the store, kind build-failure)."""
-    from ..build import cli as build_cli
+    from ..build.table import show
 
+    if opts.sources or opts.sources_urls:
+        raise WolfError(
+            "--sources/--sources-url are not queued yet: build them locally",
+            hint="a worker fills the base feed's dl/ from OpenWrt's mirrors",
+        )
     q = QueueURL.parse(queue)
     s = coordinator.Settings(
         retries=integer(retries, "--retries", default=2, minimum=0, maximum=100),
@@ -38,7 +43,7 @@ def build(
     run = coordinator.build(opts, q, s)
     outs = [run.outcomes[j.key] for j in run.planned if j.key in run.outcomes]
     if outs:
-        build_cli.show(outs)
+        show(outs)
     if run.failures:
         first = next(iter(run.failures.values()))
         raise WolfError(

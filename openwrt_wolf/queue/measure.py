@@ -90,30 +90,21 @@ def check(args: Any) -> tuple[str, dict[str, Any]]:
 
 
 def _measure_memory(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
-    from ..measure import cli as measure_cli
+    from .. import term
+    from ..measure import router
 
-    ssh = {
-        "port": o["port"],
-        "user": o["user"],
-        "key": s.key,
-        "known_hosts": s.known_hosts,
-        "accept_new": o["accept_new"],
-        "password": False,
-    }
-    measure_cli.main(
+    ssh = {"port": o["port"], "user": o["user"], "key": s.key, "known_hosts": s.known_hosts,
+           "accept_new": o["accept_new"]}  # fmt: skip
+    router.measure(
+        term.console(),
+        store.FileStore(into),
+        o["host"],
+        {k: v for k, v in ssh.items() if v not in (None, False)},
         device=o["device"],
         flavour=o["flavour"],
-        image=None,
         release=o["release"],
         boots=o["boots"],
         idle=float(o["idle"]),
-        memory=0,
-        rootfs=None,
-        initrd=None,
-        append=None,
-        store=str(into),
-        host=o["host"],
-        ssh=ssh,
         wait_up=float(o["wait_up"]),
     )
 
@@ -121,7 +112,7 @@ def _measure_memory(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
 def _flash(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
     """Flash an image from the shared storage: only a file under this worker's --artifacts
     directory, and only with the sha256 its build record gave."""
-    from ..targets import cli as targets_cli
+    from ..targets.router import upgrade
 
     if not s.artifacts or artifacts.is_url(s.artifacts):
         raise WolfError(
@@ -134,7 +125,7 @@ def _flash(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
         raise WolfError(f"flash job: {img} is not an image under this worker's --artifacts {root}")
     if file_sha256(img) != o["image_sha256"]:
         raise WolfError(f"flash job: {img} is not the image of the build record (sha256 differs)")
-    targets_cli.flash(
+    upgrade.flash(
         device=o["device"],
         host=o["host"],
         port=o["port"],

@@ -11,37 +11,14 @@ named in data/comparison.toml (name + unit); docs/results.md has the record shap
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from .. import paths
-from ..perf.model import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI
+from ..perf.model import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI, comparison_rows
 from ..results.store import FileStore, Record
 from .model import Figure, Row, Source, Table
 from .sizereport import Cell, DeviceReport, Footprint
 
 TABLES = (("flash", "Flash"), ("memory", "Memory"), ("performance", "Performance"))
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    label: str
-    unit: str
-    table: str  # "memory" or "performance"
-    better: str
-
-
-@cache
-def metrics() -> dict[str, Metric]:
-    raw = tomllib.loads((paths.DATA_DIR / "comparison.toml").read_text())
-    out = {}
-    for table in ("memory", "performance"):
-        for m in raw.get(table, []):
-            out[m["name"]] = Metric(m["name"], m["label"], m["unit"], table, m["better"])
-    return out
 
 
 def _build_source(dev: DeviceReport, c: Cell) -> Source:
@@ -162,7 +139,7 @@ def _perf_metrics(data: dict[str, Any]) -> list[tuple[str, float, str | None]]:
 
 def _perf_rows(records: list[Record], wanted: set[str] | None) -> tuple[list[Row], list[str]]:
     """Newest value per (metric, device, flavour); rows in data/comparison.toml order."""
-    known = metrics()
+    known = comparison_rows()
     latest: dict[tuple[str, str], dict[str, Figure]] = {}
     units: dict[tuple[str, str], str] = {}
     notes = []
@@ -236,5 +213,5 @@ def tables(
 
 def _table_of(row: Row) -> str:
     name = row.id.split(":")[1]
-    m = metrics().get(name)
+    m = comparison_rows().get(name)
     return m.table if m else "performance"

@@ -179,7 +179,7 @@ def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     # the artifact list agrees with stat, hashlib and OpenWrt's sha256sums and profiles.json
     assert art["size"] == img.stat().st_size
     assert art["sha256"] == sha256(img)
-    sums = download.parse_sha256sums((img.parent / "sha256sums").read_text())
+    sums = artifacts.parse_sha256sums((img.parent / "sha256sums").read_text())
     assert sums[img.name] == sha256(img)
     pj = json.loads((img.parent / "profiles.json").read_text())
     entry = next(i for i in pj["profiles"][device]["images"] if i["type"] == "sysupgrade")

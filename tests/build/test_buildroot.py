@@ -24,10 +24,11 @@ from typing import Any
 
 import pytest
 
-from openwrt_wolf.build import buildroot, download, packages
+from openwrt_wolf.build import buildroot, packages
 from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, plan
 from openwrt_wolf.errors import CommandError, WolfError
+from openwrt_wolf.firmware import artifacts
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from tests.build.test_build import cli, error_line, unsquashfs_list, unsquashfs_size
 from tests.conftest import made_once, need_tools, preparing, standin_ib
@@ -111,7 +112,7 @@ def test_wolfssl_build_on_tl_wr902ac_with_the_patch_set(tree: Path, tmp_path: Pa
     assert art is not None and art["name"] == name
     img = Path(art["path"])
     assert art["size"] == img.stat().st_size == (bin_dir / name).stat().st_size
-    sums = download.parse_sha256sums((bin_dir / "sha256sums").read_text())
+    sums = artifacts.parse_sha256sums((bin_dir / "sha256sums").read_text())
     assert art["sha256"] == sums[name] == sha256(img)
     pj = json.loads((bin_dir / "profiles.json").read_text())["profiles"][V1]["images"][0]
     assert (pj["name"], pj["size"]) == (name, img.stat().st_size)

@@ -10,7 +10,7 @@ Misbehaviour for tests is chosen on the kernel command line, so one initramfs se
 console goes quiet: no prompt ever comes).
 
 The packages come from Debian's archive through the product's private apt root
-(targets/vm/debian.py); which ones is malta_guest.toml here."""
+(host/debian.py); which ones is malta_guest.toml here."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from openwrt_wolf import paths
 from openwrt_wolf.errors import WolfError
+from openwrt_wolf.host.debian import AptRoot
 from openwrt_wolf.locks import locked
-from openwrt_wolf.targets.vm.debian import AptRoot
 from openwrt_wolf.targets.vm.initramfs import Archive, init_script
 
 

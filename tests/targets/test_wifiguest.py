@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.targets.vm import debian, qemu, wifiguest
+from openwrt_wolf.host import debian
+from openwrt_wolf.targets.vm import qemu, wifiguest
 from openwrt_wolf.targets.vm.image import inspect_bzimage, inspect_kernel
 from tests.conftest import need_tools, preparing
 

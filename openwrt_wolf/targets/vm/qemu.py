@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import WolfError
 from ...paths import DATA_DIR
-from .image import Kernel
+from .image import Kernel, inspect_kernel, raw_rootfs
 
 
 @cache
@@ -117,3 +117,26 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def spec_for(
+    image: Path,
+    *,
+    memory_mb: int = 0,
+    rootfs: Path | None = None,
+    initrd: Path | None = None,
+    append: str | None = None,
+) -> VmSpec:
+    """The VmSpec for an image path; the ELF header is checked here, before QEMU starts."""
+    kernel = inspect_kernel(image)
+    if initrd is not None and not initrd.is_file():
+        raise WolfError(f"initrd {initrd} does not exist", hint="pass --initrd PATH to a file")
+    spec = VmSpec(
+        kernel=kernel,
+        memory_mb=memory_mb,
+        rootfs=raw_rootfs(rootfs) if rootfs else None,
+        initrd=initrd,
+        append=append,
+    )
+    spec.memory()  # range check now, not after a download or a boot
+    return spec

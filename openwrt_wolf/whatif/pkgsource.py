@@ -186,8 +186,8 @@ def _strings(v: object, where: str) -> tuple[str, ...]:
 
 def load(directory: Path) -> Index:
     """The index of a packages directory; one error line when it is not one."""
+    from ..firmware.imageformats import bounded
     from . import pkgformats
-    from .imageformats import bounded
 
     directory = Path(directory)
     idx = directory / "index.json"

@@ -1,5 +1,5 @@
 """The certificate verification conformance suite: one table of cases
-(data/footprint/conformance.toml) run against every ustream-ssl backend of the userland lab
+(data/perf/conformance.toml) run against every ustream-ssl backend of the userland lab
 (footprint/userland.py) with its own uclient-fetch, served by the lab's OpenSSL uhttpd or by
 Debian's `openssl s_server`, certificates made with the openssl CLI (pki.py).
 
@@ -11,7 +11,8 @@ negotiated, and what a raw s_server received.
 
 Use::
 
-    from openwrt_wolf.footprint import conformance, userland
+    from openwrt_wolf.footprint import userland
+    from openwrt_wolf.perf import conformance
     builds = {f: userland.build(f) for f in userland.FLAVOURS}
     results = conformance.run(builds, builds[conformance.SERVER_FLAVOUR], work_dir)
     print(conformance.markdown(results))
@@ -36,13 +37,14 @@ from typing import Any
 
 from .. import proc
 from ..errors import WolfError
-from ..perf.net import relay, s_server_session
-from ..perf.runner import free_port, wait_listening
-from . import pki, spec, userland
+from ..footprint import pki, userland
+from .net import relay, s_server_session
+from .programs import data_file
+from .runner import free_port, wait_listening
 
 log = logging.getLogger(__name__)
 
-DATA = spec.FOOTPRINT_DATA / "conformance.toml"
+DATA = data_file("conformance.toml")
 OUTCOMES = ("ok", "bad-cert", "bad-name", "refused")
 SERVERS = ("uhttpd", "s_server", "s_server-raw")
 SERVER_FLAVOUR = "openssl"  # whose uhttpd serves every case: upstream's code, not ours
@@ -524,5 +526,5 @@ def check_cases(names: Sequence[str]) -> None:
     if unknown := sorted(set(names) - {c.name for c in table}):
         raise WolfError(
             f"unknown case(s) {', '.join(unknown)}",
-            hint="the names of data/footprint/conformance.toml, e.g. " + table[0].name,
+            hint="the names of data/perf/conformance.toml, e.g. " + table[0].name,
         )

@@ -24,11 +24,12 @@ from ..build import packages as flavour_rules
 from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..firmware import artifacts, fit
+from ..firmware.imageformats import bounded, squashfs_sb
 from ..hashing import file_sha256
 from ..host import openwrt_tools
 from ..trust import untrusted
-from . import artifacts, fit, pkgsource
-from .imageformats import bounded, squashfs_sb
+from . import pkgsource
 
 KIND = "what-if"
 # include/image.mk (25.12.5): Image/mkfs/squashfs-common and SQUASHFSOPT with CONFIG_SQUASHFS_XZ,

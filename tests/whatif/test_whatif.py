@@ -28,8 +28,8 @@ import pytest
 
 from openwrt_wolf import locks, paths
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.firmware import pkgsource, whatif
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
+from openwrt_wolf.whatif import pkgsource, swap
 from tests.conftest import free_port, need_tools, preparing, standin_ib
 from tests.standin.kit import Kit
 
@@ -285,16 +285,16 @@ def test_tree_options_are_what_whatif_passes(openwrt_tree_25125: Path) -> None:
     mk = (openwrt_tree_25125 / "include/image.mk").read_text()
     recipe = re.search(r"define Image/mkfs/squashfs-common\n(.*?)\nendef", mk, re.S)
     assert recipe
-    assert " ".join(whatif.MKSQUASHFS_OPTIONS[:3]) in recipe[1]
+    assert " ".join(swap.MKSQUASHFS_OPTIONS[:3]) in recipe[1]
     lzma = re.search(r"^LZMA_XZ_OPTIONS := (.*)$", mk, re.M)
-    assert lzma and whatif.MKSQUASHFS_OPTIONS[3:] == ("-comp", "xz", *lzma[1].split())
+    assert lzma and swap.MKSQUASHFS_OPTIONS[3:] == ("-comp", "xz", *lzma[1].split())
     assert "SQUASHFSOPT += -p '/dev d 755 0 0' -p '/dev/console c 600 0 0 5 1'" in mk
     assert "$(if $(CONFIG_SELINUX),-xattrs,-no-xattrs)" in mk
     cfg = (openwrt_tree_25125 / "config/Config-images.in").read_text()
     for opt, sym in (("-block-readers", "BLOCK_READERS"), ("-small-readers", "SMALL_READERS")):
         m = re.search(rf"config TARGET_SQUASHFS_{sym}\n(?:\t\t\t.*\n)*?\t\t\tdefault (\d+)", cfg)
         assert m, sym
-        tail = whatif.MKSQUASHFS_TAIL
+        tail = swap.MKSQUASHFS_TAIL
         assert tail[tail.index(opt) + 1] == m[1]
 
 
@@ -381,11 +381,11 @@ def test_plan_keeps_what_other_packages_need(tmp_path: Path) -> None:
         "apk-openssl": ["libopenssl3"], "base-files": [],
     })  # fmt: skip
     have = {"base-files", "libustream-mbedtls", "libmbedtls21", "apk-mbedtls"}
-    assert whatif.detect_flavour(have, "25.12.5") == "mbedtls"
+    assert swap.detect_flavour(have, "25.12.5") == "mbedtls"
     # wolfSSL keeps apk-mbedtls on 25.12.5, so libmbedtls21 stays
-    sw = whatif.plan(have, idx, "25.12.5", "mbedtls", "wolfssl")
-    assert sw == whatif.Swap(("libustream-mbedtls",), ("libustream-wolfssl", "libwolfssl"))
-    sw = whatif.plan(have, idx, "25.12.5", "mbedtls", "openssl")
+    sw = swap.plan(have, idx, "25.12.5", "mbedtls", "wolfssl")
+    assert sw == swap.Swap(("libustream-mbedtls",), ("libustream-wolfssl", "libwolfssl"))
+    sw = swap.plan(have, idx, "25.12.5", "mbedtls", "openssl")
     assert set(sw.removed) == {"libustream-mbedtls", "libmbedtls21", "apk-mbedtls"}
     assert set(sw.added) == {"libustream-openssl", "libopenssl3", "apk-openssl"}
 
@@ -403,7 +403,7 @@ def test_plan_refuses_a_conflict(tmp_path: Path) -> None:
     idx = pkgsource.load(tmp_path)
     have = {"foo", "libustream-mbedtls", "libmbedtls21"}
     with pytest.raises(WolfError, match=r"libustream-mbedtls \(needed by foo\), which conflict"):
-        whatif.plan(have, idx, "25.12.5", "mbedtls", "openssl")
+        swap.plan(have, idx, "25.12.5", "mbedtls", "openssl")
 
 
 # --- OpenWrt's own package formats, read through apk -----------------------------------------

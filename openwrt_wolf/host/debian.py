@@ -26,13 +26,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from ... import paths, proc
-from ...errors import CommandError, WolfError
-from ...host import hosttools
-from ...locks import locked
-from ...results.store import write_atomic
+from .. import paths, proc
+from ..errors import CommandError, WolfError
+from ..locks import locked
+from ..results.store import write_atomic
+from . import hosttools
 
-log = logging.getLogger("openwrt_wolf.targets.vm.debian")
+log = logging.getLogger("openwrt_wolf.host.debian")
 
 # An index older than this is refreshed before resolving names; a stale one would point at a
 # kernel ABI Debian has already removed from the pool.

@@ -1,5 +1,5 @@
-"""The certificate verification conformance suite (footprint/conformance.py) in CI: every case of
-data/footprint/conformance.toml against the Mbed TLS, OpenSSL and native wolfSSL ustream-ssl
+"""The certificate verification conformance suite (perf/conformance.py) in CI: every case of
+data/perf/conformance.toml against the Mbed TLS, OpenSSL and native wolfSSL ustream-ssl
 backends (the userland lab's host builds), one test item per case and backend.
 
 Oracles: uclient-fetch's own exit lines and the file it downloaded (the body the server was
@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.footprint import conformance, userland
+from openwrt_wolf.footprint import userland
 from openwrt_wolf.host import upstream
 from openwrt_wolf.locks import locked
 from openwrt_wolf.paths import PROJECT_ROOT
+from openwrt_wolf.perf import conformance
 from tests.conftest import need_tools, unavailable
 from tests.footprint.test_userland import _build
 

@@ -1,5 +1,5 @@
 """what-if with hostile packages, special files and output targets, run as a user runs it on
-the stand-in ImageBuilder's builds (tests/firmware/test_whatif.py's lab). The oracles: a
+the stand-in ImageBuilder's builds (tests/whatif/test_whatif.py's lab). The oracles: a
 victim directory (its files' bytes, modes and existence), the file type of each target
 before and after, the bytes a FIFO's reader got (a squashfs of the reported size), the peak
 RSS of the run (getrusage of the child), /proc and the cache's run directories."""
@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf import paths
-from openwrt_wolf.firmware import pkgsource
+from openwrt_wolf.whatif import pkgsource
 from tests import hostile_archives as hostile
 from tests.conftest import unavailable
-from tests.firmware.test_whatif import V1, Built
 from tests.standin.kit import Kit
+from tests.whatif.test_whatif import V1, Built
 
 ROOT = Path(__file__).resolve().parents[2]
 # mbedtls -> wolfssl: libustream-mbedtls leaves the image, libustream-wolfssl comes in

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.firmware import pkgsource, whatif
+from openwrt_wolf.whatif import pkgsource, swap
 from tests.conftest import need_tools
 
 BASE_FILES = "package/base-files/files"
@@ -67,14 +67,14 @@ def test_enable_and_disable_as_rc_common_does(openwrt_tree_25125: Path, tmp_path
         subprocess.run(["bash", "./etc/rc.common", f"./etc/init.d/{name}", "enable"], cwd=theirs,
                        env={**os.environ, "IPKG_INSTROOT": str(theirs)}, check=True,
                        timeout=60)  # fmt: skip
-    whatif._enable(ours, pkg)
+    swap._enable(ours, pkg)
     assert _links(theirs)  # rc.common made links: the comparison is not of two empty sets
     assert _links(ours) == _links(theirs)
     for name in SCRIPTS:
         subprocess.run(["bash", "./etc/rc.common", f"./etc/init.d/{name}", "disable"], cwd=theirs,
                        env={**os.environ, "IPKG_INSTROOT": str(theirs)}, check=True,
                        timeout=60)  # fmt: skip
-    whatif._disable(ours, pkg)
+    swap._disable(ours, pkg)
     assert _links(ours) == _links(theirs) == {}
 
 
@@ -104,8 +104,8 @@ def test_removal_takes_links_and_owned_directories(
         pkgsource.extract(p, root)
     assert (root / "usr/lib/libfoo.so.21").is_symlink() and (root / "usr/lib/engines-3").is_dir()
     index = pkgsource.Index(tmp_path, {"gone": gone, "kept": kept})
-    swap = whatif.Swap(("gone",), (), ("gone",), ())
-    whatif.apply(root, swap, index, {"kept"})
+    plan = swap.Swap(("gone",), (), ("gone",), ())
+    swap.apply(root, plan, index, {"kept"})
     left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
     assert left == ["etc", "etc/ssl"]
 
@@ -121,7 +121,7 @@ def test_touch_as_prepare_rootfs_does(tmp_path: Path) -> None:
         (r / "etc/rc.d/S10x").symlink_to("../init.d/x")
         (r / "etc/rc.d/K10dangling").symlink_to("../init.d/none")
         trees.append(r)
-    whatif.touch_all(trees[0], 1782737960)
+    swap.touch_all(trees[0], 1782737960)
     subprocess.run(["find", f"{trees[1]}/", "-mindepth", "1", "-execdir", "touch", "-hcd",
                     "@1782737960", "{}", "+"], check=True, timeout=60)  # fmt: skip
 

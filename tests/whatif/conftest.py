@@ -1,4 +1,4 @@
-"""The what-if lab (tests/firmware/test_whatif.py's stand-in ImageBuilder builds), one fixture
+"""The what-if lab (tests/whatif/test_whatif.py's stand-in ImageBuilder builds), one fixture
 for the modules that run what-if on it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.firmware.test_whatif import Built, make_lab
+from tests.whatif.test_whatif import Built, make_lab
 
 
 @pytest.fixture(scope="module")
