@@ -36,7 +36,7 @@ MODES = ("defaults", "patchset", "explicit")
 
 
 @dataclass(frozen=True)
-class Flavour:
+class FlavourConfig:
     """data/buildroot.toml for one flavour."""
 
     name: str
@@ -80,7 +80,7 @@ def stages() -> list[tuple[str, str]]:
     return [(str(n), str(t)) for n, t in raw]
 
 
-def flavour(name: str, *, sdk_ib: bool = False) -> Flavour:
+def flavour(name: str, *, sdk_ib: bool = False) -> FlavourConfig:
     """The flavour's selection; ``sdk_ib`` adds CONFIG_SDK=y and CONFIG_IB=y to its seed."""
     spec = _data().get("flavour", {})
     assert isinstance(spec, dict)
@@ -102,13 +102,13 @@ def flavour(name: str, *, sdk_ib: bool = False) -> Flavour:
     swap = {str(k): str(v) for k, v in dict(fl.get("replace", {})).items()}
     names.packages([*swap, *swap.values()], "data/buildroot.toml replace")
     sdk = {str(k): str(v) for k, v in dict(fl.get("sdk_config", {})).items()}
-    return Flavour(name, tuple(sorted(config.items())), mode, tuple(sorted(swap.items())),
+    return FlavourConfig(name, tuple(sorted(config.items())), mode, tuple(sorted(swap.items())),
                    tuple(sorted(sdk.items())))  # fmt: skip
 
 
 def seed_changes(
     r: packages.Rules,
-    fl: Flavour,
+    fl: FlavourConfig,
     *,
     luci_https: bool,
     extra: tuple[str, ...],
@@ -157,7 +157,7 @@ def target_symbols(dev: Device) -> list[str]:
     return [f"TARGET_{board}", f"TARGET_{sub}", f"TARGET_{sub}_{profile}"]
 
 
-def render_seed(c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
+def render_seed(c: packages.Changes, fl: FlavourConfig, dev: Device, release: str) -> str:
     """The .config seed (templates/buildroot-config.j2)."""
     symbols = target_symbols(dev)
     board, sub = (s.removeprefix("TARGET_") for s in symbols[:2])
@@ -198,7 +198,7 @@ class Tree:
         self,
         dev: Device,
         r: packages.Rules,
-        fl: Flavour,
+        fl: FlavourConfig,
         release: str,
         log: Path,
         *,
@@ -234,7 +234,7 @@ class Tree:
         """The patch set, idempotently: an applied series is left as it is."""
         return series.apply(self.top, series.load(patches_dir))
 
-    def seed(self, c: packages.Changes, fl: Flavour, dev: Device, release: str) -> str:
+    def seed(self, c: packages.Changes, fl: FlavourConfig, dev: Device, release: str) -> str:
         return render_seed(c, fl, dev, release)
 
     def _make(
@@ -246,8 +246,8 @@ class Tree:
     def make_env(self) -> dict[str, str]:
         """The environment of a make over this tree's packages (here or in an SDK): an outer
         make's jobserver must not leak in; substituted sources may need variables
-        (wolf-substitutions.json "env", build/sources.py)."""
-        from .sources import read_substitutions
+        (wolf-substitutions.json "env", build/sources/dl.py)."""
+        from .sources.dl import read_substitutions
 
         subs = read_substitutions(self.top)
         env = {**dict(subs.env if subs else ()), "MAKEFLAGS": ""}
@@ -267,7 +267,7 @@ class Tree:
     def defaults(self, dev: Device, release: str, log: Path) -> list[str]:
         """The device's default packages: what `make defconfig` selects from a seed that
         names only the device."""
-        seed = self.seed(packages.Changes((), (), ()), Flavour("mbedtls", (), "defaults"),
+        seed = self.seed(packages.Changes((), (), ()), FlavourConfig("mbedtls", (), "defaults"),
                          dev, release)  # fmt: skip
         cfg = self.defconfig(seed, log)
         return sorted(k.removeprefix("PACKAGE_") for k, v in cfg.items()
@@ -345,7 +345,7 @@ class Tree:
 
 
 def verify(
-    cfg: dict[str, str], dev: Device, fl: Flavour, r: packages.Rules, c: packages.Changes
+    cfg: dict[str, str], dev: Device, fl: FlavourConfig, r: packages.Rules, c: packages.Changes
 ) -> None:
     """The expanded .config has what the flavour needs; else one line naming the symbol.
     (Kconfig drops symbols it does not know and overrides what a `select` forces.)"""

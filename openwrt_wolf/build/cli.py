@@ -28,7 +28,7 @@ def options(
     imagebuilder: str | None,
     sdk: str | None,
     tree: str | None,
-    jobs: int | str,
+    jobs: int,  # -j, checked by the task (cli.integer)
     force: bool,
     store: str | None,
     luci_https: bool,
@@ -43,15 +43,11 @@ def options(
     allow: str | None = None,
 ) -> Options:
     """tasks.py's arguments as typed Options, for a local build (main) or a queue's."""
-    from . import sources as srcmod
+    from .sources import dl as srcmod
 
     def path(p: str | None) -> Path | None:
         return Path(p).expanduser() if p else None
 
-    try:
-        n = int(jobs)
-    except ValueError:
-        raise WolfError(f"-j {jobs!r} is not a number") from None
     if files:  # FILES= reaches make's command line: checked before any work
         names.make_variable(f"FILES={Path(files).expanduser()}")
     opts = Options(
@@ -63,7 +59,7 @@ def options(
         imagebuilder=path(imagebuilder),
         sdk=path(sdk),
         tree=path(tree),
-        jobs=n,
+        jobs=jobs,
         force=force,
         store=store,
         luci_https=luci_https,
@@ -208,8 +204,8 @@ def sources_main(
     needs)."""
     from .. import paths as pth
     from ..host import hosttools, upstream
-    from . import sources, srcedit
     from .buildroot import Tree
+    from .sources import dl, edit
 
     if tree is None:
         raise WolfError("sources: --tree is required here (the pinned snapshots are host's)")
@@ -222,21 +218,21 @@ def sources_main(
     upstream.use_mirrors(comma_list(dirs), comma_list(urls))
     with t.lock():
         if revert:
-            restored = srcedit.revert(top)
+            restored = edit.revert(top)
             term.console().print(f"restored {len(restored)} files of {top}", markup=False)
-            left = srcedit.left_over(top)
+            left = edit.left_over(top)
             if left:  # a link, a special file or a path now a folder: not put back, said
                 term.console().print(
-                    f"left {len(left)} under {top / srcedit.ORIG_DIR} (a link, not a regular "
+                    f"left {len(left)} under {top / edit.ORIG_DIR} (a link, not a regular "
                     f"file, or its tree path is a folder): {', '.join(left)}", markup=False,
                 )  # fmt: skip
             return 0
         if redo:
             redone = [n.strip() for n in redo.split(",") if n.strip()]
-            put_back = sources.redo(top, redone)
+            put_back = dl.redo(top, redone)
             term.console().print(f"redo {', '.join(redone)}: {len(put_back)} files put back",
                                  markup=False)  # fmt: skip
-        unlisted = sources.put_back_unlisted(top)
+        unlisted = dl.put_back_unlisted(top)
         if unlisted:
             term.console().print(f"put back {len(unlisted)} files an earlier run edited that its "
                                  f"substitutions file does not list: {', '.join(unlisted)}",
@@ -253,18 +249,18 @@ def sources_main(
         with tempfile.TemporaryDirectory(prefix="wolf-seeds-") as tmp:
             if device or flavour:
                 cfgs += _build_seeds(t, Path(tmp), device, flavour, packages, release, sdk_ib, log)
-            needed = sources.list_for_tree(top, log, cfgs)
-        subs = sources.fill(top, needed, local=local, urls=upstream.mirror_urls(),
-                            allow=sources.parse_allow(allow), debian=debian is not False,
+            needed = dl.list_for_tree(top, log, cfgs)
+        subs = dl.fill(top, needed, local=local, urls=upstream.mirror_urls(),
+                            allow=dl.parse_allow(allow), debian=debian is not False,
                             log=log)  # fmt: skip
-        gone = sources.put_back_unlisted(top)  # edits of files this run no longer needs
+        gone = dl.put_back_unlisted(top)  # edits of files this run no longer needs
         if gone:
             term.console().print(f"put back {len(gone)} files no longer needed: "
                                  f"{', '.join(gone)}", markup=False)  # fmt: skip
     show_substitutions(subs)
     missing = [f["file"] for f in subs.files if f["class"] == "missing"]
     con = term.console()
-    con.print(f"substitutions file: {top / sources.SUBSTITUTIONS}", markup=False)
+    con.print(f"substitutions file: {top / dl.SUBSTITUTIONS}", markup=False)
     if missing:
         con.print(f"missing ({len(missing)}): {', '.join(missing)}", markup=False)
         return 2
@@ -297,7 +293,7 @@ def _build_seeds(
 
 def show_substitutions(subs: object) -> None:
     """The counts per class and a table of every file that is not exact."""
-    from .sources import Substitutions
+    from .sources.substitutions import Substitutions
 
     assert isinstance(subs, Substitutions)
     table = Table(title="sources that are not OpenWrt's exact files")

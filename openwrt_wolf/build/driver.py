@@ -36,11 +36,12 @@ from ..host import hosttools
 from ..patchset import series
 from ..results import store
 from ..trust import untrusted
-from . import basefeed, buildroot, download, packages, sources
+from . import basefeed, buildroot, download, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, _sources_digest, plan
 from .record import KIND, Artifact, BuildRecord
+from .sources import dl
 from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
 
@@ -313,7 +314,7 @@ def _sdk_packages(
         / "sdk-packages"
         / (f"{target.replace('/', '-')}-{_sdk_key(req.sdk, names, base, opts)}")
     )
-    subs = sources.read_substitutions(base.tree) if base else None
+    subs = dl.read_substitutions(base.tree) if base else None
     summary: dict[str, Any] = subs.summary() if subs else {}
     kept = sdk_mod.kept_packages(keep)
     if kept is not None:
@@ -375,7 +376,7 @@ def _fill_base_sources(
     closure of the base feed's directories), every file classed as `sources --tree` classes
     it, anything but exact only with --allow; the substitutions in the base tree's
     wolf-substitutions.json (the record carries the summary)."""
-    from . import srcneeded
+    from .sources import listing
 
     dirs = []
     for rel in closure:
@@ -386,9 +387,9 @@ def _fill_base_sources(
             dirs.append(str(link.resolve().relative_to(base.tree.resolve())))
     log = paths.cache_dir() / "logs" / "sources.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    needed = srcneeded.needed_for(base.tree, sorted(set(dirs)))
+    needed = listing.needed_for(base.tree, sorted(set(dirs)))
     con.print(f"sdk: sources of the base feed: {len(needed)} files (log {log})", markup=False)
-    subs = sources.fill(base.tree, needed, local=list(opts.sources), urls=list(opts.sources_urls),
+    subs = dl.fill(base.tree, needed, local=list(opts.sources), urls=list(opts.sources_urls),
                         allow=opts.allow, debian=True, log=log)  # fmt: skip
     missing = [str(f["file"]) for f in subs.files if f["class"] == "missing"]
     if missing:
@@ -483,7 +484,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         if re.match(r"^ make\[\d+\] \S", line):
             con.print(f"  {job.label}:{line.rstrip()}", markup=False)
 
-    subs = sources.read_substitutions(tree.top)
+    subs = dl.read_substitutions(tree.top)
     if subs and subs.not_exact():
         n = subs.counts()
         notes.append(f"sources: {n['exact']} exact, {n['same-version']} same version (other "

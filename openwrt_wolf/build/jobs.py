@@ -19,9 +19,10 @@ from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..patchset import series
 from ..trust import untrusted
-from . import basefeed, buildroot, download, packages, sources
+from . import basefeed, buildroot, download, packages
 from . import sdk as sdk_mod
 from .record import BACKENDS, BuildRecord, BuildRequest
+from .sources import dl
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Options:
     sdk_ib: bool = False  # buildroot: also make OpenWrt's SDK and ImageBuilder
     stock: bool = False  # a patched flavour (wolfSSL) of OpenWrt's own packages instead
     # sdk backend: what fills the base feed's dl/ where OpenWrt's mirrors are out of reach
-    # (build/sources.py: directories and mirror URLs by name, the classes allowed)
+    # (build/sources/dl.py: directories and mirror URLs by name, the classes allowed)
     sources: tuple[Path, ...] = ()
     sources_urls: tuple[str, ...] = ()
     allow: tuple[str, ...] = ()
@@ -174,7 +175,7 @@ def plan(opts: Options) -> list[Job]:
         if not tree_facts:
             assert opts.tree is not None
             t = buildroot.Tree(opts.tree)
-            subs = sources.read_substitutions(t.top)
+            subs = dl.read_substitutions(t.top)
             tree_facts.append((t.identity(), subs.digest() if subs else ""))
         return tree_facts[0]
 

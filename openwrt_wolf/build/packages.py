@@ -149,7 +149,7 @@ def _foreign(defaults: set[str], r: Rules) -> dict[str, str]:
     libustream-wolfssl, wpad-basic-wolfssl and apk-wolfssl as defaults: the mbedtls and openssl
     flavours must swap them back. Known by OpenWrt's variant names (<stem>-<library>) and by
     every flavour's replacements in data/flavours.toml (px5g-standalone)."""
-    stock = next(f.library for f in flavours.flavours().values() if f.openwrt_default)
+    stock = flavours.openwrt_default().library
     own = flavours.get(r.flavour).library
     back: dict[str, str] = {}
     for name, fl in flavours.flavours().items():

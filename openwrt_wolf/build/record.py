@@ -138,7 +138,7 @@ class BuildRecord:
     # the queue worker that built it (docs/build-farm.md): artifact paths are on its disk, or
     # on the shared storage its --artifacts named; "" for a local build
     worker: str = ""
-    # buildroot: the tree's source substitutions (build/sources.py): counts per class, every
+    # buildroot: the tree's source substitutions (build/sources/dl.py): counts per class, every
     # file that is not OpenWrt's exact one with its origin and the tree edits it needed
     sources: dict[str, Any] = field(default_factory=dict)
     # sdk backend: the package files the SDK compiled and the image installs from

@@ -245,7 +245,7 @@ class SDK:
         """The package directories the SDK's make compiles for its .config, as paths
         below package/ (feeds/base/wolfssl, toolchain): the selected ones and what their
         compile depends on (its tmp/.packagedeps)."""
-        from .srcneeded import compile_closure
+        from .sources.listing import compile_closure
 
         selected, added = compile_closure(self.top, log)
         return sorted({*selected, *added})

@@ -114,6 +114,12 @@ def glue_globs() -> tuple[str, ...]:
     return tuple(_raw()["common"]["glue_globs"])
 
 
+def openwrt_default() -> Flavour:
+    """The flavour OpenWrt's own images have (data/flavours.toml's openwrt_default: Mbed TLS):
+    the one rule every stage asks."""
+    return next(f for f in flavours().values() if f.openwrt_default)
+
+
 def names() -> list[str]:
     return list(flavours())
 

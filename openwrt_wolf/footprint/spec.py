@@ -13,13 +13,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ..catalogue import releases
+from ..catalogue import flavours, releases
 from ..errors import WolfError
 from ..paths import DATA_DIR
 from ..units import parse_size
 
 FOOTPRINT_DATA = DATA_DIR / "footprint"
-LIBRARIES = ("mbedtls", "wolfssl", "openssl")
+LIBRARIES = tuple(flavours.get(f).library for f in flavours.names())  # data/flavours.toml
 RECIPE_VERSION = 1  # bump when a build recipe changes what it produces (invalidates the cache)
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths, proc
+from ..catalogue.flavours import names as flavour_names
 from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
 from ..locks import locked
@@ -49,7 +50,7 @@ PATCHES = paths.PROJECT_ROOT / "patches"
 RESULT = "userland.json"
 RECIPE_VERSION = 1  # bump when a recipe below changes what it builds (invalidates the cache)
 STEP_TIMEOUT = 900.0
-FLAVOURS = ("mbedtls", "wolfssl", "openssl")
+FLAVOURS = tuple(flavour_names())  # the catalogue's (data/flavours.toml)
 BACKENDS = {"mbedtls": "mbedtls", "wolfssl": "wolfssl-native", "openssl": "openssl"}
 # the upstream snapshots we build (host/upstream.py names)
 COMPONENTS = ("json-c", "libubox", "ustream-ssl", "uclient", "uhttpd")
@@ -89,7 +90,7 @@ class UserlandBuild:
 
 
 @dataclass(frozen=True)
-class Flavour:
+class UserlandRecipe:
     name: str
     library: str
     config: str
@@ -109,14 +110,14 @@ def _data() -> dict[str, Any]:
         raise WolfError(f"cannot read {DATA}: {e}") from None
 
 
-def flavour(name: str) -> Flavour:
+def flavour(name: str) -> UserlandRecipe:
     known = _data()["flavour"]
     if name not in known:
         raise WolfError(
             f"unknown flavour {name!r} for the userland", hint=f"known: {', '.join(known)}"
         )
     f = known[name]
-    return Flavour(
+    return UserlandRecipe(
         name=name,
         library=f["library"],
         config=f["config"],
@@ -286,7 +287,7 @@ def _patched(ctx: _Ctx, src: Path, patches: tuple[str, ...]) -> Path:
 
 
 def _build_tree(
-    fv: Flavour, ctx: _Ctx, fp: Footprint, srcs: dict[str, Path], tree: Path
+    fv: UserlandRecipe, ctx: _Ctx, fp: Footprint, srcs: dict[str, Path], tree: Path
 ) -> tuple[list[str], bool]:
     """Build everything into staging; returns notes and whether uencrypt linked."""
     notes: list[str] = []
@@ -371,7 +372,7 @@ def _install(usr: Path, root: Path) -> None:
 
 
 def _key(
-    fv: Flavour,
+    fv: UserlandRecipe,
     arch: spec.Arch,
     tc: toolchain.Toolchain,
     fp: Footprint,
@@ -500,7 +501,7 @@ def _pinned(library: str) -> str | None:
 
 
 def _describe(
-    fv: Flavour,
+    fv: UserlandRecipe,
     a: spec.Arch,
     tc: toolchain.Toolchain,
     fp: Footprint,

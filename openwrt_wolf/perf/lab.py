@@ -16,6 +16,7 @@ from typing import Any
 from elftools.common.exceptions import ELFError
 
 from .. import paths
+from ..catalogue.flavours import names as flavour_names
 from ..errors import WolfError
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
@@ -39,7 +40,7 @@ from .model import (
 from .place import Place, QemuPlace
 from .runner import QemuRunner
 
-FLAVOURS = ("mbedtls", "wolfssl", "openssl")
+FLAVOURS = tuple(flavour_names())  # the catalogue's (data/flavours.toml)
 TARGETS = ("qemu", "router", "vm")
 TESTS = ("crypto", "handshake", "memory", "soak", "wifi")
 NetTest = Callable[[netlab.NetLab], Handshakes | HeapUse | Soak]

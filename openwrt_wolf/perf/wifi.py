@@ -297,7 +297,7 @@ def _guest(builds: dict[str, wpad.WpadBuild]) -> tuple[wifiguest.WifiGuest, VmSp
     bs = spec.resolve("mbedtls", wpad.data()["release"], "openwrt", wpad.ARCH)  # for its flags
     shim = programs.shim("heaptrack", bs, tc)
     guest = wifiguest.build(
-        [wifiguest.Flavour(f, b.wpad, b.hostapd_cli, b.wpa_cli, b.libdir)
+        [wifiguest.GuestPrograms(f, b.wpad, b.hostapd_cli, b.wpa_cli, b.libdir)
          for f, b in builds.items()],
         shim, configs(), tc.tool("gcc"),
     )  # fmt: skip

@@ -1,4 +1,4 @@
-"""The package directories OpenWrt's own ImageBuilders ship, for what-if (firmware/pkgsource):
+"""The package directories OpenWrt's own ImageBuilders ship, for what-if (whatif/pkgsource.py):
 
 - 25.12+ (apk): ``packages.adb`` (apk mkndx) beside APK v3 (ADB) packages. Both are read by
   apk-tools itself (``apk adbdump --format json``), the index for names, versions, depends,

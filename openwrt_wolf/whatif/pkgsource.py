@@ -1,6 +1,6 @@
 """A directory of packages a what-if swap takes files from, as an ImageBuilder's packages/
 holds them: OpenWrt 25.12's ``packages.adb`` with APK v3 (ADB) packages, 24.10's opkg
-``Packages`` with ``.ipk`` files (both read in firmware/pkgformats.py), or an ``index.json``
+``Packages`` with ``.ipk`` files (both read in whatif/pkgformats.py), or an ``index.json``
 list (name, version, depends, conflicts, provides, file) beside gzip'd tars of the files each
 package installs. A package is found by its name or by what it provides: OpenWrt names a
 package with its ABI version (libmbedtls21) and has it provide the plain name (libmbedtls).

@@ -112,7 +112,7 @@ def plan(installed: set[str], index: pkgsource.Index, release: str, frm: str, to
     # a variant the rules keep (apk-mbedtls: OpenWrt has no apk-wolfssl) is swapped too when
     # the packages have the flavour's variant of it: a build with the USE_WOLFSSL patch set
     lib_a, lib_f = flavours.get(frm).library, flavours.get(to).library
-    stock = next(f.library for f in flavours.flavours().values() if f.openwrt_default)
+    stock = flavours.openwrt_default().library
     for p in sorted(installed - set(swap)):
         other = p.removesuffix(lib_a) + lib_f
         if p.endswith(f"-{lib_a}") and other not in installed and index.get(other) is not None:

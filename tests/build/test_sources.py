@@ -1,4 +1,4 @@
-"""`invoke sources` (build/sources.py): an OpenWrt tree's dl/ filled from a local git
+"""`invoke sources` (build/sources/dl.py): an OpenWrt tree's dl/ filled from a local git
 repository and from Debian's source archive, each file checked against OpenWrt's own pins.
 
 Oracles: OpenWrt's PKG_MIRROR_HASH / PKG_HASH as the v25.12.5 tree states them, and the tree's
@@ -25,8 +25,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from openwrt_wolf.build import sources, srcneeded, srcpack
-from openwrt_wolf.build.srcneeded import Needed
+from openwrt_wolf.build.sources import dl as sources
+from openwrt_wolf.build.sources import listing, pack
+from openwrt_wolf.build.sources.listing import Needed
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.host import upstream
 from tests.conftest import need_tools, unavailable
@@ -65,7 +66,7 @@ def tree(tree_here: Path, tmp_path: Path) -> Path:
 
 def _var(tree: Path, d: str, var: str) -> str:
     """The tree's own make reading a variable of a package directory."""
-    return srcneeded.pkg_vars(tree, d).get(var, "") if var in srcneeded.PKG_VARS else ""
+    return listing.pkg_vars(tree, d).get(var, "") if var in listing.PKG_VARS else ""
 
 
 def _repo_from_snapshot(name: str, dest: Path) -> Path:
@@ -83,7 +84,7 @@ def _repo_from_snapshot(name: str, dest: Path) -> Path:
 
 def _needed(tree: Path, d: str) -> Needed:
     """What the tree's make says the directory downloads (its PKG_* variables)."""
-    v = srcneeded.pkg_vars(tree, d)
+    v = listing.pkg_vars(tree, d)
     git = v.get("PKG_SOURCE_PROTO") == "git"
     return Needed(
         file=v["PKG_SOURCE"], hash=v["PKG_MIRROR_HASH" if git else "PKG_HASH"], dirs=(d,),
@@ -99,7 +100,7 @@ def test_git_pack_gives_openwrt_mirror_hash(tree: Path, tmp_path: Path) -> None:
     repo = _repo_from_snapshot("uhttpd", tmp_path / "uhttpd")
     n = _needed(tree, UHTTPD)
     out = tmp_path / n.file
-    srcpack.git_pack(repo, "HEAD", srcpack.stem(n.file), out)
+    pack.git_pack(repo, "HEAD", pack.stem(n.file), out)
     assert _sha(out) == n.hash
 
 
@@ -148,7 +149,7 @@ def test_git_pack_checks_out_submodules_as_git_does(tmp_path: Path) -> None:
     head = _git(repos["super"], "rev-parse", "HEAD").strip()
 
     out = tmp_path / "super-1.tar.zst"
-    srcpack.git_pack(repos["super"] / ".git", head, "super-1", out, submodules="",
+    pack.git_pack(repos["super"] / ".git", head, "super-1", out, submodules="",
                      find=lambda url: Path(url) / ".git")  # fmt: skip
     ours = tmp_path / "ours"
     ours.mkdir()
@@ -164,13 +165,13 @@ def test_git_pack_checks_out_submodules_as_git_does(tmp_path: Path) -> None:
     assert got == want
     assert want["3rdparty/lib/v.txt"][2] == b"$Format:%H$\n"  # checked out, not archived
     assert want["3rdparty/lib/deps/x/.git"][2].startswith(b"gitdir: ../../../../.git/modules/")
-    srcpack.git_pack(repos["super"] / ".git", head, "super-1", tmp_path / "skip.tar.zst",
+    pack.git_pack(repos["super"] / ".git", head, "super-1", tmp_path / "skip.tar.zst",
                      submodules="skip")  # fmt: skip
     with tarfile.open(fileobj=io.BytesIO(zstandard.decompress(
             (tmp_path / "skip.tar.zst").read_bytes(), max_output_size=1 << 20))) as tf:  # fmt: skip
         assert "super-1/3rdparty/lib/v.txt" not in tf.getnames()
     with pytest.raises(WolfError, match="no git repository of"):
-        srcpack.git_pack(repos["super"] / ".git", head, "super-1", tmp_path / "n.tar.zst",
+        pack.git_pack(repos["super"] / ".git", head, "super-1", tmp_path / "n.tar.zst",
                          submodules="", find=lambda url: None)  # fmt: skip
 
 
@@ -188,7 +189,7 @@ def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
         repo = _repo_from_snapshot(name, tmp_path / f"src-{name}")
         repos[name] = local / f"openwrt+{name}" / "repo"
         shutil.copytree(repo, repos[name])
-    ours = srcpack.resolve_commit(repos["uhttpd"], "HEAD")
+    ours = pack.resolve_commit(repos["uhttpd"], "HEAD")
     needed = [dataclasses.replace(_needed(tree, UHTTPD), commit=ours), _needed(tree, USTREAM)]
     log = tmp_path / "log"
 
@@ -203,15 +204,15 @@ def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
     subs = sources.fill(tree, needed, local=[local], allow=("substitute",), debian=False, log=log)
     f = {f["file"]: f for f in subs.files}[needed[1].file]
     assert f["class"] == "substitute"
-    after = srcneeded.pkg_vars(tree, USTREAM)  # OpenWrt's make reads the edited Makefile
+    after = listing.pkg_vars(tree, USTREAM)  # OpenWrt's make reads the edited Makefile
     assert after["PKG_SOURCE"] == f["placed"] != needed[1].file
     assert after["PKG_MIRROR_HASH"] == _sha(tree / "dl" / f["placed"])
     assert after["PKG_SOURCE_VERSION"] != needed[1].commit
     raw = tmp_path / "placed.tar"
-    srcpack.decompress(tree / "dl" / f["placed"], raw)  # zstd: not a tarfile compression
+    pack.decompress(tree / "dl" / f["placed"], raw)  # zstd: not a tarfile compression
     with tarfile.open(raw) as tf:
         tops = {m.name.split("/")[0] for m in tf.getmembers()}
-    assert tops == {srcpack.stem(after["PKG_SOURCE"])}
+    assert tops == {pack.stem(after["PKG_SOURCE"])}
     saved = json.loads((tree / sources.SUBSTITUTIONS).read_text())
     assert saved["counts"] == {"exact": 1, "same-version": 0, "substitute": 1, "missing": 0}
     assert {e["what"] for e in f["edits"]} >= {"PKG_SOURCE_VERSION", "hash"}
@@ -237,14 +238,14 @@ def test_fill_from_debian(tree: Path, tmp_path: Path) -> None:
     assert [by[n.file]["class"] for n in needed] == ["exact", "same-version", "substitute"]
     assert _sha(tree / "dl" / needed[0].file) == needed[0].hash
     for d in dirs:
-        v = srcneeded.pkg_vars(tree, d)
+        v = listing.pkg_vars(tree, d)
         placed = tree / "dl" / v["PKG_SOURCE"]
         assert _sha(placed) == v["PKG_HASH"], d
         with tarfile.open(placed) as tf:
             tops = {m.name.split("/")[0] for m in tf.getmembers()}
         build = v.get("HOST_BUILD_DIR") or v.get("PKG_BUILD_DIR", "")
         assert tops == {Path(build).name}, d
-    assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_VERSION"] != needed[2].version
+    assert listing.pkg_vars(tree, "tools/bc")["PKG_VERSION"] != needed[2].version
     assert "dfsg" in by[needed[1].file]["version"]
 
 
@@ -256,9 +257,9 @@ def test_a_file_debians_index_lists_but_its_pool_lacks_is_named_so(
     missing, and its note names the files the real index lists, not "not in Debian's source
     archive". The pool's answer is simulated (every HEAD a 404); the index is Debian's."""
     need_tools("apt-get")
-    from openwrt_wolf.build import srcdebian
+    from openwrt_wolf.build.sources import from_debian
 
-    monkeypatch.setattr(srcdebian.Archive, "exists", lambda self, o: False)
+    monkeypatch.setattr(from_debian.Archive, "exists", lambda self, o: False)
     n = _needed(tree, "package/libs/libmnl")
     try:
         subs = sources.fill(tree, [n], local=[], allow=("same-version", "substitute"),
@@ -282,26 +283,26 @@ def test_listing_is_what_make_downloads(tree: Path, tmp_path: Path) -> None:
     empty = tmp_path / "dl-empty"
     empty.mkdir()
     selinux = "package/libs/libselinux"
-    assert srcneeded.downloads_when_compiled(tree, selinux, empty)
-    assert not srcneeded.downloads_when_compiled(tree, "package/firmware/linux-firmware", empty)
+    assert listing.downloads_when_compiled(tree, selinux, empty)
+    assert not listing.downloads_when_compiled(tree, "package/firmware/linux-firmware", empty)
     # a file an earlier run placed in the tree's dl/ is still needed: the dry run does not
     # look there (with the tree's dl/, make would not download it and ppp's linux-atm, compiled
     # though nobody selects it, dropped out of a later run's list)
-    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import edit
 
     atm = "package/network/utils/linux-atm"
     (tree / "dl").mkdir(exist_ok=True)
-    placed = tree / "dl" / srcneeded.pkg_vars(tree, atm)["PKG_SOURCE"]
+    placed = tree / "dl" / listing.pkg_vars(tree, atm)["PKG_SOURCE"]
     placed.write_bytes(b"placed")  # with a matching PKG_HASH, as a substitute is placed
-    srcedit.set_hash(tree, (atm,), _needed(tree, atm).hash, _sha(placed))
-    assert srcneeded.downloads_when_compiled(tree, atm, empty)
-    assert not srcneeded.downloads_when_compiled(tree, atm, tree / "dl")  # what went wrong
+    edit.set_hash(tree, (atm,), _needed(tree, atm).hash, _sha(placed))
+    assert listing.downloads_when_compiled(tree, atm, empty)
+    assert not listing.downloads_when_compiled(tree, atm, tree / "dl")  # what went wrong
     # with CONFIG_SDK tools/Makefile builds lzop, whose compile needs liblzo: not in tools-y
-    selected, added = srcneeded.compile_closure(tree, tmp_path / "log", tools=True)
+    selected, added = listing.compile_closure(tree, tmp_path / "log", tools=True)
     assert "lzop" in selected and "liblzo" in added and "liblzo" not in selected
-    selected, added = srcneeded.compile_closure(tree, tmp_path / "log")
+    selected, added = listing.compile_closure(tree, tmp_path / "log")
     assert "utils/busybox" in selected and "libs/libselinux" in added
-    got = srcneeded.list_needed(tree, tmp_path / "log", targets=("tools/bison/download",))
+    got = listing.list_needed(tree, tmp_path / "log", targets=("tools/bison/download",))
     (n,) = got
     assert (n.file, n.hash, n.dirs) == ("bison-3.8.2.tar.gz", _needed(tree, "tools/bison").hash,
                                         ("tools/bison",))  # fmt: skip
@@ -315,7 +316,7 @@ def test_a_built_host_tool_is_still_listed(
     package/boot/uboot-tools only, and put back tools/mkimage's edit: the build then
     downloaded u-boot 2025.10). Every tool make builds is asked on its own, so the file keeps
     all its directories. Here make's whole-tree download asks for no host tool at all."""
-    real = srcneeded._make
+    real = listing._make
 
     def no_tools(tree_: Path, args: list[str], log: Path, env: dict[str, str]) -> object:
         done = real(tree_, args, log, env)
@@ -326,12 +327,12 @@ def test_a_built_host_tool_is_still_listed(
             rec.write_text("".join(f"{ln}\n" for ln in kept))
         return done
 
-    monkeypatch.setattr(srcneeded, "_make", no_tools)
+    monkeypatch.setattr(listing, "_make", no_tools)
     (tree / ".config").write_text("CONFIG_TARGET_ath79=y\nCONFIG_TARGET_ath79_generic=y\n")
     from openwrt_wolf.build.buildroot import Tree
 
     Tree(tree).defconfig((tree / ".config").read_text(), tmp_path / "log")
-    got = {n.file: n for n in srcneeded.list_needed(tree, tmp_path / "log")}
+    got = {n.file: n for n in listing.list_needed(tree, tmp_path / "log")}
     uboot = next(n for f, n in got.items() if f.startswith("u-boot-"))
     assert "tools/mkimage" in uboot.dirs, uboot.dirs
     assert "tools/bison" in got[_needed(tree, "tools/bison").file].dirs
@@ -409,7 +410,7 @@ def test_fill_from_a_mirror_url(tmp_path: Path, mirror: tuple[str, Path]) -> Non
     """--sources-url: a file under OpenWrt's name with the pinned hash is exact; other bytes
     under that name are not used (never silent, never placed); an unreachable mirror is a
     missing file, not a traceback."""
-    from openwrt_wolf.build.sources import Filler
+    from openwrt_wolf.build.sources.dl import Filler
 
     url, root = mirror
     tree = tmp_path / "tree"
@@ -451,33 +452,33 @@ def test_one_task_two_modes() -> None:
 def test_tree_edits_are_kept_and_undone(tree: Path, openwrt_tree_25125: Path) -> None:
     """The edits a substitute needs change what the tree's make reads and nothing else, and
     --revert / --redo put back OpenWrt's own files byte for byte."""
-    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import edit
 
     bison = _needed(tree, "tools/bison")
     atm = "package/network/utils/linux-atm/patches/200-no_libfl.patch"
     aa = "tools/autoconf-archive/patches/001-AX_CXX_COMPILE_STDCXX-Add-C-23-support.patch"
     edits = [
-        *srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64),
-        *srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", "1.08.1", "1.07.1"),
-        *srcedit.drop_hunks(tree, atm, "src/qgen/Makefile.in"),
-        *srcedit.remove_file(tree, aa, "contained in the substitute"),
+        *edit.set_hash(tree, bison.dirs, bison.hash, "0" * 64),
+        *edit.set_var(tree, ("tools/bc",), "PKG_VERSION", "1.08.1", "1.07.1"),
+        *edit.drop_hunks(tree, atm, "src/qgen/Makefile.in"),
+        *edit.remove_file(tree, aa, "contained in the substitute"),
     ]
     added = "toolchain/gcc/patches-14.x/995-openwrt-wolf-test.patch"
-    edits += srcedit.add_file(tree, added, "a patch\n", "a substitute needs it")
+    edits += edit.add_file(tree, added, "a patch\n", "a substitute needs it")
     assert (tree / added).read_text() == "a patch\n"
     with pytest.raises(WolfError, match="already in the tree"):
-        srcedit.add_file(tree, "tools/bc/Makefile", "x", "an existing file is not added")
+        edit.add_file(tree, "tools/bc/Makefile", "x", "an existing file is not added")
     assert [e.what for e in edits] == ["hash", "PKG_VERSION", "patch hunks", "removed", "added"]
-    assert srcneeded.pkg_vars(tree, "tools/bison")["PKG_HASH"] == "0" * 64
-    assert srcneeded.pkg_vars(tree, "tools/bc")["PKG_SOURCE"] == "bc-1.07.1.tar.xz"
+    assert listing.pkg_vars(tree, "tools/bison")["PKG_HASH"] == "0" * 64
+    assert listing.pkg_vars(tree, "tools/bc")["PKG_SOURCE"] == "bc-1.07.1.tar.xz"
     text = (tree / atm).read_text()
     assert "src/qgen/Makefile.in" not in text and "src/qgen/Makefile.am" in text
     assert not (tree / aa).exists()
     # the same edit again writes nothing (OpenWrt's stamps hash mtimes)
     before = (tree / "tools/bison/Makefile").stat().st_mtime_ns
-    srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
+    edit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
     assert (tree / "tools/bison/Makefile").stat().st_mtime_ns == before
-    restored = srcedit.revert(tree)
+    restored = edit.revert(tree)
     assert sorted(restored) == sorted({e.path for e in edits})
     assert not (tree / added).exists()  # not OpenWrt's: removed again
     for rel in set(restored) - {added}:
@@ -488,18 +489,18 @@ def test_host_binary_substitute_stays_listed(tree: Path, openwrt_tree_25125: Pat
     """A host tool taken from Debian's binaries: its Makefile is replaced (make no longer
     downloads anything for it, and the replacement links the binary into staging_dir/host), yet
     the substitution stays listed with OpenWrt's original pin, read from the kept Makefile."""
-    from openwrt_wolf.build import srcedit
-    from openwrt_wolf.build.sources import Filler
+    from openwrt_wolf.build.sources import edit
+    from openwrt_wolf.build.sources.dl import Filler
 
     need_tools("lzma_alone")
     pinned = _needed(tree, "tools/lzma")
     f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
     r = f.resolve(pinned)
     assert (r.cls, r.origin) == ("substitute", "debian-binary:lzma-alone")
-    assert "PKG_SOURCE" not in srcneeded.pkg_vars(tree, "tools/lzma")  # no download any more
+    assert "PKG_SOURCE" not in listing.pkg_vars(tree, "tools/lzma")  # no download any more
     text = (tree / "tools/lzma/Makefile").read_text()
     assert "ln -s /usr/bin/lzma_alone $(STAGING_DIR_HOST)/bin/lzma" in text
-    (again,) = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
+    (again,) = listing.replaced_by_us(tree, tree / edit.ORIG_DIR, "# openwrt-wolf: ")
     assert (again.file, again.hash) == (pinned.file, pinned.hash)
     assert pinned.hash == _needed(openwrt_tree_25125, "tools/lzma").hash
 
@@ -510,8 +511,8 @@ def test_host_tool_no_source_and_no_binary_is_not_built_and_stays_listed(tree: P
     Makefile then installs nothing: OpenWrt's make still evaluates it (no download, no
     compile), the substitution stays listed with its pin, and a recipe calling the tool would
     find no program in staging_dir/host/bin."""
-    from openwrt_wolf.build import srcedit
-    from openwrt_wolf.build.sources import Filler
+    from openwrt_wolf.build.sources import edit
+    from openwrt_wolf.build.sources.dl import Filler
 
     # the oracle for "only Netgear": every caller of mksquashfs3-lzma in the target's images
     callers = sorted(
@@ -525,30 +526,30 @@ def test_host_tool_no_source_and_no_binary_is_not_built_and_stays_listed(tree: P
         r = f.resolve(pinned)
         assert (r.cls, r.origin) == ("substitute", "not-built"), r
         assert "Netgear" in r.note
-        assert "PKG_SOURCE" not in srcneeded.pkg_vars(tree, f"tools/{tool}")
+        assert "PKG_SOURCE" not in listing.pkg_vars(tree, f"tools/{tool}")
         text = (tree / f"tools/{tool}/Makefile").read_text()
         assert "ln -s" not in text and "STAGING_DIR_HOST)/bin" not in text
         (again,) = [
-            n for n in srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, "# openwrt-wolf: ")
+            n for n in listing.replaced_by_us(tree, tree / edit.ORIG_DIR, "# openwrt-wolf: ")
             if n.dirs == (f"tools/{tool}",)
         ]  # fmt: skip
         assert (again.file, again.hash) == (pinned.file, pinned.hash)
-    srcedit.revert(tree)
+    edit.revert(tree)
 
 
 def test_edits_no_substitutions_entry_names_are_put_back(tree: Path) -> None:
     """An edit the substitutions file does not list (its file dropped out of a run's list:
     linux-atm's Makefile kept 2.5.1 while the file said nothing, and the next run read the
     edited Makefile as OpenWrt's pin) is put back; listed edits stay."""
-    from openwrt_wolf.build import srcedit
-    from openwrt_wolf.build.srcmodel import SUBSTITUTIONS, Substitutions
+    from openwrt_wolf.build.sources import edit
+    from openwrt_wolf.build.sources.substitutions import SUBSTITUTIONS, Substitutions
 
     bison = _needed(tree, "tools/bison")
     bc_makefile = (tree / "tools/bc/Makefile").read_bytes()
-    listed = srcedit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
-    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+    listed = edit.set_hash(tree, bison.dirs, bison.hash, "0" * 64)
+    edit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
                     "1.07.1")  # fmt: skip
-    srcedit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "unlisted")
+    edit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "unlisted")
     entry = {"file": bison.file, "expected": bison.hash, "dirs": list(bison.dirs),
              "class": "substitute", "origin": "test", "placed": bison.file, "sha256": "0" * 64,
              "version": bison.version, "note": "",
@@ -568,7 +569,7 @@ def test_fakeroot_substitute_has_the_library_the_imagebuilder_copies(tree: Path)
     staging_dir/host/lib/libfakeroot* into the ImageBuilder (CONFIG_IB stopped with 'cannot
     stat ... libfakeroot*' when only the commands were linked); the links must match that glob
     with a file that exists."""
-    from openwrt_wolf.build.sources import Filler
+    from openwrt_wolf.build.sources.dl import Filler
 
     need_tools("fakeroot-tcp")
     f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")
@@ -587,11 +588,11 @@ def test_putting_back_never_writes_through_a_link(tree: Path, tmp_path: Path) ->
     """Putting originals back (every run now does it for unlisted edits) replaces a tree file
     that became a link instead of writing through it, refuses a folder that leads out of the
     tree, and deletes nothing outside it."""
-    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import edit
 
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
-    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+    edit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
                     "1.07.1")  # fmt: skip
     (tree / "tools/bc/Makefile").unlink()
     (tree / "tools/bc/Makefile").symlink_to(victim)
@@ -603,7 +604,7 @@ def test_putting_back_never_writes_through_a_link(tree: Path, tmp_path: Path) ->
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "995-x.patch").write_text("theirs\n")
-    srcedit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "test")
+    edit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "test")
     shutil.rmtree(tree / "toolchain/gcc/patches-14.x")
     (tree / "toolchain/gcc/patches-14.x").symlink_to(outside)
     with pytest.raises(WolfError, match="leads out of the tree"):
@@ -614,13 +615,13 @@ def test_putting_back_never_writes_through_a_link(tree: Path, tmp_path: Path) ->
 def test_revert_says_what_it_left(tree: Path, tmp_path: Path) -> None:
     """`sources --revert` puts back regular originals and names the rest: a kept "original"
     made a link (to a file outside) is neither followed nor silently skipped."""
-    from openwrt_wolf.build import srcedit
+    from openwrt_wolf.build.sources import edit
 
-    srcedit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
+    edit.set_var(tree, ("tools/bc",), "PKG_VERSION", _var(tree, "tools/bc", "PKG_VERSION"),
                     "1.07.1")  # fmt: skip
-    srcedit.set_var(tree, ("tools/bison",), "PKG_VERSION",
+    edit.set_var(tree, ("tools/bison",), "PKG_VERSION",
                     _var(tree, "tools/bison", "PKG_VERSION"), "3.8.1")  # fmt: skip
-    kept = tree / srcedit.ORIG_DIR / "tools/bison/Makefile"
+    kept = tree / edit.ORIG_DIR / "tools/bison/Makefile"
     outside = tmp_path / "outside.mk"
     outside.write_text("theirs\n")
     kept.unlink()
@@ -643,7 +644,7 @@ def test_libressl_substitute_provides_the_openssl_command_the_tree_runs(
     signing key with $(STAGING_DIR_HOST)/bin/openssl (LibreSSL's command); the replacement must
     link a binary there that runs the tree's own command lines (a real build stopped at
     package/compile with 'staging_dir/host/bin/openssl: No such file or directory')."""
-    from openwrt_wolf.build.sources import Filler
+    from openwrt_wolf.build.sources.dl import Filler
 
     need_tools("openssl", "/usr/include/openssl/evp.h")
     f = Filler(tree, local=[], allow=("substitute",), archive=None, log=tree / "log")

@@ -252,10 +252,10 @@ def test_footprint_records_alone_make_a_report(tmp_path: Path) -> None:
 
 
 def test_substitutions_of_a_build_are_shown(lab: Lab, tmp_path: Path) -> None:
-    """A buildroot build's record carries the tree's substitutions (build/sources.py); every
+    """A buildroot build's record carries the tree's substitutions (build/sources/dl.py); every
     renderer shows each file that was not OpenWrt's exact one, once, with the builds that used
     it, and the JSON keeps the record's entries."""
-    from openwrt_wolf.build.sources import Substitutions
+    from openwrt_wolf.build.sources.substitutions import Substitutions
 
     entry = {
         "file": "ustream-ssl-2026.03.01~99f1c0db.tar.zst", "class": "substitute",

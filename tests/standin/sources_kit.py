@@ -1,7 +1,7 @@
 """Where the tests' OpenWrt builds take their sources from on a machine without OpenWrt's
 mirrors (CI): git repositories made of the shared snapshots, and ../shared/openwrt/offline/dl
 (git tarballs packed byte for byte as OpenWrt's download.mk packs them); the rest comes from
-Debian's source archive through build/sources.py, as `sources --tree` takes it."""
+Debian's source archive through build/sources/dl.py, as `sources --tree` takes it."""
 
 from __future__ import annotations
 

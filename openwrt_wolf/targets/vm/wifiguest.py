@@ -50,7 +50,7 @@ class GuestKernel:
 
 
 @dataclass(frozen=True)
-class Flavour:
+class GuestPrograms:
     """One flavour's programs for the guest (from footprint/wpad.py's build)."""
 
     name: str
@@ -197,7 +197,9 @@ class _Libraries:
                     todo.append(self.found[dest])
 
 
-def build(flavours: list[Flavour], heaptrack: Path, etc: dict[str, str], gcc: str) -> WifiGuest:
+def build(
+    flavours: list[GuestPrograms], heaptrack: Path, etc: dict[str, str], gcc: str
+) -> WifiGuest:
     """The initramfs (cached by its content's hash) for these flavours' programs. ``etc``:
     file name -> text, written to /etc/wolf (the modes' configuration files)."""
     k = kernel()

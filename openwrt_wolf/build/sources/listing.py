@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import proc
-from ..errors import WolfError
+from ... import proc
+from ...errors import WolfError
 
 MAKE_TIMEOUT = 3600.0
 VAL_TIMEOUT = 300.0

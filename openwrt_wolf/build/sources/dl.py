@@ -1,11 +1,11 @@
 """`invoke sources`: fill an OpenWrt tree's dl/ from what this machine can reach, and say for
 every file how close it is to what OpenWrt pinned.
 
-What is needed comes from the tree (build/srcneeded.py: OpenWrt's own `make download`). Each
+What is needed comes from the tree (build/listing.py: OpenWrt's own `make download`). Each
 file is then looked for, in order: already in dl/; in a local directory (`--sources`: files
 under OpenWrt's names, and git repositories packed as OpenWrt packs a checkout,
-build/srcpack.py); on a mirror holding files under OpenWrt's names (`--sources-url`, as
-OpenWrt's sources mirror does); in Debian's source archive (build/srcdebian.py). Every file is
+build/pack.py); on a mirror holding files under OpenWrt's names (`--sources-url`, as
+OpenWrt's sources mirror does); in Debian's source archive (build/from_debian.py). Every file is
 verified against its PKG_HASH / PKG_MIRROR_HASH and classed:
 
   exact          the bytes OpenWrt pinned (also when recompressing Debian's tarball gives them)
@@ -16,7 +16,7 @@ verified against its PKG_HASH / PKG_MIRROR_HASH and classed:
   missing        nothing found
 
 Anything but exact is used only when `--allow` names its class, and then written, with the
-tree edits it needed (build/srcedit.py), to <tree>/wolf-substitutions.json, which the build
+tree edits it needed (build/edit.py), to <tree>/wolf-substitutions.json, which the build
 record carries. Nothing is silent."""
 
 from __future__ import annotations
@@ -33,16 +33,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from .. import downloads, outputs, proc, term
-from ..errors import WolfError
-from ..hashing import file_sha256
-from ..host import hosttools
-from ..locks import locked
-from ..patchset import series
-from ..trust import untrusted
-from . import packages, srcdata, srcdebian, srcedit, srcneeded, srcpack
-from .srcedit import Edit
-from .srcmodel import (
+from ... import downloads, outputs, proc, term
+from ...errors import WolfError
+from ...hashing import file_sha256
+from ...host import hosttools
+from ...locks import locked
+from ...patchset import series
+from ...trust import untrusted
+from .. import packages
+from . import edit, facts, from_debian, listing, pack
+from .edit import Edit
+from .listing import Needed
+from .substitutions import (
     ALLOWABLE,
     CLASSES,
     SUBSTITUTIONS,
@@ -53,7 +55,6 @@ from .srcmodel import (
     read_substitutions,
     version_key,
 )
-from .srcneeded import Needed
 
 MIRROR_MAX = 1 << 30  # OpenWrt's biggest source (linux, gcc) is a fraction of this
 
@@ -82,7 +83,7 @@ class Filler:
         *,
         local: list[Path],
         allow: tuple[str, ...],
-        archive: srcdebian.Archive | None,
+        archive: from_debian.Archive | None,
         log: Path,
         urls: list[str] | None = None,
     ) -> None:
@@ -95,7 +96,7 @@ class Filler:
         self.archive = archive
         self.log = log
         self.work = tree / ".wolf-sources" / "work"
-        self._index: dict[str, list[srcdebian.Orig]] = {}
+        self._index: dict[str, list[from_debian.Orig]] = {}
         prev = read_substitutions(tree)
         # a file substituted by an earlier run is asked for under its new name and hash
         self._earlier = {
@@ -243,7 +244,7 @@ class Filler:
         if gate:
             return gate
         sha = file_sha256(p)
-        edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+        edits = edit.set_hash(self.tree, n.dirs, n.hash, sha)
         self._place(p, n.file)
         return Resolution(
             n,
@@ -258,11 +259,11 @@ class Filler:
 
     def _from_pypi(self, n: Needed) -> Resolution | None:
         """An sdist on PyPI that is upstream's release tarball (data/sources.toml [pypi])."""
-        proj = srcdata.data().get("pypi", {}).get(self._name(n))
+        proj = facts.data().get("pypi", {}).get(self._name(n))
         if not proj or self.archive is None or not n.version:
             return None
         self.work.mkdir(parents=True, exist_ok=True)
-        got = srcdebian.pip_sdist(proj, n.version, self.work)
+        got = from_debian.pip_sdist(proj, n.version, self.work)
         if got is None:
             return None
         if file_sha256(got) != n.hash or got.name != n.file:
@@ -296,11 +297,11 @@ class Filler:
         if repo is None:
             return None
         self.work.mkdir(parents=True, exist_ok=True)
-        subdir = srcpack.stem(n.file)
-        commit = srcpack.resolve_commit(repo, n.commit) if n.commit else ""
+        subdir = pack.stem(n.file)
+        commit = pack.resolve_commit(repo, n.commit) if n.commit else ""
         if commit:
             out = self.work / n.file
-            left_out = srcpack.git_pack(repo, commit, subdir, out, submodules=n.submodules,
+            left_out = pack.git_pack(repo, commit, subdir, out, submodules=n.submodules,
                                         find=self._git_repo_of)  # fmt: skip
             sha = file_sha256(out)
             if sha == n.hash:
@@ -312,7 +313,7 @@ class Filler:
             if gate:
                 out.unlink()
                 return gate
-            edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+            edits = edit.set_hash(self.tree, n.dirs, n.hash, sha)
             self._place(out, n.file, move=True)
             return Resolution(
                 n,
@@ -325,26 +326,26 @@ class Filler:
                 + _left_out_note(left_out),
                 tuple(edits),
             )
-        head = srcpack.resolve_commit(repo, "HEAD")
+        head = pack.resolve_commit(repo, "HEAD")
         if not head:
             return None
         gate = self._gate(n, "substitute", f"{repo} has no commit {n.commit[:8]}")
         if gate:
             return gate
-        when = srcpack.commit_time(repo, head)
+        when = pack.commit_time(repo, head)
         date = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d")
         version = f"{date.replace('-', '.')}~{head[:8]}"
         name = n.file.replace(n.version, version) if n.version else ""
         if not name or name == n.file:
             raise WolfError(f"{n.file}: cannot name a substitute (PKG_VERSION {n.version!r})")
         out = self.work / name
-        left_out = srcpack.git_pack(repo, head, srcpack.stem(name), out,
+        left_out = pack.git_pack(repo, head, pack.stem(name), out,
                                     submodules=n.submodules, find=self._git_repo_of)  # fmt: skip
         sha = file_sha256(out)
         edits = [
-            *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_DATE", n.source_date, date),
-            *srcedit.set_var(self.tree, n.dirs, "PKG_SOURCE_VERSION", n.commit, head),
-            *srcedit.set_hash(self.tree, n.dirs, n.hash, sha),
+            *edit.set_var(self.tree, n.dirs, "PKG_SOURCE_DATE", n.source_date, date),
+            *edit.set_var(self.tree, n.dirs, "PKG_SOURCE_VERSION", n.commit, head),
+            *edit.set_hash(self.tree, n.dirs, n.hash, sha),
             *self._extra_edits(n, name),
         ]
         self._place(out, name, move=True)
@@ -365,14 +366,14 @@ class Filler:
         gate = self._gate(n, "substitute", "OpenWrt's keyring has no source here")
         if gate:
             return gate
-        from . import srckeys
+        from . import keys
 
-        subdir = srcpack.stem(n.file)
+        subdir = pack.stem(n.file)
         out = self.work / n.file
         self.work.mkdir(parents=True, exist_ok=True)
-        srckeys.pack_keyring(out, subdir, srcdata.data().get("own_keys", {}).get(n.name, {}))
+        keys.pack_keyring(out, subdir, facts.data().get("own_keys", {}).get(n.name, {}))
         sha = file_sha256(out)
-        edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+        edits = edit.set_hash(self.tree, n.dirs, n.hash, sha)
         self._place(out, n.file, move=True)
         return Resolution(
             n,
@@ -386,22 +387,22 @@ class Filler:
         )
 
     # --- Debian -----------------------------------------------------------------------
-    def _origs(self, name: str) -> list[srcdebian.Orig]:
+    def _origs(self, name: str) -> list[from_debian.Orig]:
         assert self.archive is not None
-        out: list[srcdebian.Orig] = []
-        for pkg in srcdebian.names_for(name):
+        out: list[from_debian.Orig] = []
+        for pkg in from_debian.names_for(name):
             out += self._index.get(pkg, [])
         return out
 
     def prefetch_index(self, needed: list[Needed]) -> None:
         if self.archive is None:
             return
-        wanted = {p for n in needed for p in srcdebian.names_for(self._name(n))}
+        wanted = {p for n in needed for p in from_debian.names_for(self._name(n))}
         self._index = self.archive.index(wanted)
 
     def _name(self, n: Needed) -> str:
         """The upstream project's name: the file name before its version."""
-        base = srcpack.stem(n.file)
+        base = pack.stem(n.file)
         if n.version and n.version in base:
             head = base[: base.index(n.version)].rstrip("-_")
             if head:
@@ -409,7 +410,7 @@ class Filler:
         m = re.match(r"^(.+?)[-_]?\d", base)
         return m.group(1) if m else base
 
-    def _reachable(self, o: srcdebian.Orig, unavailable: list[str]) -> bool:
+    def _reachable(self, o: from_debian.Orig, unavailable: list[str]) -> bool:
         """Whether the pool has it (a HEAD request; the index lists some it lacks)."""
         assert self.archive is not None
         if o.filename in unavailable:
@@ -417,7 +418,7 @@ class Filler:
         cached = self.tree / ".wolf-sources" / "debian" / o.filename
         return cached.is_file() or self.archive.exists(o)
 
-    def _download(self, o: srcdebian.Orig) -> Path:
+    def _download(self, o: from_debian.Orig) -> Path:
         assert self.archive is not None
         cache = self.tree / ".wolf-sources" / "debian"
         cache.mkdir(parents=True, exist_ok=True)
@@ -428,10 +429,10 @@ class Filler:
         return dest
 
     def _topdir(self, n: Needed, version: str | None = None) -> str:
-        table = srcdata.data().get("topdir", {})
+        table = facts.data().get("topdir", {})
         if n.file in table and version is None:
             return str(table[n.file])
-        base = n.build_dir or srcpack.stem(n.file).replace("_", "-")
+        base = n.build_dir or pack.stem(n.file).replace("_", "-")
         if version is not None and n.version:
             base = base.replace(n.version, version)
         return base
@@ -441,14 +442,14 @@ class Filler:
         origs = self._origs(name)
         if not origs:
             return None
-        ext = srcpack.extension(n.file)
-        inner = srcdata.data().get("inner", {})
+        ext = pack.extension(n.file)
+        inner = facts.data().get("inner", {})
         unavailable: list[str] = []
         for o in origs:
             if o.sha256 == n.hash:
                 try:
                     self._place(self._download(o), n.file)
-                except srcdebian.NotInPool:
+                except from_debian.NotInPool:
                     unavailable.append(o.filename)
                     continue
                 return Resolution(n, "exact", o.url, n.file, n.hash, o.upstream)
@@ -471,7 +472,7 @@ class Filler:
             out = self.work / n.file
             self._repack(o, out, self._topdir(n), inner.get(o.package))
             sha = file_sha256(out)
-            edits = srcedit.set_hash(self.tree, n.dirs, n.hash, sha)
+            edits = edit.set_hash(self.tree, n.dirs, n.hash, sha)
             edits += self._extra_edits(n, n.file)
             self._place(out, n.file, move=True)
             marks = o.upstream.removeprefix(version) or ""
@@ -479,7 +480,7 @@ class Filler:
                 f" (Debian's upstream tarball is {o.upstream}: files removed)" if marks else ""
             )
             return Resolution(n, "same-version", o.url, n.file, sha, o.upstream, note, tuple(edits))
-        pins = srcdata.data().get("pin", {})
+        pins = facts.data().get("pin", {})
         versions = sorted({o.plain_upstream for o in origs}, key=version_key)
         pick = pins.get(name) or closest(version, versions)
         if pick is None or not version:
@@ -493,8 +494,8 @@ class Filler:
         self._repack(o, out, self._topdir(n, pick), inner.get(o.package))
         sha = file_sha256(out)
         edits = [
-            *srcedit.set_var(self.tree, n.dirs, "PKG_VERSION", version, pick),
-            *srcedit.set_hash(self.tree, n.dirs, n.hash, sha),
+            *edit.set_var(self.tree, n.dirs, "PKG_VERSION", version, pick),
+            *edit.set_hash(self.tree, n.dirs, n.hash, sha),
             *self._extra_edits(n, newname),
         ]
         self._place(out, newname, move=True)
@@ -513,53 +514,53 @@ class Filler:
         """data/sources.toml [[edit]] for a file that is not exact: hunks of a patch the
         substitute cannot take, or a patch it already contains."""
         out: list[Edit] = []
-        for e in srcdata.data().get("edit", []):
+        for e in facts.data().get("edit", []):
             if e.get("file") != n.file or e.get("placed", placed) != placed:
                 continue
             if "drop_hunks" in e:
-                out += srcedit.drop_hunks(self.tree, e["patch"], e["drop_hunks"])
+                out += edit.drop_hunks(self.tree, e["patch"], e["drop_hunks"])
             if e.get("drop_patch"):
-                out += srcedit.remove_file(self.tree, e["patch"], str(e.get("why", "")))
+                out += edit.remove_file(self.tree, e["patch"], str(e.get("why", "")))
             if "replace" in e:
                 old, new = (str(x) for x in e["replace"])
-                out += srcedit.replace_text(self.tree, e["path"], old, new)
+                out += edit.replace_text(self.tree, e["path"], old, new)
             if "add" in e:
-                out += srcedit.add_file(self.tree, e["add"], str(e["text"]), str(e.get("why", "")))
+                out += edit.add_file(self.tree, e["add"], str(e["text"]), str(e.get("why", "")))
         return out
 
-    def _repack(self, o: srcdebian.Orig, out: Path, topdir: str, inner: str | None) -> None:
+    def _repack(self, o: from_debian.Orig, out: Path, topdir: str, inner: str | None) -> None:
         self.work.mkdir(parents=True, exist_ok=True)
         src = self._download(o)
         if inner:  # the upstream tarball inside Debian's orig tarball
             name = inner.format(version=o.plain_upstream)
-            src = srcpack.extract_member(src, name, self.work / f".inner-{name}")
+            src = pack.extract_member(src, name, self.work / f".inner-{name}")
         try:
-            same_ext = srcpack.extension(src.name) == srcpack.extension(out.name)
-            if same_ext and srcpack.single_top(src) == topdir:  # as OpenWrt names it: keep it
+            same_ext = pack.extension(src.name) == pack.extension(out.name)
+            if same_ext and pack.single_top(src) == topdir:  # as OpenWrt names it: keep it
                 shutil.copyfile(src, out)
                 return
             with term.progress(f"repack {out.name}"):
-                srcpack.repack(src, out, topdir)
+                pack.repack(src, out, topdir)
         finally:
             if inner:
                 src.unlink(missing_ok=True)
 
     def _recompressed(
-        self, n: Needed, o: srcdebian.Orig, ext: str, inner: str | None
+        self, n: Needed, o: from_debian.Orig, ext: str, inner: str | None
     ) -> Resolution | None:
         """Debian's tarball recompressed the way upstream's was: exact when a compressor of
         data/sources.toml [recompress] gives PKG_HASH."""
-        cmds = srcdata.data().get("recompress", {}).get(ext, [])
-        if not cmds or inner or o.size > srcdata.data().get("recompress_max_mb", 64) << 20:
+        cmds = facts.data().get("recompress", {}).get(ext, [])
+        if not cmds or inner or o.size > facts.data().get("recompress_max_mb", 64) << 20:
             return None
         src = self._download(o)
         self.work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="wolf-recompress-", dir=self.work) as tmp:
             raw = Path(tmp) / "raw.tar"
-            srcpack.decompress(src, raw)
+            pack.decompress(src, raw)
             for argv in cmds:
                 out = Path(tmp) / n.file
-                srcpack.recompress_with(raw, out, argv)
+                pack.recompress_with(raw, out, argv)
                 if file_sha256(out) == n.hash:
                     self._place(out, n.file, move=True)
                     return Resolution(
@@ -576,7 +577,7 @@ class Filler:
     # --- host tools from Debian's binaries ----------------------------------------------
     def _host_binary(self, n: Needed) -> Resolution | None:
         tools = [d for d in n.dirs if d.startswith("tools/")]
-        table = srcdata.data().get("host_binary", {})
+        table = facts.data().get("host_binary", {})
         spec = table.get(tools[0].removeprefix("tools/")) if len(tools) == 1 else None
         if not spec:
             return None
@@ -599,7 +600,7 @@ class Filler:
             links=links,
         )
         why = f"Debian's {spec['debian']} binaries: {spec.get('why', '')}".strip()
-        edits = srcedit.replace_file(self.tree, f"{tools[0]}/Makefile", text, why)
+        edits = edit.replace_file(self.tree, f"{tools[0]}/Makefile", text, why)
         return Resolution(
             n, "substitute", f"debian-binary:{spec['debian']}", "", "", "", why, tuple(edits)
         )
@@ -613,7 +614,7 @@ class Filler:
             debian="", links={},
         )  # fmt: skip
         why = f"not built: {why}"
-        edits = srcedit.replace_file(self.tree, f"tools/{tool}/Makefile", text, why)
+        edits = edit.replace_file(self.tree, f"tools/{tool}/Makefile", text, why)
         return Resolution(n, "substitute", "not-built", "", "", "", why, tuple(edits))
 
 
@@ -632,7 +633,7 @@ def put_back_unlisted(tree: Path) -> list[str]:
     OpenWrt's pins, not a substitute's."""
     prev = read_substitutions(tree)
     listed = {str(e["path"]) for f in (prev.files if prev else ()) for e in f["edits"]}
-    return srcedit.revert_paths(tree, [r for r in srcedit.kept(tree) if r not in listed])
+    return edit.revert_paths(tree, [r for r in edit.kept(tree) if r not in listed])
 
 
 def redo(tree: Path, files: list[str]) -> list[str]:
@@ -645,7 +646,7 @@ def redo(tree: Path, files: list[str]) -> list[str]:
     if unknown:
         raise WolfError(f"--redo {', '.join(unknown)}: not in {tree / SUBSTITUTIONS}")
     paths = [str(e["path"]) for f in files for e in known[f]["edits"]]
-    return srcedit.revert_paths(tree, paths)
+    return edit.revert_paths(tree, paths)
 
 
 def build_env(out: list[Resolution]) -> tuple[tuple[str, str], ...]:
@@ -653,7 +654,7 @@ def build_env(out: list[Resolution]) -> tuple[tuple[str, str], ...]:
     kinds = {"git-substitute" for r in out if r.cls == "substitute" and r.origin.startswith("git:")}
     env: dict[str, str] = {}
     for kind in sorted(kinds):
-        spec = srcdata.data().get("build_env", {}).get(kind, {})
+        spec = facts.data().get("build_env", {}).get(kind, {})
         env.update({k: str(v) for k, v in spec.items() if k != "why"})
     return tuple(sorted(env.items()))
 
@@ -662,7 +663,7 @@ def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> l
     """The union of what the tree needs for each of ``configs`` (seeds `make defconfig`
     expands), or for its current .config."""
     if not configs:
-        return srcneeded.list_needed(tree, log, on_step=_step)
+        return listing.list_needed(tree, log, on_step=_step)
     merged: dict[str, Needed] = {}
     saved = (tree / ".config").read_bytes() if (tree / ".config").is_file() else b""
 
@@ -672,10 +673,10 @@ def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> l
     try:
         for cfg in configs:
             shutil.copyfile(cfg, tree / ".config")
-            from .buildroot import Tree
+            from ..buildroot import Tree
 
             Tree(tree).defconfig((tree / ".config").read_text(), log)
-            for n in srcneeded.list_needed(tree, log, on_step=_step):
+            for n in listing.list_needed(tree, log, on_step=_step):
                 merged.setdefault(n.file, n)
     finally:
         if saved:
@@ -702,9 +703,9 @@ def fill(
     (tree / "dl").mkdir(exist_ok=True)
     listed = {n.file for n in needed}
     marker = "# openwrt-wolf: "  # templates/host-binary.mk.j2's first line
-    replaced = srcneeded.replaced_by_us(tree, tree / srcedit.ORIG_DIR, marker)
+    replaced = listing.replaced_by_us(tree, tree / edit.ORIG_DIR, marker)
     needed = needed + [n for n in replaced if n.file not in listed]
-    archive = srcdebian.Archive() if debian else None
+    archive = from_debian.Archive() if debian else None
     filler = Filler(tree, local=local, allow=allow, archive=archive, log=log, urls=urls)
     filler.prefetch_index(needed)
     out: list[Resolution] = []

@@ -6,7 +6,7 @@ import tomllib
 from functools import cache
 from typing import Any
 
-from ..paths import DATA_DIR
+from ...paths import DATA_DIR
 
 
 @cache

@@ -15,12 +15,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import downloads, paths, proc
-from ..errors import WolfError
-from ..host.debian import AptRoot
-from ..locks import locked
-from ..trust import untrusted
-from . import srcdata
+from ... import downloads, paths, proc
+from ...errors import WolfError
+from ...host.debian import AptRoot
+from ...locks import locked
+from ...trust import untrusted
+from . import facts
 
 DOWNLOAD_TIMEOUT = 60.0
 
@@ -57,7 +57,7 @@ def upstream_of(debian_version: str) -> str:
 
 
 def source_lines() -> list[str]:
-    d = srcdata.data()
+    d = facts.data()
     keyring = d["keyring"]
     lines = []
     for src in d["debian"]:
@@ -213,7 +213,7 @@ def pip_sdist(project: str, version: str, into: Path) -> Path | None:
 @cache
 def names_for(name: str) -> tuple[str, ...]:
     """The Debian source packages to look in for OpenWrt's ``name``."""
-    table = srcdata.data().get("names", {})
+    table = facts.data().get("names", {})
     if name in table:
         return tuple(table[name])
     return (name.lower(),)

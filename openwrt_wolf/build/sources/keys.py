@@ -15,7 +15,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-from . import srcpack
+from . import pack
 
 
 def apk_public_pem() -> bytes:
@@ -46,4 +46,4 @@ def pack_keyring(dest: Path, subdir: str, spec: dict[str, Any]) -> None:
             (top / rel).write_bytes(usign_public("openwrt-wolf own key (no private half kept)"))
         for p in [top, *top.rglob("*")]:
             p.chmod(0o755 if p.is_dir() else 0o644)
-        srcpack.pack_dir(Path(tmp), subdir, 0, dest)
+        pack.pack_dir(Path(tmp), subdir, 0, dest)

@@ -21,8 +21,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from .. import archive, proc
-from ..errors import WolfError
+from ... import archive, proc
+from ...errors import WolfError
 
 GIT_TIMEOUT = 600.0
 MAX_MISSING = 50

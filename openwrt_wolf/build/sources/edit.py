@@ -20,8 +20,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import WolfError
-from ..results.store import write_atomic
+from ...errors import WolfError
+from ...results.store import write_atomic
 
 ORIG_DIR = ".wolf-sources/orig"
 ADDED = ".wolf-added"  # marker beside the originals: this file was not in the tree

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..catalogue import names
-from ..errors import WolfError
-from ..trust import untrusted
-from .srcedit import Edit
-from .srcneeded import Needed
+from ...catalogue import names
+from ...errors import WolfError
+from ...trust import untrusted
+from .edit import Edit
+from .listing import Needed
 
 CLASSES = ("exact", "same-version", "substitute", "missing")
 ALLOWABLE = ("same-version", "substitute", "missing")
