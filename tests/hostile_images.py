@@ -9,14 +9,14 @@ under test; the squashfs layout is squashfs-tools' (squashfs_fs.h)."""
 from __future__ import annotations
 
 import os
-import signal
 import struct
 import subprocess
 import sys
-import time
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
+
+from tests import peak
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,32 +177,15 @@ def gzip_bomb(squashfs: Path, out: Path, claim: int, *, piece: int = 16 << 20) -
     return out
 
 
-class Hung(Exception):
-    """The run outlived its deadline (it was killed with its process group)."""
+Hung = peak.Hung
 
 
 def bounded_run(
     tmp: Path, args: Sequence[str], deadline: float, env: dict[str, str] | None = None
 ) -> tuple[int, str, str, int]:
-    """Exit status, stdout, stderr and peak RSS (KiB, getrusage of the child by wait4) of `invoke
-    ARGS` with its own cache and store under tmp; past ``deadline`` seconds its group is
-    killed and Hung raised (which the tests report as a hang)."""
+    """Exit status, stdout, stderr and peak RSS (KiB, tests/peak.py) of `invoke ARGS` with its
+    own cache and store under tmp; past ``deadline`` seconds its group is killed and Hung
+    raised (which the tests report as a hang)."""
     env = {**os.environ, "OPENWRT_WOLF_CACHE": str(tmp / "cache"),
            "OPENWRT_WOLF_STORE": str(tmp / "store"), **(env or {})}  # fmt: skip
-    out, err = tmp / "stdout.txt", tmp / "stderr.txt"
-    with out.open("w") as o, err.open("w") as e:
-        p = subprocess.Popen([sys.executable, "-m", "invoke", *args], cwd=ROOT, env=env,
-                             stdout=o, stderr=e, stdin=subprocess.DEVNULL,
-                             start_new_session=True)  # fmt: skip
-    end = time.monotonic() + deadline
-    while True:
-        pid, status, usage = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() > end:
-            os.killpg(p.pid, signal.SIGKILL)
-            os.wait4(p.pid, 0)
-            raise Hung(f"invoke {' '.join(args)} ran past {deadline} s")
-        time.sleep(0.05)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, out.read_text(), err.read_text(), usage.ru_maxrss
+    return peak.run([sys.executable, "-m", "invoke", *args], tmp, deadline, cwd=ROOT, env=env)

@@ -1,14 +1,13 @@
 """openwrt_wolf.archive, the one way an archive from outside is unpacked. The oracles: a victim
 directory beside the root (its files' bytes, modes and existence), every path outside the root,
 Python's own ``data`` extraction filter where this Python has it (3.11.4+; Debian 12's 3.11.2
-has none, and the same code runs there), the peak RSS of a child process (getrusage)."""
+has none, and the same code runs there), the peak RSS of a child process (tests/peak.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import stat
-import subprocess
 import sys
 import tarfile
 import textwrap
@@ -20,6 +19,7 @@ import pytest
 from openwrt_wolf import archive
 from openwrt_wolf.errors import WolfError
 from tests import hostile_archives as hostile
+from tests import peak
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = hostile.cases(Path("/victim-placeholder"))  # names only; rebuilt per test
@@ -156,15 +156,10 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def _child_rss(*args: str) -> tuple[int, str, int]:
-    """Exit status, stdout and peak RSS (KiB, getrusage of the child) of CHILD."""
-    p = subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=ROOT, stdout=subprocess.PIPE,
-                         text=True)  # fmt: skip
-    assert p.stdout is not None
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, out, usage.ru_maxrss
+def _child_rss(tmp: Path, *args: str) -> tuple[int, str, int]:
+    """Exit status, stdout and peak RSS (KiB, tests/peak.py) of CHILD."""
+    rc, out, _err, rss = peak.run([sys.executable, "-c", CHILD, *args], tmp, 120, cwd=ROOT)
+    return rc, out, rss
 
 
 @pytest.mark.parametrize("how", ["extract", "list"])
@@ -174,8 +169,8 @@ def test_a_gigabyte_bomb_is_refused_in_bounded_memory(how: str, tmp_path: Path) 
     case = hostile.Case("bomb", "gz", (), "refused", codec="gz", bomb=(1 << 30, 1 << 20))
     bomb = hostile.write(case, tmp_path / "bomb.apk")
     assert bomb.stat().st_size < 2 << 20
-    rc, out, rss = _child_rss(str(bomb), how, str(tmp_path / "root"))
-    _, _, baseline = _child_rss(str(tmp_path / "none"), "nothing")
+    rc, out, rss = _child_rss(tmp_path, str(bomb), how, str(tmp_path / "root"))
+    _, _, baseline = _child_rss(tmp_path, str(tmp_path / "none"), "nothing")
     print(f"bomb ({how}): peak RSS {rss >> 10} MiB; the same child doing nothing: "
           f"{baseline >> 10} MiB")  # fmt: skip
     assert rc == 2 and "decompression bomb" in out, out

@@ -2,7 +2,7 @@
 the stand-in ImageBuilder's builds (tests/whatif/test_whatif.py's lab). The oracles: a
 victim directory (its files' bytes, modes and existence), the file type of each target
 before and after, the bytes a FIFO's reader got (a squashfs of the reported size), the peak
-RSS of the run (getrusage of the child), /proc and the cache's run directories."""
+RSS of the run (tests/peak.py), /proc and the cache's run directories."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import pytest
 from openwrt_wolf import paths
 from openwrt_wolf.whatif import pkgsource
 from tests import hostile_archives as hostile
+from tests import peak
 from tests.conftest import unavailable
 from tests.standin.kit import Kit
 from tests.whatif.test_whatif import V1, Built
@@ -62,15 +63,14 @@ def whatif(tmp: Path, *args: str, timeout: float = 300) -> tuple[int, str, str]:
 
 
 def whatif_rss(tmp: Path, *args: str) -> tuple[int, str, int]:
-    """Exit status, stderr and peak RSS (KiB, the run and the tools it waited for)."""
+    """Exit status, stderr and peak RSS (KiB, the run and the tools it waited for; tests/peak.py
+    counts it)."""
     env = {**os.environ, "OPENWRT_WOLF_CACHE": str(_cache(tmp))}
-    with (tmp / "err.txt").open("w") as err:
-        p = subprocess.Popen(
-            [sys.executable, "-m", "invoke", "what-if", *args, "--store", str(tmp / "store")],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        _, status, usage = os.wait4(p.pid, 0)
-    return os.waitstatus_to_exitcode(status), (tmp / "err.txt").read_text(), usage.ru_maxrss
+    rc, _out, err, rss = peak.run(
+        [sys.executable, "-m", "invoke", "what-if", *args, "--store", str(tmp / "store")],
+        tmp, 300, cwd=ROOT, env=env,
+    )  # fmt: skip
+    return rc, err, rss
 
 
 def one_error(rc: int, err: str) -> str:
