@@ -178,7 +178,9 @@ def cell_from_artifacts(
         source=source,
         tls_xz=rootfs.tls_xz if rootfs else None,
         tls_size=rootfs.tls_size if rootfs else None,
-        rootfs=rootfs.size if rootfs else None,
+        # the record's own figure when the rootfs piece is gone (committed records, another
+        # machine): the same squashfs bytes_used, measured when the build ended
+        rootfs=rootfs.size if rootfs else fit.rootfs_size,
         image=image,
         image_computed=computed,
         erase_blocks=fit.erase_blocks,
@@ -278,6 +280,7 @@ class FitFigures:
     margin: int | None = None
     headroom: int | None = None  # "margin" in records before rootfs_room
     metadata_size: int | None = None
+    rootfs_size: int | None = None  # squashfs bytes_used
     notes: list[str] = field(default_factory=list)
     factory: FactoryFigures | None = None
 
