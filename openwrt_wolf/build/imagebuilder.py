@@ -41,8 +41,9 @@ def phase_timeout(phase: str) -> float:
 
 
 # What OpenWrt prints when an image does not fit (check-size, tplink-safeloader, mktplinkfw2).
+# check-size's size is empty when a tool before it failed and the recipe removed the image.
 SIZE_LINES = re.compile(
-    r"(WARNING: Image file .* is too big: \d+ > \d+"
+    r"(WARNING: Image file .* is too big: *\d* > \d+"
     r"|partition too big \(more than \d+ bytes\)"
     r"|images are too big by \d+ bytes"
     r"|kernel image is too big)"

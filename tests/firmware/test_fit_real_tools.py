@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from openwrt_wolf.build.imagebuilder import SIZE_LINES
 from openwrt_wolf.catalogue import devices
 from openwrt_wolf.firmware import fit
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
@@ -108,6 +109,11 @@ def test_safeloader_deleted_image_then_check_size_prints_an_empty_size(
     want = printed.stdout.strip().replace(str(gone), "...")
     assert want.endswith("is too big:  > 7536640")
     assert f"OpenWrt would print: {want.strip()}" in rep.notes
+    # and a build keeps the line in its record (openwrt_warnings): the real ath79 too-big
+    # build's log had it, its record did not
+    assert [ln.strip() for ln in printed.stdout.splitlines() if SIZE_LINES.search(ln)] == [
+        printed.stdout.strip()
+    ]
 
 
 @pytest.mark.parametrize("rootfs_size", [5_000_000, 5_308_416, 5_352_909, 5_352_910, 5_500_000])

@@ -148,3 +148,30 @@ def test_the_patch_set_s_wolfssl_image_holds_no_mbed_tls(run: Path) -> None:
         assert names and not [n for n in names if re.search("mbedtls", n)], names
         profiles = json.loads(openwrt_file(run, rec.device, "wolfssl", "profiles.json").read_text())
         assert not [p for p in profiles["default_packages"] if "mbedtls" in p]
+
+
+TOO_BIG = sorted(p / "too-big" for p in RUNS if (p / "too-big").is_dir())
+
+
+@pytest.mark.parametrize("store", TOO_BIG, ids=lambda p: p.parent.name)
+def test_a_too_big_image_is_refused_as_openwrt_s_tools_refused_it(store: Path) -> None:
+    """The oracle is what OpenWrt printed when it refused the image (tplink-safeloader's
+    "file-system partition too big", then check-size stat-ing the file the recipe removed),
+    kept in the record as OpenWrt's own lines: the fit predicts each of them, no other, and
+    calls both images too big."""
+    builds = FileStore(store).query("build")
+    assert builds
+    for rec in builds:
+        fit = rec.data["fit"]
+        printed = [re.sub(r"Image file \S+ is", "Image file ... is", w)
+                   for w in rec.data["openwrt_warnings"]]  # fmt: skip
+        notes = fit["notes"] + (fit.get("factory") or {}).get("notes", [])
+        predicted = [n.removeprefix("OpenWrt would print: ") for n in notes
+                     if n.startswith("OpenWrt would print: ")]  # fmt: skip
+        assert printed and sorted(printed) == sorted(predicted)
+        assert rec.data["image_deleted"] and fit["verdict"] == "TOO_BIG"
+        assert fit["factory"]["verdict"] == "TOO_BIG"
+        # tplink-safeloader's file-system partition is what the firmware partition leaves
+        # past the kernel: the bytes it printed are our limit less the kernel
+        fs_max = int(re.search(r"more than (\d+) bytes", printed[0])[1])  # type: ignore[index]
+        assert fit["limit"] - fit["kernel_size"] == fs_max
