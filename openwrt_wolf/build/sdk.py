@@ -41,14 +41,30 @@ _SOURCE_DIR = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*(/[A-Za-z0-9][A-Za-z0-9._+
 _FIRST_ERROR = re.compile(r"CMake Error|\berror:|\*\*\* No rule|: No such file or directory$")
 
 
-def first_error(log: Path, start: int) -> str:
-    """The first line of the log after ``start`` that names a cause, read bounded."""
+# scripts/download.pl's last word, then make's line naming the file it was to fetch
+_GAVE_UP = "No more mirrors to try - giving up."
+_DL_TARGET = re.compile(r"\*\*\* \[[^\]]*?/dl/([^/\]\s]+)\] Error")
+
+
+def _log_part(log: Path, start: int) -> str:
     try:
         with log.open("rb") as f:
             f.seek(start)
-            text = f.read(MAX_INDEX).decode(errors="replace")
+            return f.read(MAX_INDEX).decode(errors="replace")
     except OSError:
         return ""
+
+
+def first_error(log: Path, start: int) -> str:
+    """The first line of the log after ``start`` that names a cause, read bounded. A source
+    OpenWrt's download.pl could not fetch is named with the options that give it here."""
+    text = _log_part(log, start)
+    if _GAVE_UP in text:
+        m = _DL_TARGET.search(text)
+        what = m[1] if m else "a source file"
+        return (f"{what} could not be downloaded (OpenWrt's mirrors are out of reach); give it "
+                "with --sources DIR (directories of source files or git repositories) or "
+                "--sources-url URL")[:300]  # fmt: skip
     hit = next((ln.strip() for ln in text.splitlines() if _FIRST_ERROR.search(ln)), "")
     return hit[:300]
 

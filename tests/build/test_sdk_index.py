@@ -91,6 +91,25 @@ def test_a_failing_step_names_its_first_error(tmp_path: Path) -> None:
     assert sdk.first_error(tmp_path / "none.log", 0) == ""
 
 
+def test_a_source_download_that_gave_up_names_the_options(tmp_path: Path) -> None:
+    """OpenWrt's download.pl on a machine without its mirrors (the real SDK's log of the
+    main job for ath79, 25.12.5): the error names the file and --sources, not make's last
+    line."""
+    log = tmp_path / "sdk.log"
+    dl = "/c/base-feeds/25.12.5-x/dl"
+    log.write_text(
+        "+ curl -f --connect-timeout 5 --retry 3 --location "
+        "https://mirror2.openwrt.org/sources/mbedtls-3.6.6.tar.bz2\n"
+        "curl: (6) Could not resolve host: mirror2.openwrt.org\n"
+        "Download failed.\nNo more mirrors to try - giving up.\n"
+        f"make[2]: *** [Makefile:181: {dl}/mbedtls-3.6.6.tar.bz2] Error 2\n"
+        "    ERROR: package/feeds/base/mbedtls failed to build.\n"
+    )
+    line = sdk.first_error(log, 0)
+    assert line.startswith("mbedtls-3.6.6.tar.bz2 could not be downloaded")
+    assert "--sources DIR" in line and "--sources-url" in line
+
+
 def test_the_built_file_of_each_package(tmp_path: Path) -> None:
     """The real SDK's file names (malta/be, 25.12.5): an ABI suffix after the name, a version
     that is not the index's (the git hash shortened), and a neighbour whose name starts
