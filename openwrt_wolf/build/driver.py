@@ -337,10 +337,12 @@ def _sdk_packages(
     if origin:
         con.print(f"sdk: base feed: {origin}", markup=False)
 
-    def fill(closure: list[str]) -> None:
+    def fill(closure: list[str]) -> tuple[tuple[str, str], ...] | None:
         nonlocal summary
         if base is not None and (opts.sources or opts.sources_urls):
             summary = _fill_base_sources(sdk.top, base, closure, opts, con)
+            return tuple(sorted(buildroot.Tree(base.tree).make_env().items()))
+        return None
 
     def step(line: str) -> None:
         con.print(f"sdk: {line}", markup=False)

@@ -188,12 +188,13 @@ class SDK:
     def build(
         self, names: tuple[str, ...], *, release: str, flavour: str, feed: Path | None, log: Path,
         jobs: int = 1, base: BaseFeed | None = None,
-        before_compile: Callable[[list[str]], None] | None = None,
+        before_compile: Callable[[list[str]], tuple[tuple[str, str], ...] | None] | None = None,
         on_step: Callable[[str], None] | None = None,
     ) -> list[Path]:  # fmt: skip
         """Compile the named packages of the local feed and, with a base feed, the packages
         it chooses; returns the package files. ``before_compile`` gets the package
-        directories the SDK's make compiles (its closure, fill their sources there);
+        directories the SDK's make compiles (its closure, fill their sources there) and may
+        return the make environment from then on;
         ``on_step`` a line per step."""
         step = on_step or (lambda s: None)
         for n in names:  # before any work: the feed is a folder of package folders
@@ -243,7 +244,9 @@ class SDK:
         wanted = {FEED: list(names), BASE: list(chosen)}
         self._clear_stale(wanted)
         if before_compile is not None:
-            before_compile(self.closure(log))
+            # sources filled now may need their build variables (a substitute's
+            # CMAKE_POLICY_VERSION_MINIMUM): the environment the fill returns
+            env = before_compile(self.closure(log)) or env
         dirs = [*names, *dict.fromkeys(s.make_name for s in chosen.values())]
         for i, d in enumerate(dirs, 1):
             step(f"make package/{d}/compile ({i}/{len(dirs)})")
