@@ -28,7 +28,7 @@ from ..locks import locked
 from ..patchset import series
 from ..paths import DATA_DIR
 from . import packages
-from .imagebuilder import SIZE_LINES
+from .imagebuilder import size_lines
 
 MAKE_TIMEOUT = 12 * 3600.0  # a first full build compiles the toolchain
 DEFCONFIG_TIMEOUT = 1800.0
@@ -316,7 +316,7 @@ class Tree:
             done = self._make(argv, log, MAKE_TIMEOUT, on_line)
         except CommandError as e:
             text = _command_log(e)
-            lines = _size_lines(text)
+            lines = size_lines(text)
             if lines and "timed out" not in e.message:
                 return 2, lines
             if "No space left on device" in text:
@@ -325,7 +325,7 @@ class Tree:
                     hint="free space where the tree is",
                 ) from None
             raise CommandError(f"{' '.join(argv)} failed", tail=e.tail, log=e.log) from None
-        return done.returncode, _size_lines(done.output)
+        return done.returncode, size_lines(done.output)
 
     def bin_dir(self, dev: Device) -> Path:
         return self.top / "bin" / "targets" / dev.target / dev.subtarget
@@ -419,10 +419,6 @@ def read_manifest(bin_dir: Path, dev: Device) -> dict[str, str]:
             if m := re.match(r"^(\S+) - (\S+)$", line.strip()):
                 out[m.group(1)] = m.group(2)
     return out
-
-
-def _size_lines(text: str) -> list[str]:
-    return [ln.strip() for ln in text.splitlines() if SIZE_LINES.search(ln)]
 
 
 def _command_log(e: CommandError) -> str:
