@@ -595,6 +595,9 @@ def _build_one(
         shutil.copyfile(f, partial / "packages" / f.name)
         files.append({**asdict(Artifact.of(partial / "packages" / f.name, "package")),
                       "name": f"packages/{f.name}"})  # fmt: skip
+    if group.local and (index := _index_packages(ib, partial / "packages")) is not None:
+        files.append({**asdict(Artifact.of(index, "package index")),
+                      "name": f"packages/{index.name}"})  # fmt: skip
     return _store(
         job, st, partial, final, files,
         builder=group.ib_name,
@@ -624,6 +627,20 @@ def _mirror_repositories(ib: ImageBuilder, job: Job, opts: Options) -> list[str]
         return []
     base = f"{download.Source(opts.mirror).base}/{rel.download}"
     return ib.mirrored_repositories(base, job.device.target_path, job.device.arch_packages)
+
+
+def _index_packages(ib: ImageBuilder, pkgdir: Path) -> Path | None:
+    """packages.adb for the SDK's packages kept beside the images, written by the
+    ImageBuilder's own apk as its package_index writes one (unsigned): a feed apk and
+    `what-if --packages` read. 24.10's opkg ImageBuilder has no apk: no index then."""
+    apk = ib.top / "staging_dir" / "host" / "bin" / "apk"
+    apks = sorted(pkgdir.glob("*.apk"))
+    if not apk.is_file() or not apks:
+        return None
+    out = pkgdir / "packages.adb"
+    proc.run([apk, "mkndx", "--allow-untrusted", "--output", out, *(p.name for p in apks)],
+             cwd=pkgdir, timeout=120)  # fmt: skip
+    return out
 
 
 def check_patch_set(

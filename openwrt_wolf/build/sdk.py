@@ -286,14 +286,30 @@ class SDK:
 
         mine = self._mine() | {str(f.relative_to(self.top / "bin" / "packages")) for f in files}
         outputs.write_text(self._mark_file(), "".join(f"{n}\n" for n in sorted(mine)))
+        self._pending_file().unlink(missing_ok=True)
+
+    def _pending_file(self) -> Path:
+        return self.top / "bin" / "packages" / (BUILT_MARK + "-pending")
+
+    def _pending(self) -> set[tuple[str, str]]:
+        """(feed, package) an earlier run of ours was compiling when it stopped (a failed
+        make, a kill): the files of those packages are that run's, not a stranger's."""
+        mark = self._pending_file()
+        if not mark.is_file():
+            return set()
+        text = bounded.read_file(mark, "SDK package list", MAX_INDEX).decode(errors="replace")
+        return {(f, n) for f, _, n in (ln.partition("\t") for ln in text.splitlines()) if n}
 
     def _clear_stale(self, wanted: dict[str, list[str]]) -> None:
         """Before any compile: a file for a package we take that an earlier run of ours
-        made (another patch set, another option) is removed, so only this run's file can be
-        taken; one that no run of ours made (the user's own compile, another tool) is
-        refused in one line rather than guessed about."""
+        made (another patch set, another option, or a run that failed after making it) is
+        removed, so only this run's file can be taken; one that no run of ours made (the
+        user's own compile, another tool) is refused in one line rather than guessed about.
+        Then this run's packages are written down as pending until it has marked its files."""
+        from .. import outputs
+
         pkgdir = self.top / "bin" / "packages"
-        mine = self._mine()
+        mine, pending = self._mine(), self._pending()
         for feed, names_ in wanted.items():
             for name in names_:
                 tail = ABI_AND_VERSION if feed == BASE else r"[-_][^/]+"
@@ -302,7 +318,7 @@ class SDK:
                     if not pattern.fullmatch(f.name):
                         continue
                     rel = str(f.relative_to(pkgdir))
-                    if rel in mine:
+                    if rel in mine or (feed, name) in pending:
                         f.unlink()
                         continue
                     raise WolfError(
@@ -310,6 +326,10 @@ class SDK:
                         f"a package of {name} this build would not know from its own",
                         hint=f"remove it (rm {f}) or give a fresh SDK",
                     )
+        pending |= {(feed, n) for feed, names_ in wanted.items() for n in names_}
+        pkgdir.mkdir(parents=True, exist_ok=True)
+        outputs.write_text(self._pending_file(),
+                           "".join(f"{f}\t{n}\n" for f, n in sorted(pending)))  # fmt: skip
 
     def _choose(self, base: BaseFeed) -> dict[str, Source]:
         path = self.top / "feeds" / f"{BASE}.index"

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,15 @@ MAX_DUMP = 256 << 20  # characters of adbdump JSON we parse
 ABI_TAG = "openwrt:abiversion="
 
 
-def ib_tool(packages_dir: Path, name: str) -> Path | None:
-    """<ImageBuilder>/staging_dir/host/bin/<name> for the ImageBuilder's packages/."""
-    path = Path(packages_dir).resolve().parent / "staging_dir" / "host" / "bin" / name
-    return path if path.is_file() else None
+def ib_tool(packages_dirs: Path | Sequence[Path], name: str) -> Path | None:
+    """<ImageBuilder>/staging_dir/host/bin/<name> for the first of these directories that is
+    an ImageBuilder's packages/ (a build's own packages directory comes first, and is not)."""
+    dirs = [packages_dirs] if isinstance(packages_dirs, Path) else packages_dirs
+    for d in dirs:
+        path = Path(d).resolve().parent / "staging_dir" / "host" / "bin" / name
+        if path.is_file():
+            return path
+    return None
 
 
 def find_apk(packages_dir: Path) -> Path:
@@ -189,10 +195,10 @@ def opkg_index(text: str) -> list[dict[str, Any]]:
 # --- the swap by apk itself (25.12+) ------------------------------------------------------
 
 
-def _host(packages_dir: Path, name: str) -> str:
+def _host(packages_dirs: Sequence[Path], name: str) -> str:
     """A command of the ImageBuilder's staging_dir/host/bin (its gzip and tar wrote the
-    rootfs's package database), else the host's."""
-    found = ib_tool(packages_dir, name)
+    rootfs's package database: Debian's GNU tar deletes other members), else the host's."""
+    found = ib_tool(packages_dirs, name)
     return str(found) if found else name
 
 
@@ -210,7 +216,7 @@ def apk_database(
     prepare_rootfs steps on lib/apk/db/scripts.tar (each *.post-install taken out with the same
     tar, in glob order, then gzip -9n). The scripts are not run (a package is untrusted input;
     docs/whatif.md). Returns the scratch root."""
-    gzip, tar = _host(packages_dir, "gzip"), _host(packages_dir, "tar")
+    gzip, tar = _host((packages_dir, *more), "gzip"), _host((packages_dir, *more), "tar")
     argv: list[str | Path] = [
         apk, "--root", scratch, "--keys-dir", packages_dir.resolve().parent / "keys",
         "--no-logfile", "--no-network", "--no-cache", "--allow-untrusted",

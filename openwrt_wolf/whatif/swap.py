@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,8 @@ class WhatIf:
     fit_from: dict[str, Any]  # fit.FitReport.to_dict() of the image as it is
     fit_to: dict[str, Any]  # ... with F's rootfs
     notes: list[str] = field(default_factory=list)
+    # of the repacked squashfs: a build of F by the same ImageBuilder writes these bytes
+    rootfs_to_sha256: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -358,8 +360,14 @@ def _apk_database(
 
     world = _image_text(root, "etc/apk/world").split()
     entry = {index.base(re.split(r"[<>=~]", w, maxsplit=1)[0]): w for w in world}
-    new = [w for n, w in entry.items() if n not in swap.asked_out]
-    new += [pkg.name for n in swap.asked_in if n not in entry and (pkg := index.get(n))]
+    # the buildroot's rootfs asks for every package its .config selects, dependencies too
+    # (its world names all installed); the ImageBuilder's asks for the profile's list only
+    installed = (planned - set(swap.added)) | set(swap.removed)
+    whole = installed <= set(entry)
+    gone = set(swap.asked_out) | (set(swap.removed) if whole else set())
+    asked = list(swap.asked_in) + (sorted(swap.added) if whole else [])
+    new = [w for n, w in entry.items() if n not in gone]
+    new += [pkg.name for n in dict.fromkeys(asked) if n not in entry and (pkg := index.get(n))]
     arch = (_image_text(root, "etc/apk/arch").split() or [""])[0]
     apk = next(p.apk for p in index.packages.values() if p.apk)
     scratch = pkgformats.apk_database(apk, index.source, arch, sorted(new), work / "apk-db", epoch,
@@ -475,10 +483,12 @@ def _installed(inp: _Input, root: Path, index: pkgsource.Index) -> tuple[set[str
     return {index.base(n) for n in names}, where
 
 
-def image_tools(packages: Path, step: Callable[[str], None]) -> openwrt_tools.OpenWrtTools:
-    """mksquashfs4 and unsquashfs4 of the ImageBuilder whose packages/ is given (its
+def image_tools(
+    packages: Sequence[Path], step: Callable[[str], None]
+) -> openwrt_tools.OpenWrtTools:
+    """mksquashfs4 and unsquashfs4 of the ImageBuilder whose packages/ is among these (its
     staging_dir/host/bin, the tools its own images were made with); OpenWrt's tools built from
-    ../shared only when it has none."""
+    ../shared only when none is."""
     from . import pkgformats
 
     mk, un = (pkgformats.ib_tool(packages, n) for n in ("mksquashfs4", "unsquashfs4"))
@@ -521,7 +531,7 @@ def predict(
         where=f"rootfs in {inp.image}",
         offset=offset,
     )
-    tools = image_tools(dirs[0], step)
+    tools = image_tools(dirs, step)
     with locks.work_dir(paths.cache_dir() / "what-if", "run-") as work:
         root = work / "root"
         step("unpacking the rootfs with unsquashfs4")
@@ -547,6 +557,7 @@ def predict(
         touch_all(root, sb.mkfs_time)
         step("packing with mksquashfs4 (OpenWrt's options)")
         size = repack(tools, root, work / "root.squashfs", sb.block_size, sb.mkfs_time)
+        digest = file_sha256(work / "root.squashfs")
         if output:
             outputs.copy_file(work / "root.squashfs", output, inputs=inputs)
     kernel = inp.art.kernel_size
@@ -572,6 +583,7 @@ def predict(
         fit_from=before.to_dict(),
         fit_to=after.to_dict(),
         notes=notes,
+        rootfs_to_sha256=digest,
     )
 
 

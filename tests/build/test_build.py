@@ -261,6 +261,23 @@ def check_wolfssl_is_the_patch_sets_image(matrix: Any) -> None:
     assert stamp["release"] == "25.12.5" and stamp["source"].startswith("pin:openwrt-25.12.5:")
 
 
+def check_sdk_packages_beside_the_images_are_a_feed(matrix: Any) -> None:
+    """The SDK's packages kept beside the wolfSSL images are a feed: packages.adb, written by
+    the ImageBuilder's own apk, lists exactly the compiled files (OpenWrt's apk reads it), so
+    `what-if --packages` takes the directory (docs/whatif.md; byte for byte on the real ath79
+    images: the stand-in's wolfSSL image leaves Wi-Fi and apk out, the Mbed TLS one does not)."""
+    outs, base, _ = matrix
+    apk = next((base / "cache" / "imagebuilder").rglob("ath79-generic/*/staging_dir/host/bin/apk"))
+    for device in (V1, AR300):
+        rec = outs[f"{device}/wolfssl"].record
+        (index,) = [Path(a["path"]) for a in rec.artifacts if a["type"] == "package index"]
+        argv = [str(apk), "adbdump", "--format", "json", str(index)]
+        dump = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
+        listed = {f"{p['name']}-{p['version']}.apk" for p in json.loads(dump.stdout)["packages"]}
+        assert listed == set(rec.compiled) and len(listed) >= 2
+        assert {p.name for p in index.parent.glob("*.apk")} == listed
+
+
 def check_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     o = matrix[0][f"{V1}/openssl"]
     rec = o.record
@@ -863,6 +880,9 @@ _MATRIX_CHECKS: dict[str, Any] = {
     ),
     "wolfssl_is_the_patch_sets_image": lambda m, t, mirror: check_wolfssl_is_the_patch_sets_image(
         m
+    ),
+    "sdk_packages_beside_the_images_are_a_feed": (
+        lambda m, t, mirror: check_sdk_packages_beside_the_images_are_a_feed(m)
     ),
     "openssl_overflows_the_wr902ac_v1_and_is_deleted": (
         lambda m, t, mirror: check_openssl_overflows_the_wr902ac_v1_and_is_deleted(m)

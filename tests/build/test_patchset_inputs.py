@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import private_copy
+from tests.standin.sources_kit import SOURCES_ALLOW, source_dirs
 
 ROOT = Path(__file__).resolve().parents[2]
 V1 = "tplink_tl-wr902ac-v1"
@@ -131,6 +132,32 @@ def test_stale_package_in_the_sdk(mirror: Path, env: dict[str, str], tmp_path: P
     assert "bin/packages holds mips_24kc/base/libwolfssl5.9.1.deadbeef-5.9.1-r1.apk" in line
     assert "which no openwrt-wolf run made" in line
     assert stale.read_bytes() == b"not ours"
+
+
+def test_packages_a_failed_run_of_ours_left_are_taken_back(
+    mirror: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A run that stopped after its make wrote a package (a later compile failed, a kill)
+    has not marked the file yet: the package was pending. The next run removes that file as
+    its own and builds, where it used to refuse it as a stranger's (the main job for ath79
+    after a failed SDK step)."""
+    sdk = sdk_copy(mirror, tmp_path / "sdk")
+    left = sdk / "bin/packages/mips_24kc/base/libwolfssl5.9.1.deadbeef-5.9.1-r1.apk"
+    left.parent.mkdir(parents=True)
+    left.write_bytes(b"the failed run's")
+    # what a run writes before its first compile (build/sdk.py _clear_stale)
+    (left.parents[2] / ".openwrt-wolf-built-pending").write_text("base\tlibwolfssl\n")
+    srcs = ",".join(str(d) for d in source_dirs(tmp_path / "sources"))  # no OpenWrt mirrors
+    argv = ["build", "--device", V1, "--flavour", "wolfssl", "--mirror", str(mirror), "--sdk",
+            str(sdk), "--packages=-apk-mbedtls,-wpad-basic-mbedtls", "--sources", srcs,
+            f"--allow={','.join(SOURCES_ALLOW)}"]  # fmt: skip
+    p = subprocess.run([sys.executable, "-m", "invoke", *argv], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1800)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not left.exists()
+    built = sorted(left.parent.glob("libwolfssl*.apk"))
+    assert len(built) == 1 and built[0].read_bytes()[:3] == b"ADB", built
+    assert not (left.parents[2] / ".openwrt-wolf-built-pending").exists()
 
 
 def test_offline_sdk_names_the_ways_out(env: dict[str, str]) -> Any:

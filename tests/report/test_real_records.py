@@ -175,3 +175,31 @@ def test_a_too_big_image_is_refused_as_openwrt_s_tools_refused_it(store: Path) -
         # past the kernel: the bytes it printed are our limit less the kernel
         fs_max = int(re.search(r"more than (\d+) bytes", printed[0])[1])  # type: ignore[index]
         assert fit["limit"] - fit["kernel_size"] == fs_max
+
+
+WHATIF = sorted(p / "what-if" for p in RUNS if (p / "what-if").is_dir())
+
+
+@pytest.mark.parametrize("folder", WHATIF, ids=lambda p: p.parent.name)
+def test_what_if_between_real_images_is_the_real_imagebuilder_s_rootfs(folder: Path) -> None:
+    """what-if from each real image to each other flavour (docs/results.md): the predicted
+    squashfs's sha256 and size are those of the rootfs the real ImageBuilder made for that
+    flavour (its build record), and the predicted sysupgrade size is the one OpenWrt's make
+    listed in profiles.json."""
+    builds = {(r.data["device"], r.data["flavour"]): r.data
+              for r in FileStore(folder.parent / "store").query("build")}  # fmt: skip
+    seen = set()
+    for f in sorted(folder.glob("*.json")):
+        w = json.loads(f.read_text())["what_if"]
+        device, frm, to = w["profile"], w["flavour_from"], w["flavour_to"]
+        assert frm != to and (device, frm) in builds, f.name
+        real = builds[(device, to)]
+        (rootfs,) = [a for a in real["artifacts"] if a["type"] == "rootfs"]
+        assert (w["rootfs_to_sha256"], w["rootfs_to"]) == (rootfs["sha256"], rootfs["size"]), f
+        images = profile_images(folder.parent, to, device)
+        sysupgrade = next(i for n, i in images.items() if n.endswith("sysupgrade.bin"))
+        assert w["fit_to"]["final_size"] == sysupgrade["size"], f.name
+        seen.add((device, frm, to))
+    devices = {d for d, _ in builds}
+    flavours = ("mbedtls", "wolfssl", "openssl")
+    assert seen == {(d, a, b) for d in devices for a in flavours for b in flavours if a != b}

@@ -196,6 +196,7 @@ def test_prediction_matches_real_build(
     assert predicted.stat().st_size == w["rootfs_to"]
     assert lls(openwrt_tools, predicted) == lls(openwrt_tools, real.rootfs)
     assert predicted.read_bytes() == real.rootfs.read_bytes()  # the very squashfs
+    assert w["rootfs_to_sha256"] == hashlib.sha256(real.rootfs.read_bytes()).hexdigest()
     assert w["rootfs_from"] == src.rootfs.stat().st_size
     # the names of a 25.12 image: ABI-suffixed in its manifest, plain in what-if's swap
     manifest = sorted(real.bin_dir.glob("*.manifest"))[0].read_text()
@@ -404,6 +405,42 @@ def test_plan_refuses_a_conflict(tmp_path: Path) -> None:
     have = {"foo", "libustream-mbedtls", "libmbedtls21"}
     with pytest.raises(WolfError, match=r"libustream-mbedtls \(needed by foo\), which conflict"):
         swap.plan(have, idx, "25.12.5", "mbedtls", "openssl")
+
+
+def _unsquash(squashfs: Path, dest: Path) -> Path:
+    subprocess.run(["unsquashfs", "-d", str(dest), "-no-xattrs", str(squashfs)],
+                   capture_output=True, check=True, timeout=120)  # fmt: skip
+    return dest
+
+
+def _apk_names(root: Path) -> set[str]:
+    return set(re.findall(r"^P:(.*)$", (root / "lib/apk/db/installed").read_text(), re.M))
+
+
+def test_a_world_naming_every_package_loses_what_the_swap_removes(
+    lab: dict[tuple[str, str], Built], tmp_path: Path
+) -> None:
+    """The buildroot's rootfs asks apk for every package its .config selects, dependencies
+    too, so its /etc/apk/world names libmbedtls21 (the real ath79 build's did). The swap's
+    world drops what leaves the image and names what comes in; apk's database for it is the
+    real wolfSSL build's (its package list is the oracle), not one that keeps a library only
+    the removed packages needed (OpenWrt's stock wolfSSL image keeps apk-mbedtls and its
+    library: the stand-in's has no apk-wolfssl)."""
+    src, real = lab[(V1, "mbedtls")], lab[(V1, "wolfssl")]
+    root = _unsquash(src.rootfs, tmp_path / "root")
+    names = _apk_names(root)
+    assert any(n.startswith("libmbedtls") for n in names)
+    (root / "etc/apk/world").write_text("".join(f"{n}\n" for n in sorted(names)))
+    idx = pkgsource.load(src.packages)
+    installed = {idx.base(n) for n in names}
+    plan = swap.plan(installed, idx, "25.12.5", "mbedtls", "wolfssl")
+    planned = installed - set(plan.removed) | set(plan.added)
+    swap._apk_database(root, plan, idx, planned, tmp_path / "work", 0)
+    wanted = _apk_names(_unsquash(real.rootfs, tmp_path / "real"))
+    assert _apk_names(root) == wanted
+    # still a world naming every package: the ones the real build has, libwolfssl among them
+    world = (root / "etc/apk/world").read_text().split()
+    assert set(world) == wanted and any(w.startswith("libwolfssl") for w in world), world
 
 
 # --- OpenWrt's own package formats, read through apk -----------------------------------------
