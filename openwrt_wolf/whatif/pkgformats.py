@@ -26,11 +26,10 @@ MAX_DUMP = 256 << 20  # characters of adbdump JSON we parse
 ABI_TAG = "openwrt:abiversion="
 
 
-def ib_tool(packages_dirs: Path | Sequence[Path], name: str) -> Path | None:
+def ib_tool(packages_dirs: Sequence[Path], name: str) -> Path | None:
     """<ImageBuilder>/staging_dir/host/bin/<name> for the first of these directories that is
     an ImageBuilder's packages/ (a build's own packages directory comes first, and is not)."""
-    dirs = [packages_dirs] if isinstance(packages_dirs, Path) else packages_dirs
-    for d in dirs:
+    for d in packages_dirs:
         path = Path(d).resolve().parent / "staging_dir" / "host" / "bin" / name
         if path.is_file():
             return path
@@ -40,7 +39,7 @@ def ib_tool(packages_dirs: Path | Sequence[Path], name: str) -> Path | None:
 def find_apk(packages_dir: Path) -> Path:
     """apk-tools for reading packages.adb: the ImageBuilder's own, else the footprint lab's
     native build (needs ../shared's apk-tools snapshot)."""
-    found = ib_tool(packages_dir, "apk")
+    found = ib_tool([packages_dir], "apk")
     if found:
         return found
     from ..footprint import apk as apk_build

@@ -349,7 +349,7 @@ def _image_text(root: Path, name: str) -> str:
 
 
 def _apk_database(
-    root: Path, swap: Swap, index: pkgsource.Index, planned: set[str], work: Path, epoch: int
+    root: Path, swap: Swap, index: pkgsource.Index, installed: set[str], work: Path, epoch: int
 ) -> None:
     """Replace the rootfs's apk database with the one a build of the new flavour writes:
     /etc/apk/world loses what the build no longer asks for and gains what it asks for instead
@@ -362,7 +362,7 @@ def _apk_database(
     entry = {index.base(re.split(r"[<>=~]", w, maxsplit=1)[0]): w for w in world}
     # the buildroot's rootfs asks for every package its .config selects, dependencies too
     # (its world names all installed); the ImageBuilder's asks for the profile's list only
-    installed = (planned - set(swap.added)) | set(swap.removed)
+    planned = installed - set(swap.removed) | set(swap.added)
     whole = installed <= set(entry)
     gone = set(swap.asked_out) | (set(swap.removed) if whole else set())
     asked = list(swap.asked_in) + (sorted(swap.added) if whole else [])
@@ -548,8 +548,7 @@ def predict(
         step(f"swapping {frm} for {to}: -{len(swap.removed)} +{len(swap.added)} packages")
         notes = apply(root, swap, index, installed - set(swap.removed))
         if index.format() == "adb" and (root / "lib/apk/db/installed").is_file():
-            planned = installed - set(swap.removed) | set(swap.added)
-            _apk_database(root, swap, index, planned, work, sb.mkfs_time)
+            _apk_database(root, swap, index, installed, work, sb.mkfs_time)
         elif (root / "lib/apk/packages").is_dir() or (root / "usr/lib/opkg/info").is_dir():
             notes.append(
                 "the package database inside the rootfs is left as it was (a few hundred bytes)"
