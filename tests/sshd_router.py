@@ -128,6 +128,7 @@ class FakeRouter:
             (etc / "shadow").write_text("\n".join(shadow) + "\n")
             (etc / "openwrt_release").unlink(missing_ok=True)
             (etc / "openwrt_release").symlink_to(self.root / "etc" / "openwrt_release")
+        (base / "home").mkdir(mode=0o700, exist_ok=True)
         self._write_config()
         self.reset()
         self.watcher = threading.Thread(target=self._watch, daemon=True)
@@ -219,7 +220,10 @@ class FakeRouter:
             "MaxStartups 100",
             "MaxSessions 50",
             "LogLevel ERROR",
-            f"SetEnv PATH={path} FAKEROOT={self.root}",
+            # HOME of our own: Debian's bash reads ~/.bashrc when sshd runs it, and a CI
+            # machine's (pyenv init, run by concurrent sessions) wrote "rm: ..." into the
+            # output of `cat /proc/uptime`; OpenWrt's ash -c reads no rc file
+            f"SetEnv PATH={path} FAKEROOT={self.root} HOME={self.base / 'home'}",
         ]
         if self.sftp:
             lines.append(f"Subsystem sftp {SFTP_SERVER}")

@@ -129,8 +129,8 @@ def read_memory(target: Target) -> Reading:
     info = meminfo.parse_meminfo(_read(target, "cat /proc/meminfo"))
     at = time.monotonic()
     free = meminfo.parse_free(_read(target, "free"))
-    loadavg = _read(target, "cat /proc/loadavg").strip()
-    uptime = float(_read(target, "cat /proc/uptime").split()[0])
+    loadavg = meminfo.parse_loadavg(_read(target, "cat /proc/loadavg"))
+    uptime = meminfo.parse_uptime(_read(target, "cat /proc/uptime"))
     return Reading(info, free, loadavg, uptime, at)
 
 

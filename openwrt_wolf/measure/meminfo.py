@@ -46,3 +46,25 @@ def parse_free(text: str) -> dict[str, int]:
                 break
             return dict(zip(header, map(int, values), strict=True))
     raise WolfError(f"cannot read `free` output: {text.strip()[:160]!r}")
+
+
+_UPTIME = re.compile(r"^(\d{1,12}(?:\.\d+)?)\s+\d{1,15}(?:\.\d+)?$")
+_LOADAVG = re.compile(r"^\d+\.\d+ \d+\.\d+ \d+\.\d+ \d+/\d+ \d+$")
+
+
+def parse_uptime(text: str) -> float:
+    """/proc/uptime → seconds since boot. The line is found among others: a shell's start-up
+    noise (stderr shares the channel) is not taken for the figure."""
+    for line in text.splitlines():
+        m = _UPTIME.match(line.strip())
+        if m:
+            return float(m.group(1))
+    raise WolfError(f"cannot read /proc/uptime output: {text.strip()[:120]!r}")
+
+
+def parse_loadavg(text: str) -> str:
+    """/proc/loadavg's line (kept as read), found among others as parse_uptime does."""
+    for line in text.splitlines():
+        if _LOADAVG.match(line.strip()):
+            return line.strip()
+    raise WolfError(f"cannot read /proc/loadavg output: {text.strip()[:120]!r}")

@@ -232,3 +232,28 @@ def test_wait_down_and_up_say_what_was_seen(router: FakeRouter) -> None:
     with pytest.raises(WolfError, match=r"still answered SSH .*last seen: SSH answering \(SSH-2"):
         wait_down(login(router), timeout=0.3, interval=0.1)
     assert wait_up(login(router), timeout=5, interval=0.1).startswith("SSH-2.0-OpenSSH")
+
+
+def test_close_after_a_signal_inside_open_session(
+    router: FakeRouter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGTERM that lands as paramiko registers a new channel (seen on a loaded CI machine)
+    leaves the channel without its transport; closing the target must still close the socket
+    instead of raising (the flash task's cleanup ended in a traceback, exit 1, not 143)."""
+    import paramiko
+
+    t = ssh.SSHTarget(login(router))
+    sock = t.client.get_transport().sock  # type: ignore[union-attr]
+
+    def interrupted(self: paramiko.Channel, transport: paramiko.Transport) -> None:
+        raise KeyboardInterrupt  # where signals._handler raised it
+
+    monkeypatch.setattr(paramiko.Channel, "_set_transport", interrupted)
+    # the traceback keeps the half-made channel alive (paramiko's map holds it weakly), as
+    # the flash task's `finally` did while its KeyboardInterrupt was being handled
+    with pytest.raises(KeyboardInterrupt) as caught:
+        t.run("true")
+    monkeypatch.undo()
+    t.close()
+    assert caught.traceback  # still held up to here
+    assert sock.fileno() == -1  # the OS socket is closed

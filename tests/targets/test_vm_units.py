@@ -157,6 +157,25 @@ def test_busybox_free_layout() -> None:
         meminfo.parse_meminfo("MemTotal: 1 kB\n[  12.3] pcnet32 eth0: link up\n")
 
 
+def test_uptime_and_loadavg_among_a_shell_s_noise() -> None:
+    """A router's shell may write to stderr before the command (the channel carries both): a
+    CI machine's ~/.bashrc put "rm: ..." first and float() raised a traceback. The figures
+    against the host's own clocks: CLOCK_BOOTTIME and getloadavg()."""
+    import time
+
+    noise = "rm: cannot remove '/root/.pyenv/shims/.pyenv-shim': No such file or directory\n"
+    before = time.clock_gettime(time.CLOCK_BOOTTIME)
+    up = meminfo.parse_uptime(noise + Path("/proc/uptime").read_text())
+    assert before - 0.02 <= up <= time.clock_gettime(time.CLOCK_BOOTTIME) + 0.02
+    load = meminfo.parse_loadavg(noise + Path("/proc/loadavg").read_text())
+    figures = [float(a) for a in load.split()[:3]]
+    assert [abs(a - b) < 1.0 for a, b in zip(figures, os.getloadavg(), strict=True)] == [True] * 3
+    for bad, parse in ((noise, meminfo.parse_uptime), ("", meminfo.parse_loadavg),
+                       ("1e999 0\n", meminfo.parse_uptime)):  # fmt: skip
+        with pytest.raises(WolfError, match="cannot read /proc/"):
+            parse(bad)
+
+
 def _mipsel_elf(k: Path) -> Path:
     """A minimal little-endian MIPS32 ELF header (test_qemu_command_line checks it with readelf)."""
     hdr = bytearray(52)

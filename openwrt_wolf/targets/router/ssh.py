@@ -212,7 +212,17 @@ class SSHTarget:
         return list(self._log)
 
     def close(self) -> None:
-        self.client.close()
+        """Close the connection, whatever state an interruption left paramiko in: a signal that
+        lands inside open_session leaves a channel registered without its transport, and
+        paramiko's close then raised AttributeError before it closed the socket."""
+        t = self.client.get_transport()
+        try:
+            self.client.close()
+        except Exception as e:  # closing must not replace the task's outcome
+            log.debug("%s: closing the connection: %r; closing its socket", self.name, e)
+            if t is not None:
+                with contextlib.suppress(OSError):
+                    t.sock.close()
 
     # -- helpers -------------------------------------------------------------------------
 
