@@ -175,6 +175,33 @@ def test_git_pack_checks_out_submodules_as_git_does(tmp_path: Path) -> None:
                          submodules="", find=lambda url: None)  # fmt: skip
 
 
+def test_a_repack_is_the_same_bytes_every_time(tmp_path: Path) -> None:
+    """A repacked tarball (Debian's orig under OpenWrt's name) is packed at the newest time of
+    its files: a symbolic link, whose time the unpacker leaves at "now", made each repack
+    differ, and two packages asking for one file name then asked with two hashes (e2fsprogs,
+    tools/ and package/utils/). The oracle: GNU tar writes the original, tar -tv reads back."""
+    src = tmp_path / "src" / "pkg-1.0"
+    (src / "sub").mkdir(parents=True)
+    (src / "a").write_text("hi\n")
+    (src / "link").symlink_to("a")
+    for p in (src / "a", src / "sub", src):
+        os.utime(p, (1_577_836_800, 1_577_836_800))  # 2020-01-01
+    orig = tmp_path / "pkg_1.0.orig.tar.gz"
+    subprocess.run(["tar", "-C", src.parent, "-czf", orig, "pkg-1.0"], check=True, timeout=60)
+    outs = []
+    for n in (1, 2):
+        out = tmp_path / f"{n}" / "pkg-2.0.tar.xz"
+        out.parent.mkdir()
+        pack.repack(orig, out, "pkg-2.0")
+        outs.append(out.read_bytes())
+        os.utime(src / "a")  # time moves on between the two
+    assert outs[0] == outs[1]
+    back = tmp_path / "1" / "pkg-2.0.tar.xz"
+    tv = subprocess.run(["tar", "-tvJf", back], capture_output=True, text=True, check=True,
+                        timeout=60).stdout  # fmt: skip
+    assert "pkg-2.0/link -> a" in tv and tv.count("2020-01-01") == 4, tv
+
+
 def test_fill_git_exact_and_substitute(tree: Path, tmp_path: Path) -> None:
     """--from with git repositories: uhttpd's pinned content is exact; ustream-ssl's snapshot
     is an older commit, refused until --allow substitute, then placed under the name the

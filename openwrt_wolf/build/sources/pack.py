@@ -358,5 +358,8 @@ def repack(src: Path, dest: Path, topdir: str) -> None:
         raw.unlink()
         if top != topdir:
             (work / top).rename(work / topdir)
-        newest = max((p.lstat().st_mtime for p in (work / topdir).rglob("*")), default=0)
+        # the unpacker sets files' and directories' times, not a symbolic link's (its time is
+        # now): counted, a link made every repack differ (two hashes for one file name)
+        files = (p for p in (work / topdir).rglob("*") if not p.is_symlink())
+        newest = max((p.lstat().st_mtime for p in files), default=0)
         pack_dir(work, topdir, int(newest), dest, fast=True)
