@@ -532,7 +532,10 @@ def vm(c, image=None, ssh=False, rootfs=None, initrd=None, append=None, memory=N
         "boots": "number of boots (default 3); with --host: reboots, one reading after each",
         "idle": "seconds idle after boot before reading memory (default 10)",
         "memory": "guest RAM in MB (default 128)",
-        "rootfs": "a rootfs image attached as /dev/sda",
+        "rootfs": "a rootfs image (raw, .gz) attached as /dev/sda; the task boots a copy of "
+        "its own, one boot first (the first after flashing), then --boots measured",
+        "root": "initramfs (default: the rootfs in RAM) or disk: the build's vmlinux.elf and "
+        "rootfs-squashfs.img.gz, the overlay on that disk, as a router boots from flash",
         "initrd": "an initramfs for a kernel without a built-in one",
         "append": "kernel command line",
         "store": "results store directory",
@@ -552,6 +555,7 @@ def measure_memory(
     c, device=None, flavour=None, image=None, release=None, boots=None, idle=None, memory=None,
     rootfs=None, initrd=None, append=None, store=None, host=None, port=None, user=None,
     key=None, password=False, accept_new=False, known_hosts=None, wait_up=None, queue=None,
+    root=None,
 ):  # fmt: skip
     """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
     image, rootfs = path(image, "--image"), path(rootfs, "--rootfs")
@@ -570,7 +574,7 @@ def measure_memory(
             local={"image": image, "memory": integer(memory, "--memory", default=0, minimum=0),
                    "rootfs": rootfs, "initrd": initrd,
                    "append": append, "key": key, "known_hosts": known_hosts,
-                   "password": password},
+                   "password": password, "root": root},
             store_dir=store,
         )  # fmt: skip
         return
@@ -583,7 +587,7 @@ def measure_memory(
         boots=integer(boots, "--boots", default=3),  # measure says "need at least one boot"
         idle=number(idle, "--idle", default=10.0), memory=integer(memory, "--memory", default=0,
         minimum=0), rootfs=rootfs, initrd=initrd, append=append, store=store, host=host,
-        ssh=ssh, wait_up=number(wait_up, "--wait-up", default=180.0),
+        ssh=ssh, wait_up=number(wait_up, "--wait-up", default=180.0), root=root,
     )  # fmt: skip
 
 

@@ -13,7 +13,16 @@
    signed with another key;
 5. uhttpd's memory (/proc/<pid>/status): after boot, after 20 HTTPS requests from the host
    (the handshake time of each: median and spread), and with 10 TLS sessions held open at
-   once (per-connection RssAnon and VmData: the TLS library's state in uhttpd's heap).
+   once (per-connection RssAnon and VmData: the TLS library's state in uhttpd's heap);
+6. the handshake's cost on the router's CPU (issue 35): --cpu-handshakes full TLS 1.3
+   handshakes offering only X25519, then only P-256, against the image's P-256 certificate;
+   uhttpd's utime+stime read in the guest over all of them, beside the host's wall times;
+7. with --soak N: N HTTPS requests four at a time, --soak-downloads runs of the image's
+   uclient-fetch and --soak-updates `apk update`s; failures and uhttpd's memory before/after.
+
+With --rootfs IMG (…-rootfs-squashfs.img.gz) and --image the kernel without initramfs
+(…-vmlinux.elf), the image boots as a router does, its squashfs and overlay on a disk of its
+own, after one first boot that is not measured.
 
 Run (after `./wolf build --tree T --device malta-be --flavour F`):
   .venv/bin/python bench/openwrt_vm.py \\
@@ -28,6 +37,7 @@ and Performance tables beside the lab's. Emulated (TCG): times are QEMU's, not a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.server
 import json
@@ -51,6 +61,7 @@ from openwrt_wolf.hashing import file_sha256
 from openwrt_wolf.perf.model import IMAGE, ImageServer, Where, metric, record_key
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import qemu
+from openwrt_wolf.targets.vm.image import private_disk
 from openwrt_wolf.targets.vm.machine import VM
 from openwrt_wolf.targets.vm.qemu import spec_for
 
@@ -84,7 +95,7 @@ def https_from_host(port: int, deadline: float) -> dict[str, Any]:
                     der = s.getpeercert(binary_form=True) or b""
                     return {"ok": True, "version": s.version(), "cipher": s.cipher()[0],
                             "status": head, "handshake_s": round(took, 3),
-                            "certificate_bytes": len(der)}  # fmt: skip
+                            "certificate_bytes": len(der), "der": der}  # fmt: skip
         except (OSError, ssl.SSLError) as e:
             last = f"{type(e).__name__}: {e}"
             time.sleep(3)
@@ -114,6 +125,109 @@ def handshakes(port: int, n: int) -> dict[str, Any]:
         return {"ok": 0}
     return {"ok": len(times), "median_s": statistics.median(times), "min_s": min(times),
             "max_s": max(times), "times_s": times}  # fmt: skip
+
+
+def uhttpd_cpu_ticks(vm: VM) -> int:
+    """utime + stime of uhttpd (the master) in clock ticks: /proc/<pid>/stat fields 14 and 15,
+    counted after the ")" that ends the command name. Linux reports them in USER_HZ (100)."""
+    r = vm.run("p=$(pidof uhttpd | cut -d' ' -f1); cat /proc/$p/stat")
+    fields = r.output.strip().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+GROUPS = {"x25519": "X25519", "p256": "prime256v1"}  # the host client's only offered group
+
+
+def handshake_cpu(vm: VM, port: int, kex: str, n: int) -> dict[str, Any]:
+    """``n`` full TLS 1.3 handshakes (each with its one HTTP/1.0 request) offering only one key
+    exchange group, timed twice: uhttpd's CPU time in the guest over all of them, and each
+    one's wall time at the host. The CPU figure is the router's work; the wall time adds the
+    emulator's network and the host's own half of the handshake."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.set_ecdh_curve(GROUPS[kex])
+    before = uhttpd_cpu_ticks(vm)
+    walls, failed = [], 0
+    for _ in range(n):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+                t = time.monotonic()
+                with ctx.wrap_socket(raw, server_hostname="OpenWrt") as s:
+                    walls.append(time.monotonic() - t)
+                    s.sendall(b"GET / HTTP/1.0\r\nHost: OpenWrt\r\n\r\n")
+                    while s.recv(65536):
+                        pass
+        except (OSError, ssl.SSLError):
+            failed += 1
+    ticks = uhttpd_cpu_ticks(vm) - before
+    done = n - failed
+    return {
+        "group": GROUPS[kex], "handshakes": done, "failed": failed, "cpu_ticks": ticks,
+        "cpu_ms_per_handshake": round(ticks * 10 / done, 2) if done else None,
+        "wall_median_ms": round(statistics.median(walls) * 1000, 2) if walls else None,
+    }  # fmt: skip
+
+
+def soak(vm: VM, port: int, a: argparse.Namespace, index_url: str) -> dict[str, Any]:
+    """Issue 35's soak: ``a.soak`` HTTPS requests from the host, four at a time, then
+    ``a.soak_downloads`` downloads by the image's own uclient-fetch and ``a.soak_updates``
+    `apk update` runs against the build's signed index; failures counted, uhttpd's memory
+    before and after (a leak shows as RssAnon that stays)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+
+    def one(_: int) -> bool:
+        try:
+            with (
+                socket.create_connection(("127.0.0.1", port), timeout=60) as raw,
+                ctx.wrap_socket(raw, server_hostname="OpenWrt") as s,
+            ):
+                s.sendall(b"GET / HTTP/1.0\r\nHost: OpenWrt\r\n\r\n")
+                head = s.recv(64)
+                while s.recv(65536):
+                    pass
+                return head.startswith(b"HTTP/1.") and b" 200 " in head[:16]
+        except (OSError, ssl.SSLError):
+            return False
+
+    before = uhttpd_memory(vm)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        ok = sum(pool.map(one, range(a.soak)))
+    requests_s = round(time.monotonic() - t0, 1)
+    after_requests = uhttpd_memory(vm)
+    fetch = ("uclient-fetch -q -O /dev/null --no-check-certificate https://127.0.0.1/ "
+             "|| f=$((f+1))")  # fmt: skip
+    r = vm.run(f"f=0; for i in $(seq {a.soak_downloads}); do {fetch}; done; echo fails=$f",
+               timeout=30 + 10 * a.soak_downloads)  # fmt: skip
+    dl_fail = int(r.output.rsplit("fails=", 1)[1].split()[0]) if "fails=" in r.output else -1
+    upd = (f"apk --repositories-file /dev/null -X {index_url} update >/dev/null 2>&1 "
+           "|| f=$((f+1))")  # fmt: skip
+    r = vm.run(f"f=0; for i in $(seq {a.soak_updates}); do {upd}; done; echo fails=$f",
+               timeout=60 + 120 * a.soak_updates)  # fmt: skip
+    up_fail = int(r.output.rsplit("fails=", 1)[1].split()[0]) if "fails=" in r.output else -1
+    return {
+        "requests": a.soak, "request_failures": a.soak - ok, "requests_s": requests_s,
+        "downloads": a.soak_downloads, "download_failures": dl_fail,
+        "updates": a.soak_updates, "update_failures": up_fail,
+        "uhttpd_before_kB": before, "uhttpd_after_requests_kB": after_requests,
+        "uhttpd_after_kB": uhttpd_memory(vm),
+    }  # fmt: skip
+
+
+def certificate_key(der: bytes) -> str:
+    """The server certificate's key, as the host's openssl names it (px5g's default: P-256)."""
+    pem = ssl.DER_cert_to_PEM_cert(der)
+    r = subprocess.run(["openssl", "x509", "-noout", "-text"], input=pem, capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    keep = ("Public Key Algorithm", "Public-Key", "NIST CURVE", "ASN1 OID")
+    lines = [ln.strip() for ln in r.stdout.splitlines() if ln.strip().startswith(keep)]
+    return "; ".join(dict.fromkeys(lines))
 
 
 def held_connections(vm: VM, port: int, n: int) -> dict[str, Any]:
@@ -174,6 +288,9 @@ def image_record(out: dict[str, Any], spec: qemu.VmSpec, a: argparse.Namespace) 
             "requests": out["uhttpd_after_requests_kB"],
             "held": held["during_kB"],
         },
+        handshake_cpu=out["handshake_cpu"],
+        soak=out.get("soak", {}),
+        root=out["root"],
         apk_exit={
             k.removeprefix("apk_update_"): v["exit"]
             for k, v in out.items()
@@ -181,6 +298,11 @@ def image_record(out: dict[str, Any], spec: qemu.VmSpec, a: argparse.Namespace) 
         },
         metrics={
             "rss_uhttpd_idle": metric(out["uhttpd_idle_kB"]["VmRSS"], "kB"),
+            **{
+                f"image_handshake_cpu_ms_{kex}": metric(c["cpu_ms_per_handshake"], "ms")
+                for kex, c in out["handshake_cpu"].items()
+                if c["cpu_ms_per_handshake"] is not None
+            },
             "uhttpd_rss_per_session": metric(held["per_connection_kB"]["RssAnon"], "kB"),
             **(
                 {"image_handshake_ms": metric(round(statistics.median(times) * 1000, 1), "ms")}
@@ -189,7 +311,8 @@ def image_record(out: dict[str, Any], spec: qemu.VmSpec, a: argparse.Namespace) 
             ),
         },
     )
-    key = record_key(a.flavour, "vm", f"image-{data.image_sha256[:12]}")
+    disk = "-disk" if out["root"] == "disk" else ""
+    key = record_key(a.flavour, "vm", f"image-{data.image_sha256[:12]}{disk}")
     return Record(IMAGE, key, a.release, a.device, a.flavour, data.to_dict())
 
 
@@ -204,14 +327,33 @@ def main() -> int:
     )
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--held", type=int, default=10, help="TLS sessions held open at once")
+    ap.add_argument("--cpu-handshakes", type=int, default=100,
+                    help="handshakes per key exchange, uhttpd's CPU time")  # fmt: skip
+    ap.add_argument("--rootfs", type=Path,
+                    help="boot the kernel without initramfs with this rootfs image as its disk "
+                    "(a copy of its own), as a router boots from flash")  # fmt: skip
+    ap.add_argument("--soak", type=int, default=0,
+                    help="soak: HTTPS requests four at a time (issue 35: 5000)")  # fmt: skip
+    ap.add_argument("--soak-downloads", type=int, default=200)
+    ap.add_argument("--soak-updates", type=int, default=5)
     ap.add_argument("--store", type=Path, help="results store (default: $OPENWRT_WOLF_STORE)")
     ap.add_argument("--release", default="25.12.5")
     ap.add_argument("--device", default="malta-be")
     a = ap.parse_args()
     out: dict[str, Any] = {"image": str(a.image), "flavour": a.flavour}
     https_port = qemu.free_port()
-    spec = spec_for(a.image)
-    spec = qemu.VmSpec(**{**spec.__dict__, "forwards": ((https_port, 443),)})
+    with contextlib.ExitStack() as stack:
+        disk = stack.enter_context(private_disk(a.rootfs)) if a.rootfs else None
+        spec = spec_for(a.image, rootfs=disk)
+        spec = qemu.VmSpec(**{**spec.__dict__, "forwards": ((https_port, 443),)})
+        if disk:  # the first boot after flashing (overlay, uci-defaults) is not the one measured
+            with VM(spec) as first:
+                first.boot("network")
+        return run(a, out, spec, https_port)
+
+
+def run(a: argparse.Namespace, out: dict[str, Any], spec: qemu.VmSpec, https_port: int) -> int:
+    out["root"] = "disk" if spec.rootfs else "initramfs"
     with tempfile.TemporaryDirectory(prefix="wolf-vm-repo-") as tmp:
         repo = Path(tmp)
         shutil.copytree(a.packages / "base", repo / "good")
@@ -244,7 +386,12 @@ def main() -> int:
                 vm.run("sleep 5")
                 out["uhttpd_idle_kB"] = uhttpd_memory(vm)
                 out["https_host"] = https_from_host(https_port, time.monotonic() + 300)
+                der = out["https_host"].pop("der", b"")
+                out["https_host"]["certificate_key"] = certificate_key(der) if der else ""
                 out["handshakes"] = handshakes(https_port, a.requests)
+                out["handshake_cpu"] = {
+                    kex: handshake_cpu(vm, https_port, kex, a.cpu_handshakes) for kex in GROUPS
+                }
                 out["uhttpd_after_requests_kB"] = uhttpd_memory(vm)
                 out["uhttpd_held"] = held_connections(vm, https_port, a.held)
                 r = vm.run("uclient-fetch -q -O - --no-check-certificate https://127.0.0.1/ "
@@ -256,6 +403,9 @@ def main() -> int:
                                timeout=300)  # fmt: skip
                     out[f"apk_update_{name}"] = {"exit": r.exit_status,
                                                  "output": r.output.strip()[-300:]}  # fmt: skip
+                if a.soak:
+                    index = f"http://{HOST_ON_LAN}:{port}/good/packages.adb"
+                    out["soak"] = soak(vm, https_port, a, index)
                 mem = vm.run("grep -E '^(MemTotal|MemFree|MemAvailable):' /proc/meminfo")
                 out["meminfo_after_checks"] = mem.output.split("\n")
         finally:
@@ -270,6 +420,9 @@ def main() -> int:
     ok = bool(out["https_host"].get("ok")) and out["https_guest"]["exit"] == 0
     ok = ok and out["apk_update_good"]["exit"] == 0 and out["apk_update_bad"]["exit"] != 0
     ok = ok and out.get("apk_update_otherkey", {"exit": 1})["exit"] != 0
+    if "soak" in out:
+        k = out["soak"]
+        ok = ok and k["request_failures"] == k["download_failures"] == k["update_failures"] == 0
     if a.flavour == "wolfssl":
         ok = ok and not out["mbedtls_present"]
     return 0 if ok else 1

@@ -3,6 +3,7 @@ The VM (--image, or --device malta-* --flavour) or a router over SSH (--host), n
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +12,12 @@ from ..catalogue import devices, flavours
 from ..errors import WolfError
 from ..host import hosttools
 from ..results.store import FileStore
+from ..targets.vm.image import inspect_kernel, private_disk
 from ..targets.vm.qemu import spec_for
 from . import free_memory as mem
 from . import router, show
+
+ROOTS = ("initramfs", "disk")  # --root: where the VM's root filesystem lives
 
 
 def main(
@@ -32,10 +36,13 @@ def main(
     host: str | None = None,
     ssh: dict[str, Any] | None = None,
     wait_up: float = 180.0,
+    root: str | None = None,
 ) -> None:
     ssh = {k: v for k, v in (ssh or {}).items() if v not in (None, False)}
     vm_only = {"--image": image, "--memory": memory, "--rootfs": rootfs, "--initrd": initrd,
-               "--append": append}  # fmt: skip
+               "--append": append, "--root": root}  # fmt: skip
+    if root not in (None, *ROOTS):
+        raise WolfError(f"--root {root!r}: not a root", hint=" or ".join(ROOTS))
     if host is not None:
         _check_router_options(host, vm_only, device, release)
     elif ssh:
@@ -54,23 +61,29 @@ def main(
         router.measure(out, fs, host, ssh, device=device, flavour=flavour, release=release,
                        boots=boots, idle=idle, wait_up=wait_up)  # fmt: skip
         return
-    path, release, flavour, dev_profile = _vm_image(fs, image, device, flavour, release)
-    spec = spec_for(
-        path,
-        memory_mb=memory,
-        rootfs=Path(rootfs) if rootfs else None,
-        initrd=Path(initrd) if initrd else None,
-        append=append,
+    path, disk, release, flavour, dev_profile = _vm_image(
+        fs, image, device, flavour, release, Path(rootfs) if rootfs else None, root
     )
+    inspect_kernel(path)  # before a disk is made of the rootfs image
     hosttools.ensure(["qemu-system-mips", "qemu-system-mipsel"])
-    out.print(
-        f"measuring {path.name}: {boots} boot(s) at -m {spec.memory()} MB, "
-        f"{idle:g} s idle after boot"
-    )
-    with out.status("booting…"):
-        result = mem.measure(
-            spec, boots=boots, idle=idle, on_boot=show.progress(out, boots, "shell")
+    with contextlib.ExitStack() as stack:
+        spec = spec_for(
+            path,
+            memory_mb=memory,
+            rootfs=stack.enter_context(private_disk(disk)) if disk else None,
+            initrd=Path(initrd) if initrd else None,
+            append=append,
         )
+        first = f", {disk.name} as its disk, one boot first" if disk else ""
+        out.print(
+            f"measuring {path.name}{first}: {boots} boot(s) at -m {spec.memory()} MB, "
+            f"{idle:g} s idle after boot"
+        )
+        with out.status("booting…"):
+            result = mem.measure(
+                spec, boots=boots, idle=idle, on_boot=show.progress(out, boots, "shell"),
+                rootfs_image=disk,
+            )  # fmt: skip
     rec, where = mem.store_result(fs, result, release=release, device=dev_profile, flavour=flavour)
     show.table(out, result, boots)
     out.print(f"kernel {result.kernel_release}, release {rec.release}; record {where}")
@@ -92,14 +105,27 @@ def _check_router_options(
 
 
 def _vm_image(
-    fs: FileStore, image: str | None, device: str | None, flavour: str | None, release: str | None
-) -> tuple[Path, str | None, str | None, str | None]:
-    """The malta image to boot: --image, or the newest build of --device with --flavour.
-    Returns it with the release, flavour and device profile the record gets."""
+    fs: FileStore,
+    image: str | None,
+    device: str | None,
+    flavour: str | None,
+    release: str | None,
+    rootfs: Path | None,
+    root: str | None,
+) -> tuple[Path, Path | None, str | None, str | None, str | None]:
+    """The malta kernel to boot and its rootfs disk image (None: the initramfs): --image (with
+    --rootfs), or the newest build of --device with --flavour (--root disk: its vmlinux.elf and
+    rootfs-squashfs.img.gz). Returns them with the release, flavour and device profile the
+    record gets."""
+    if root == "disk" and image is not None and rootfs is None:
+        raise WolfError("--root disk with --image needs --rootfs PATH (the image's rootfs)",
+                        hint="or drop --image to take both from --device's build")  # fmt: skip
+    if root == "initramfs" and rootfs is not None:
+        raise WolfError("--root initramfs and --rootfs: give one or the other")
     if image is not None:
         name = flavours.get(flavour).name if flavour else None
         dev_profile = devices.resolve(device, release).profile if device else None
-        return Path(image), release, name, dev_profile
+        return Path(image), rootfs, release, name, dev_profile
     if not device or not flavour:
         raise WolfError(
             "measure-memory needs --image PATH, or --device malta-be|malta-le with --flavour, "
@@ -113,5 +139,8 @@ def _vm_image(
             hint="boot malta-be or malta-le; measure a router with --host ADDR",
         )
     flavour = flavours.get(flavour).name
+    if root == "disk" or rootfs is not None:
+        kernel, built_rootfs, release = mem.built_disk(fs, dev.profile, flavour, release)
+        return kernel, rootfs or built_rootfs, release, flavour, dev.profile
     path, release = mem.built_image(fs, dev.profile, flavour, release)
-    return path, release, flavour, dev.profile
+    return path, None, release, flavour, dev.profile

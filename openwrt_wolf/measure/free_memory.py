@@ -89,6 +89,11 @@ class MemoryResult:
     host: str | None = None  # router: host:port measured
     board_name: str | None = None  # router: `ubus call system board` board_name
     model: str | None = None  # router: its model string
+    # where the VM's root filesystem lives: "initramfs" (in RAM, with the kernel) or "disk"
+    # (the squashfs image on QEMU's IDE disk with the overlay after it, as a router boots from
+    # flash); None on a router
+    root: str | None = None
+    rootfs_sha256: str | None = None  # the rootfs image given (not the task's private copy)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> MemoryResult:
@@ -225,8 +230,14 @@ def measure(
     idle: float = DEFAULT_IDLE,
     timeouts: dict[str, float] | None = None,
     on_boot: Callable[[BootMemory], None] | None = None,
+    rootfs_image: Path | None = None,
 ) -> MemoryResult:
-    """Boot the VM ``boots`` times and summarise."""
+    """Boot the VM ``boots`` times and summarise. With a rootfs disk (``spec.rootfs``, a copy
+    of ``rootfs_image``) one boot comes first that is not measured: the first boot after
+    flashing formats the overlay and runs the uci-defaults scripts, which a router does once."""
+    if spec.rootfs is not None:
+        with vm_boots(spec, timeouts)(0):
+            pass
     results, kernel, release = measure_boots(
         vm_boots(spec, timeouts), boots=boots, idle=idle, on_boot=on_boot
     )
@@ -236,14 +247,17 @@ def measure(
         boots=boots,
         idle=idle,
         settle=f"{idle:g} s idle after the network state (ubus wait_for network.interface.lan), "
-        "or after the shell prompt when the image has no ubus",
+        "or after the shell prompt when the image has no ubus"
+        + ("; one boot before them not measured (the first after flashing)" if spec.rootfs else ""),
         qemu_memory_mb=spec.memory(),
         image=str(spec.kernel.path),
         image_sha256=file_sha256(spec.kernel.path),
-        rootfs=str(spec.rootfs) if spec.rootfs else None,
+        rootfs=str(rootfs_image or spec.rootfs) if spec.rootfs else None,
         arch=spec.kernel.arch,
         openwrt_release=release,
         qemu=binary(spec.kernel),
+        root="disk" if spec.rootfs else "initramfs",
+        rootfs_sha256=file_sha256(rootfs_image or spec.rootfs) if spec.rootfs else None,
     )
 
 
@@ -330,7 +344,8 @@ def record_key(result: MemoryResult, device: str | None, flavour: str | None) ->
     if result.target == "router":
         what = f"router {result.host} {result.board_name} {result.openwrt_release}"
     else:
-        what = f"{result.image_sha256} {result.rootfs} {result.qemu_memory_mb}"
+        rootfs = result.rootfs_sha256 or result.rootfs  # older records: the path
+        what = f"{result.image_sha256} {rootfs} {result.qemu_memory_mb}"
     h = hashlib.sha256(f"{what} {result.idle_s}".encode()).hexdigest()[:12]
     return "-".join(p for p in ("memory", device, flavour, h) if p)
 
@@ -350,12 +365,7 @@ def store_result(
     return rec, store.put(rec)
 
 
-def built_image(
-    store: FileStore, device: str, flavour: str, release: str | None
-) -> tuple[Path, str]:
-    """The initramfs kernel of the newest build record for device and flavour, with its release.
-
-    A build record's data["artifacts"] lists files, as paths or as {"path": ...} entries."""
+def _newest_build(store: FileStore, device: str, flavour: str, release: str | None) -> Record:
     from ..catalogue import devices
 
     dev = devices.resolve(device, release)
@@ -366,18 +376,23 @@ def built_image(
             hint=f"run `invoke build --device {dev.profile} --flavour {flavour}` first, "
             "or pass --image PATH",
         )
-    rec = records[-1]
-    wanted = str(dev.extra.get("initramfs", ""))
+    return records[-1]
+
+
+def _artifact(rec: Record, wanted: str, fallback: Callable[[str], bool], what: str) -> Path:
+    """The build record's file named ``wanted`` (else the first ``fallback`` accepts), which
+    must still exist. A build record's data["artifacts"] lists files, as paths or as
+    {"path": ...} entries."""
     found: list[Path] = []
     for a in rec.data.get("artifacts", []):
         p = a if isinstance(a, str) else a.get("path") or a.get("file") or a.get("name") or ""
         path = Path(str(p))
-        if path.name == wanted or "initramfs" in path.name:
+        if path.name == wanted or fallback(path.name):
             found.append(path)
     if not found:
         raise WolfError(
-            f"build record {rec.key} of {dev.profile} ({flavour}) lists no initramfs kernel",
-            hint="rebuild with the initramfs image enabled, or pass --image PATH",
+            f"build record {rec.key} of {rec.device} ({rec.flavour}) lists no {what}",
+            hint=f"rebuild with the {what} enabled, or pass --image PATH",
         )
     exact = [p for p in found if p.name == wanted]
     path = (exact or found)[0]
@@ -386,4 +401,37 @@ def built_image(
             f"build record {rec.key} names {path}, which does not exist any more",
             hint="run `invoke build` again, or pass --image PATH",
         )
+    return path
+
+
+def built_image(
+    store: FileStore, device: str, flavour: str, release: str | None
+) -> tuple[Path, str]:
+    """The initramfs kernel of the newest build record for device and flavour, with its release."""
+    from ..catalogue import devices
+
+    rec = _newest_build(store, device, flavour, release)
+    wanted = str(devices.resolve(device, release).extra.get("initramfs", ""))
+    path = _artifact(rec, wanted, lambda n: "initramfs" in n, "initramfs kernel")
     return path, rec.release
+
+
+def built_disk(
+    store: FileStore, device: str, flavour: str, release: str | None
+) -> tuple[Path, Path, str]:
+    """The kernel without initramfs and the rootfs image it mounts (--root disk) of the newest
+    build record for device and flavour, with its release."""
+    from ..catalogue import devices
+
+    rec = _newest_build(store, device, flavour, release)
+    extra = devices.resolve(device, release).extra
+    kernel = _artifact(
+        rec, str(extra.get("kernel", "")), lambda n: n.endswith("-vmlinux.elf"), "kernel ELF"
+    )
+    rootfs = _artifact(
+        rec,
+        str(extra.get("rootfs_image", "")),
+        lambda n: n.endswith(("-rootfs-squashfs.img.gz", "-rootfs-squashfs.img")),
+        "squashfs rootfs image",
+    )
+    return kernel, rootfs, rec.release

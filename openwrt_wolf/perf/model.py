@@ -255,6 +255,13 @@ class ImageServer:
     uhttpd_kB: dict[str, dict[str, int]]  # "idle", "requests", "held" -> status fields in kB
     apk_exit: dict[str, int]  # "good", "bad", "otherkey" -> `apk update`'s exit status
     metrics: dict[str, dict[str, Any]]  # the comparison's view: name -> {"value", "unit"}
+    # key exchange ("x25519", "p256") -> uhttpd's CPU time over N full handshakes, read in the
+    # guest (/proc/<pid>/stat utime+stime, 10 ms ticks), beside the host's wall times
+    handshake_cpu: dict[str, dict[str, Any]] = field(default_factory=dict)
+    root: str = "initramfs"  # where the image's rootfs lived: "initramfs" or "disk"
+    # bench/openwrt_vm.py --soak: requests, downloads, index updates, failures of each and
+    # uhttpd's memory before and after
+    soak: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -75,31 +75,28 @@ def _footprint_rows(footprints: list[Footprint]) -> list[Row]:
 
 
 def _memory_rows(devices: list[DeviceReport]) -> list[Row]:
+    """Free memory at idle per device: the initramfs boot (or a router) and, as its own row,
+    the VM with its rootfs on a disk (measure-memory --root disk)."""
     rows = []
     for dev in devices:
-        vals = {}
+        initramfs, disk = {}, {}
         for f in dev.flavours:
             c = dev.cells[f]
             if "MemFree" in c.mem_kb:
-                hw = c.mem_target == "router"
-                src = Source(
-                    c.mem_source or c.source,
-                    c.mem_created,
-                    dev.profile,
-                    "hardware" if hw else "emulated (QEMU)",
-                )
-                vals[f] = Figure(c.mem_kb["MemFree"], src)
-        if vals:
-            rows.append(
-                Row(
-                    f"memfree:{dev.profile}",
-                    f"Free memory at idle after boot, {dev.title}",
-                    "kB",
-                    dev.profile,
-                    vals,
-                    better="higher",
-                )
-            )
+                setting = "hardware" if c.mem_target == "router" else "emulated (QEMU)"
+                src = Source(c.mem_source or c.source, c.mem_created, dev.profile, setting)
+                initramfs[f] = Figure(c.mem_kb["MemFree"], src)
+            if "MemFree" in c.mem_disk_kb:
+                where = c.mem_disk_source or c.source
+                src = Source(where, c.mem_disk_created, dev.profile, "emulated (QEMU)")
+                disk[f] = Figure(c.mem_disk_kb["MemFree"], src)
+        for key, what, vals in (
+            ("memfree", "", initramfs),
+            ("memfree-disk", "rootfs on disk as on flash, ", disk),
+        ):
+            if vals:
+                label = f"Free memory at idle after boot, {what}{dev.title}"
+                rows.append(Row(f"{key}:{dev.profile}", label, "kB", dev.profile, vals, "higher"))
     return rows
 
 

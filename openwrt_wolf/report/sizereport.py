@@ -80,6 +80,10 @@ class Cell:
     mem_source: str | None = None  # "store:memory/<key>"
     mem_created: str | None = None
     mem_target: str | None = None  # "vm" or "router"
+    # the VM with its rootfs on a disk (measure-memory --root disk), as a router boots from flash
+    mem_disk_kb: dict[str, int] = field(default_factory=dict)
+    mem_disk_source: str | None = None
+    mem_disk_created: str | None = None
     # "patch-set" (the USE_WOLFSSL patch set's packages) or "stock" (OpenWrt's own), from the
     # build record (build/record.py VARIANTS); None for a directory measured with --from
     variant: str | None = None
@@ -417,10 +421,15 @@ def _memory(store: FileStore, got: _Collected, release: str | None) -> None:
         cells = got.cells.setdefault(rec.device, {})
         old = cells.get(rec.flavour) or Cell(flavour=rec.flavour, source=f"store:memory/{rec.key}")
         target = rec.data.get("target")
-        cells[rec.flavour] = Cell(**{
-            **asdict(old), "mem_kb": mem, "mem_source": f"store:memory/{rec.key}",
-            "mem_created": rec.created, "mem_target": target if isinstance(target, str) else None,
-        })  # fmt: skip
+        figures: dict[str, Any]
+        if rec.data.get("root") == "disk":
+            figures = {"mem_disk_kb": mem, "mem_disk_source": f"store:memory/{rec.key}",
+                       "mem_disk_created": rec.created}  # fmt: skip
+        else:
+            figures = {"mem_kb": mem, "mem_source": f"store:memory/{rec.key}",
+                       "mem_created": rec.created,
+                       "mem_target": target if isinstance(target, str) else None}  # fmt: skip
+        cells[rec.flavour] = Cell(**{**asdict(old), **figures})
         got.meta.setdefault(rec.device, (rec.release, None))
 
 

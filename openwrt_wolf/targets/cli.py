@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from .router.upgrade import flash as flash
@@ -18,16 +19,20 @@ def vm(
     memory: int = 0,
 ) -> None:
     """The `invoke vm` task."""
+    from .vm.image import private_disk
     from .vm.interactive import session, write_out
     from .vm.machine import VM
     from .vm.qemu import spec_for
 
-    spec = spec_for(
-        Path(image),
-        memory_mb=int(memory),
-        rootfs=Path(rootfs) if rootfs else None,
-        initrd=Path(initrd) if initrd else None,
-        append=append,
-    )
-    with VM(spec, echo=write_out) as machine:
-        session(machine, ssh=ssh)
+    with contextlib.ExitStack() as stack:
+        # the session's own disk: its changes last across `reboot`, not past the task
+        disk = stack.enter_context(private_disk(Path(rootfs))) if rootfs else None
+        spec = spec_for(
+            Path(image),
+            memory_mb=int(memory),
+            rootfs=disk,
+            initrd=Path(initrd) if initrd else None,
+            append=append,
+        )
+        with VM(spec, echo=write_out) as machine:
+            session(machine, ssh=ssh)

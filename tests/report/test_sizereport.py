@@ -184,6 +184,26 @@ def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> Non
     assert "| wolfssl | 5.9.1 | openwrt | mips_24kc | 1,399,304 | 431,484 | 440,001 |" in md
 
 
+def test_rootfs_on_disk_memory_is_its_own_row(lab: Lab, tmp_path: Path) -> None:
+    """measure-memory --root disk (the squashfs on a disk, as from flash) and the initramfs
+    boot measure different things: each keeps its own row, neither replaces the other."""
+    store = FileStore(tmp_path / "results")
+    for p in (lab.base / "results/build").glob("*.json"):
+        store.put(Record.from_dict(json.loads(p.read_text())))
+    for key, root, kb in (("m-ram", "initramfs", 23456.0), ("m-disk", "disk", 27000.0)):
+        mem = {"memfree_kb": kb, "memtotal_kb": 57344, "root": root,
+               "summary": {"MemFree": {"median": kb, "min": kb, "max": kb}}}  # fmt: skip
+        store.put(Record("memory", key, "25.12.5", WR902, "wolfssl", mem))
+    rep = sizereport.build(store=tmp_path / "results")
+    memory = next(t for t in rep.comparison if t.id == "memory")
+    rows = {r.id: r for r in memory.rows}
+    ram, disk = rows[f"memfree:{WR902}"], rows[f"memfree-disk:{WR902}"]
+    assert ram.values["wolfssl"].value == 23456 and disk.values["wolfssl"].value == 27000
+    assert "on disk" in disk.label and "on disk" not in ram.label
+    src = disk.values["wolfssl"].source
+    assert src is not None and src.setting.startswith("emulated") and "m-disk" in src.record
+
+
 def test_build_job_records_listing_files_are_read(lab: Lab, tmp_path: Path) -> None:
     """The build job stores data["artifacts"] as a file list plus data["fit"]."""
     store = FileStore(tmp_path / "results")

@@ -268,22 +268,80 @@ def test_measure_memory_bad_numbers(tmp_path: Path) -> None:
         _main(tmp_path, image=str(elf), idle=-1.0)
 
 
-def test_rootfs_img_gz_is_unpacked_once_into_the_cache(
+def test_a_rootfs_disk_is_the_task_s_own_copy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from openwrt_wolf.targets.vm.image import raw_rootfs
+    """The guest writes to its disk (the overlay after the squashfs): each task boots a copy of
+    its own, the bytes the host's gzip packed, zero padding left as holes, and nothing of it
+    stays (before: a plain .img was booted as given, written to, and an .img.gz's one cached
+    copy carried a run's overlay into the next)."""
+    from openwrt_wolf.targets.vm.image import private_disk
 
     monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
     img = tmp_path / "openwrt-malta-be-rootfs-squashfs.img"
-    img.write_bytes(os.urandom(3000) + b"\0" * 5000)
+    img.write_bytes(os.urandom(3000) + b"\0" * (8 << 20))  # a squashfs padded to its partition
     gz = tmp_path / (img.name + ".gz")
     subprocess.run(["gzip", "-k", "-9", img], check=True)  # the host's gzip as the writer
-    out = raw_rootfs(gz)
-    assert out != gz and out.read_bytes() == img.read_bytes()
-    assert raw_rootfs(gz) == out  # cached
-    assert raw_rootfs(img) == img  # a raw image is used as it is
-    with pytest.raises(WolfError, match="does not exist"):
-        raw_rootfs(tmp_path / "missing.img")
+    for given in (gz, img):
+        with private_disk(given) as disk:
+            assert disk.read_bytes() == img.read_bytes()
+            assert disk.stat().st_blocks * 512 < 2 << 20  # the 8 MiB of zeros: holes
+            with disk.open("r+b") as fh:  # what the guest does
+                fh.seek(5000)
+                fh.write(b"overlay")
+        assert not disk.exists()
+        assert not list((tmp_path / "cache" / "disks").iterdir())
+    assert gz.stat().st_size < 100_000 and img.read_bytes()[5000:5007] == bytes(7)
+    with pytest.raises(WolfError, match="does not exist"), private_disk(tmp_path / "no.img"):
+        pass
+    os.mkfifo(tmp_path / "fifo.img")
+    with pytest.raises(WolfError, match=r"FIFO|fifo|pipe"), private_disk(tmp_path / "fifo.img"):
+        pass
+    assert not list((tmp_path / "cache" / "disks").iterdir())
+
+
+def test_a_rootfs_disk_bomb_is_refused_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip stream of 1.1 GiB of zeros (1 MiB): past image.DISK.total, one line."""
+    import zlib
+
+    from openwrt_wolf.targets.vm.image import DISK, private_disk
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    bomb = tmp_path / "bomb.img.gz"
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(16 << 20)
+    with bomb.open("wb") as fh:
+        for _ in range((DISK.total >> 24) + 4):
+            fh.write(z.compress(block))
+        fh.write(z.flush())
+    with pytest.raises(WolfError, match="unpacks to more than"), private_disk(bomb):
+        pass
+    assert not list((tmp_path / "cache" / "disks").iterdir())
+
+
+def test_root_disk_takes_the_build_s_kernel_and_rootfs(tmp_path: Path) -> None:
+    fs = FileStore(tmp_path / "s")
+    names = [
+        "openwrt-malta-be-vmlinux-initramfs.elf",
+        "openwrt-malta-be-vmlinux.elf",
+        "openwrt-malta-be-rootfs-squashfs.img.gz",
+        "openwrt-malta-be-rootfs-ext4.img.gz",
+    ]
+    for n in names:
+        (tmp_path / n).write_bytes(b"x")
+    data = {"artifacts": [{"path": str(tmp_path / n)} for n in names]}
+    fs.put(Record("build", "b1", "25.12.5", "malta-be", "wolfssl", data))
+    kernel, rootfs, release = free_memory.built_disk(fs, "malta-be", "wolfssl", None)
+    assert (kernel.name, rootfs.name, release) == (names[1], names[2], "25.12.5")
+    fs.put(Record("build", "b2", "25.12.5", "malta-be", "mbedtls", {"artifacts": names[:1]}))
+    with pytest.raises(WolfError, match="lists no kernel ELF"):
+        free_memory.built_disk(fs, "malta-be", "mbedtls", None)
+    with pytest.raises(WolfError, match="needs --rootfs"):
+        _main(tmp_path, image=str(tmp_path / names[1]), root="disk")
+    with pytest.raises(WolfError, match="not a root"):
+        _main(tmp_path, image=str(tmp_path / names[1]), root="flash")
 
 
 def test_console_lines_fit_openwrts_busybox(openwrt_tree_25125: Path, tmp_path: Path) -> None:

@@ -6,15 +6,18 @@ machine instead (``inspect_bzimage``)."""
 
 from __future__ import annotations
 
-import gzip
+import contextlib
+import os
 import shutil
 import struct
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import paths
+from ... import archive, paths
 from ...errors import WolfError
-from ...hashing import file_sha256
+from ...trust.untrusted import os_reason
 
 _EM_MIPS = 8
 _ET_EXEC = 2
@@ -75,20 +78,40 @@ def inspect_bzimage(path: Path) -> Kernel:
     return Kernel(path=path, endian="little", entry=0, machine="pc")
 
 
-def raw_rootfs(path: Path) -> Path:
-    """A rootfs image QEMU can attach: .img as is, .img.gz unpacked once into the cache (a copy,
-    so the published file stays untouched)."""
-    if not path.is_file():
-        raise WolfError(f"rootfs image {path} does not exist", hint="pass --rootfs PATH to a file")
-    with path.open("rb") as fh:
-        gz = fh.read(2) == b"\x1f\x8b"
-    if not gz:
-        return path
-    out = paths.cache_dir() / "rootfs" / f"{file_sha256(path)[:16]}-{path.name.removesuffix('.gz')}"
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp")
-        with gzip.open(path, "rb") as src, tmp.open("wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        tmp.replace(out)
-    return out
+# A guest's disk: the rootfs partition OpenWrt pads the image to (malta:
+# CONFIG_TARGET_ROOTFS_PARTSIZE, 104 MiB by default). Zero padding compresses about 1000:1.
+DISK = archive.Limits(total=1 << 30, members=1, ratio=5000)
+
+
+@contextlib.contextmanager
+def private_disk(path: Path) -> Iterator[Path]:
+    """The rootfs image (raw, .gz, .xz …) as a disk of this task's own, removed when the task
+    ends: the guest writes to its disk (fstools formats the overlay after the squashfs), so
+    neither the published file nor a later run sees another run's writes. At most DISK.total
+    bytes; runs of zeros stay holes (a sparse file)."""
+    hint = "pass --rootfs PATH to an OpenWrt rootfs image (…-rootfs-squashfs.img.gz)"
+    top = paths.cache_dir() / "disks"
+    top.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=top))
+    disk = work / path.name.removesuffix(".gz").removesuffix(".xz")
+    try:
+        try:
+            with (
+                archive.decompressed(path, DISK, what="rootfs image", hint=hint) as src,
+                disk.open("wb") as dst,
+            ):
+                size = 0
+                while chunk := src.read(1 << 20):
+                    if chunk.count(0) == len(chunk):
+                        dst.seek(len(chunk), os.SEEK_CUR)
+                    else:
+                        dst.write(chunk)
+                    size += len(chunk)
+                dst.truncate(size)
+        except OSError as e:
+            raise WolfError(f"cannot make a disk of {path} in {work}: {os_reason(e)}") from None
+        if size == 0:
+            raise WolfError(f"rootfs image {path} is empty", hint=hint)
+        yield disk
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import WolfError
 from ...paths import DATA_DIR
-from .image import Kernel, inspect_kernel, raw_rootfs
+from .image import Kernel, inspect_kernel
 
 
 @cache
@@ -127,14 +127,15 @@ def spec_for(
     initrd: Path | None = None,
     append: str | None = None,
 ) -> VmSpec:
-    """The VmSpec for an image path; the ELF header is checked here, before QEMU starts."""
+    """The VmSpec for an image path; the ELF header is checked here, before QEMU starts.
+    ``rootfs``: a disk of the caller's own (image.private_disk): the guest writes to it."""
     kernel = inspect_kernel(image)
     if initrd is not None and not initrd.is_file():
         raise WolfError(f"initrd {initrd} does not exist", hint="pass --initrd PATH to a file")
     spec = VmSpec(
         kernel=kernel,
         memory_mb=memory_mb,
-        rootfs=raw_rootfs(rootfs) if rootfs else None,
+        rootfs=rootfs,
         initrd=initrd,
         append=append,
     )
