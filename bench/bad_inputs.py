@@ -60,12 +60,32 @@ class Family:
     examples: list[str] = field(default_factory=list)
 
 
+def _vm_files(w: Path) -> tuple[Path, Path]:
+    """A MIPS ELF header the VM tasks accept, and a gzip stream of 1.1 GiB of zeros (1 MiB)."""
+    import zlib
+
+    elf, bomb = w / "malta.elf", w / "bomb.img.gz"
+    if not elf.exists():
+        hdr = bytearray(52)
+        hdr[:7] = b"\x7fELF\x01\x02\x01"
+        hdr[16:20] = (2).to_bytes(2, "big") + (8).to_bytes(2, "big")
+        elf.write_bytes(bytes(hdr))
+    if not bomb.exists():
+        z, block = zlib.compressobj(9, zlib.DEFLATED, 31), bytes(16 << 20)
+        with bomb.open("wb") as fh:
+            for _ in range(70):
+                fh.write(z.compress(block))
+            fh.write(z.flush())
+    return elf, bomb
+
+
 def families(w: Path) -> list[Family]:
     """Bad inputs. ``w`` holds the prepared bad files."""
     dev, fifo, big, empty, rnd = "/dev/zero", w / "fifo", w / "big.bin", w / "empty", w / "rnd"
     d, hung = w / "dir", w / "hung-ib"
     kh, store = w / "known_hosts", w / "badstore"
     bad_store = ["--store", str(store)]
+    elf, bomb = _vm_files(w)
     b = ["build", "--no-report"]
     return [
         Family(
@@ -327,6 +347,20 @@ def families(w: Path) -> list[Family]:
                 ["build-config", "--flavour", "nosuch", "--device", "tl-wr902ac"],
                 ["vm", "--image", dev],
                 ["vm", "--image", str(fifo)],
+            ],
+        ),
+        Family(
+            "vm disks",  # a rootfs image the task copies into a disk of its own (private_disk)
+            [
+                ["measure-memory", "--image", str(elf), "--rootfs", str(fifo)],
+                ["measure-memory", "--image", str(elf), "--rootfs", dev],
+                ["measure-memory", "--image", str(elf), "--rootfs", str(d)],
+                ["measure-memory", "--image", str(elf), "--rootfs", str(empty)],
+                ["measure-memory", "--image", str(elf), "--rootfs", str(bomb)],
+                ["measure-memory", "--image", str(elf), "--root", "disk"],
+                ["measure-memory", "--image", str(elf), "--root", "flash"],
+                ["vm", "--image", str(elf), "--rootfs", str(bomb)],
+                ["vm", "--image", str(elf), "--rootfs", str(fifo)],
             ],
         ),
     ]
