@@ -291,6 +291,8 @@ class ComparisonRow:
     unit: str
     table: str  # "memory" or "performance"
     better: str
+    # the user's reference (a router): flavour -> its published figure, in `unit`
+    reference: dict[str, float] = field(default_factory=dict)
 
 
 @cache
@@ -299,5 +301,8 @@ def comparison_rows() -> dict[str, ComparisonRow]:
     out = {}
     for table in ("memory", "performance"):
         for m in raw.get(table, []):
-            out[m["name"]] = ComparisonRow(m["name"], m["label"], m["unit"], table, m["better"])
+            ref = {str(k): float(v) for k, v in m.get("reference", {}).items()}
+            out[m["name"]] = ComparisonRow(
+                m["name"], m["label"], m["unit"], table, m["better"], ref
+            )
     return out

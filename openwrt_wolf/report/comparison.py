@@ -175,6 +175,7 @@ def _perf_rows(records: list[Record], wanted: set[str] | None) -> tuple[list[Row
                 device or None,
                 latest[(name, device)],
                 better=m.better if m else "higher",
+                reference=dict(m.reference) if m else {},
             )
         )
     return rows, notes

@@ -34,6 +34,8 @@ class Row:
     device: str | None  # profile, when the row belongs to one device
     values: dict[str, Figure]  # flavour -> figure
     better: str = "lower"  # "lower" or "higher": which way is good
+    # the user's reference (a router, data/comparison.toml): flavour -> its published figure
+    reference: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

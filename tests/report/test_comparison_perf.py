@@ -114,3 +114,44 @@ def test_image_records_fill_memory_and_performance(tmp_path: Path) -> None:
     src = row.values["wolfssl"].source
     assert src is not None and src.setting == "emulated (vm)"
     assert "perf:image_handshake_ms:malta-be" in by["performance"]
+
+
+def test_the_reference_s_figures_stand_beside_ours_with_their_ratios(tmp_path: Path) -> None:
+    """A row data/comparison.toml gives the reference's figures for shows them as a last
+    column, each with its ratio to the reference's Mbed TLS figure; every renderer's row has
+    as many cells as its header. The oracle is the data file itself, read with tomllib."""
+    import tomllib
+
+    from openwrt_wolf.paths import DATA_DIR
+    from openwrt_wolf.report.render import render
+    from openwrt_wolf.report.sizereport import SizeReport
+
+    raw = tomllib.loads((DATA_DIR / "comparison.toml").read_text())
+    (ref,) = [m["reference"] for m in raw["memory"] if m["name"] == "download_heap_peak"]
+    st = FileStore(tmp_path / "results")
+    where = Where(target="vm", emulated=True, machine="qemu-system-mips -M malta", clock="wall")
+    for flav, peak in {"mbedtls": 545068, "wolfssl": 306789, "openssl": 943066}.items():
+        common = NetCommon(
+            flavour=flav, library=flav, backend=flav, userland_key="u", footprint_key="f",
+            client="c", where=where, target="vm", emulated=True, quick=False,
+            metrics={"download_heap_peak": {"value": peak, "unit": "B"}}, seconds=1.0,
+        )  # fmt: skip
+        phase = HeapPhase("download", 1, 0, peak, 1, 1)
+        rec = HeapUse(common, 1, phase, [], {})
+        st.put(Record(MEMORY, f"{flav}-vm-memory", "25.12.5", "malta-be", flav, rec.to_dict()))
+    cols = ["mbedtls", "wolfssl", "openssl"]
+    tables = comparison.tables([], [], st, cols, None, None)
+    by = {t.id: {r.id: r for r in t.rows} for t in tables}
+    assert by["memory"]["perf:download_heap_peak:malta-be"].reference == ref
+    want = (
+        f"{ref['mbedtls']:,} / {ref['wolfssl']:,} ({ref['wolfssl'] / ref['mbedtls']:.2f}×) / "
+        f"{ref['openssl']:,} ({ref['openssl'] / ref['mbedtls']:.2f}×)"
+    )
+    md = render(SizeReport(devices=[], comparison=tables), "markdown")
+    header = next(ln for ln in md.splitlines() if ln.startswith("|  | unit |"))
+    assert header.rstrip("|").split("|")[-1].strip() == "reference (router)"
+    line = next(ln for ln in md.splitlines() if ln.startswith("| HTTPS download"))
+    assert line.count("|") == header.count("|")
+    assert line.rstrip(" |").rsplit("|", 1)[1].strip() == want
+    html = render(SizeReport(devices=[], comparison=tables), "html")
+    assert f'<td class="num reference">{want}</td>' in html

@@ -161,8 +161,31 @@ def ratio_text(r: Row, column: str) -> str:
     return f" ({ratio(fig.value, base.value)})" if base.value else ""
 
 
+REFERENCE = "reference (router)"
+
+
+def reference_text(r: Row, columns: list[str]) -> str:
+    """The reference's published figures in column order, each flavour's ratio to its Mbed TLS
+    figure beside it, as our own ratios are shown: "439,572 / 244,172 (0.56×) / 910,577 (2.07×)"."""
+    base = r.reference.get(BASE)
+    parts = []
+    for c in columns:
+        v = r.reference.get(c)
+        if v is None:
+            parts.append(DASH)
+            continue
+        text = f"{v:,.0f}" if v == int(v) else f"{v:,.1f}"
+        parts.append(text + (f" ({ratio(v, base)})" if base and c != BASE else ""))
+    return " / ".join(parts) if any(c in r.reference for c in columns) else ""
+
+
+def has_reference(t: Table) -> bool:
+    return any(r.reference for r in t.rows)
+
+
 def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str]]]:
-    """(label, unit, texts with a [n] source mark) for the terminal and Markdown."""
+    """(label, unit, texts with a [n] source mark) for the terminal and Markdown; the
+    reference's figures as a last column when a row of the table has them."""
     out = []
     for r in t.rows:
         vals = []
@@ -170,6 +193,8 @@ def comparison_rows(t: Table, notes: Footnotes) -> list[tuple[str, str, list[str
             fig = r.values.get(c)
             n = notes.ref(fig.source) if fig else None
             vals.append(figure_text(fig) + ratio_text(r, c) + (f" [{n}]" if n else ""))
+        if has_reference(t):
+            vals.append(reference_text(r, t.columns) or DASH)
         out.append((r.label, r.unit, vals))
     return out
 

@@ -17,16 +17,19 @@ from ..model import Figure, Table
 from ..sizereport import SizeReport
 from .cells import (
     DASH,
+    REFERENCE,
     SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     figure_text,
     gate_lines,
+    has_reference,
     matrix_text,
     notes,
     num,
     package_rows,
     ratio_text,
+    reference_text,
     source_text,
     substitution_rows,
     table_cells,
@@ -68,6 +71,7 @@ def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
         "id": t.id,
         "title": t.title,
         "columns": t.columns,
+        "reference": REFERENCE if has_reference(t) else "",
         "notes": t.notes,
         "rows": [
             {
@@ -75,6 +79,7 @@ def _table(t: Table, sources: Footnotes) -> dict[str, Any]:
                 "unit": r.unit,
                 "id": r.id,
                 "cells": [_cell(r.values.get(c), sources, ratio_text(r, c)) for c in t.columns],
+                "reference": reference_text(r, t.columns) or DASH,
             }
             for r in t.rows
         ],

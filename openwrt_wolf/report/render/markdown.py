@@ -8,11 +8,13 @@ from ...trust.escape import markdown as line
 from ...trust.escape import markdown_cell as md
 from ..sizereport import SizeReport
 from .cells import (
+    REFERENCE,
     SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     comparison_rows,
     gate_lines,
+    has_reference,
     matrix_rows,
     notes,
     num,
@@ -81,8 +83,9 @@ def _comparison(report: SizeReport, marks: Footnotes) -> list[str]:
         if not t.rows:
             out += ["No records in the store yet.", ""]
             continue
-        out.append(_row("", "unit", *t.columns))
-        out.append("|---|---|" + "---:|" * len(t.columns))
+        cols = [*t.columns, *([REFERENCE] if has_reference(t) else [])]
+        out.append(_row("", "unit", *cols))
+        out.append("|---|---|" + "---:|" * len(cols))
         for label, unit, vals in comparison_rows(t, marks):
             out.append(_row(label, unit, *vals))
         out.append("")

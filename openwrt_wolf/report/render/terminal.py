@@ -12,11 +12,13 @@ from ... import term
 from ...trust.escape import markup as esc
 from ..sizereport import SizeReport
 from .cells import (
+    REFERENCE,
     SUBSTITUTION_COLUMNS,
     Footnotes,
     baseline_rows,
     comparison_rows,
     gate_lines,
+    has_reference,
     matrix_rows,
     notes,
     num,
@@ -106,7 +108,7 @@ def _comparison(con: Console, report: SizeReport, marks: Footnotes) -> None:
         tab = Table(title=f"{t.title} (the comparison)")
         tab.add_column("", style="bold")
         tab.add_column("unit")
-        for c in t.columns:
+        for c in [*t.columns, *([REFERENCE] if has_reference(t) else [])]:
             tab.add_column(esc(c), justify="right")
         for label, unit, vals in comparison_rows(t, marks):
             tab.add_row(esc(label), esc(unit), *(_style(v) for v in vals))
