@@ -262,6 +262,13 @@ class ImageServer:
     # bench/openwrt_vm.py --soak: requests, downloads, index updates, failures of each and
     # uhttpd's memory before and after
     soak: dict[str, Any] = field(default_factory=dict)
+    # where uhttpd's CPU per connection goes: "plain_http", "handshake_only_<kex>",
+    # "handshake_request_<kex>" -> connections, user and system ticks and ms per connection
+    cpu_split: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the host's 1-minute load average before and after the timed parts: under TCG a guest
+    # charges its processes for the time the host kept QEMU waiting, so a loaded host
+    # inflates every CPU figure (issue 35's first run)
+    host_load: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
