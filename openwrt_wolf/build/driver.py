@@ -595,9 +595,13 @@ def _build_one(
         shutil.copyfile(f, partial / "packages" / f.name)
         files.append({**asdict(Artifact.of(partial / "packages" / f.name, "package")),
                       "name": f"packages/{f.name}"})  # fmt: skip
-    if group.local and (index := _index_packages(ib, partial / "packages")) is not None:
-        files.append({**asdict(Artifact.of(index, "package index")),
-                      "name": f"packages/{index.name}"})  # fmt: skip
+    if group.local:
+        index, why = _index_packages(ib, partial / "packages")
+        if index is not None:
+            files.append({**asdict(Artifact.of(index, "package index")),
+                          "name": f"packages/{index.name}"})  # fmt: skip
+        elif why:
+            notes.append(why)
     return _store(
         job, st, partial, final, files,
         builder=group.ib_name,
@@ -629,18 +633,25 @@ def _mirror_repositories(ib: ImageBuilder, job: Job, opts: Options) -> list[str]
     return ib.mirrored_repositories(base, job.device.target_path, job.device.arch_packages)
 
 
-def _index_packages(ib: ImageBuilder, pkgdir: Path) -> Path | None:
+def _index_packages(ib: ImageBuilder, pkgdir: Path) -> tuple[Path | None, str | None]:
     """packages.adb for the SDK's packages kept beside the images, written by the
     ImageBuilder's own apk as its package_index writes one (unsigned): a feed apk and
-    `what-if --packages` read. 24.10's opkg ImageBuilder has no apk: no index then."""
+    `what-if --packages` read. 24.10's opkg ImageBuilder has no apk: no index then.
+    (index, None), or (None, why) when apk could not write one: the images are made and
+    measured by then, so the job keeps them and its record says what is missing."""
     apk = ib.top / "staging_dir" / "host" / "bin" / "apk"
     apks = sorted(pkgdir.glob("*.apk"))
     if not apk.is_file() or not apks:
-        return None
+        return None, None
     out = pkgdir / "packages.adb"
-    proc.run([apk, "mkndx", "--allow-untrusted", "--output", out, *(p.name for p in apks)],
-             cwd=pkgdir, timeout=120)  # fmt: skip
-    return out
+    try:
+        proc.run([apk, "mkndx", "--allow-untrusted", "--output", out, *(p.name for p in apks)],
+                 cwd=pkgdir, timeout=120)  # fmt: skip
+    except WolfError as e:
+        out.unlink(missing_ok=True)  # a half-written index is no index
+        return None, (f"no packages.adb beside the SDK's packages (what-if --packages cannot "
+                      f"read them as a feed): {e}")  # fmt: skip
+    return out, None
 
 
 def check_patch_set(
