@@ -18,6 +18,14 @@ def _list(value: str | None, default: tuple[str, ...], every: tuple[str, ...]) -
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
+def configs_of(libraries: tuple[str, ...]) -> tuple[str, ...]:
+    """What --config all means: every config the named libraries have (one library: its own,
+    so `--library wolfssl --config all` is openwrt and minimal, not an error for 'small')."""
+    known = set(spec.LIBRARIES)
+    names = [n for n in libraries if n in known]  # an unknown one fails in the lab, one line
+    return tuple(dict.fromkeys(c for n in names for c in spec.get_library(n).configs()))
+
+
 def main(
     *,
     arch: str = "mips_24kc",
@@ -42,11 +50,12 @@ def main(
         stack_main(arch=arch, toolchain=toolchain, markdown=markdown, store=store)
         return []
     rel = releases.get(release)
+    libraries = _list(library, spec.LIBRARIES, spec.LIBRARIES)
     req = lab.Request(
         arch=arch,
         release=rel.name,
-        libraries=_list(library, spec.LIBRARIES, spec.LIBRARIES),
-        configs=_list(config, ("openwrt",), ("openwrt", "minimal", "small")),
+        libraries=libraries,
+        configs=_list(config, ("openwrt",), configs_of(libraries)),
         ecc=_eccs(ecc),
         toolchain=toolchain,
         smoke=smoke,

@@ -386,6 +386,26 @@ def test_unknown_config_for_a_single_library() -> None:
     assert "Mbed TLS has no config 'minimal'" in _one_line(e)
 
 
+def test_config_all_means_the_configs_each_library_has() -> None:
+    """--config all with one library is that library's configs (wolfSSL has no 'small'); with
+    all three, every config any of them has. The oracle is the data files' own tables."""
+    import tomllib
+
+    from openwrt_wolf.footprint import cli
+
+    def tables(name: str) -> list[str]:
+        raw = tomllib.loads((paths.DATA_DIR / "footprint" / f"{name}.toml").read_text())
+        return list(raw["config"])
+
+    assert list(cli.configs_of(("wolfssl",))) == tables("wolfssl")
+    assert "small" not in cli.configs_of(("wolfssl",))
+    every = cli.configs_of(spec.LIBRARIES)
+    assert set(every) == {c for n in spec.LIBRARIES for c in tables(n)}
+    planned = lab.plan(lab.Request(libraries=("wolfssl",), configs=cli.configs_of(("wolfssl",))),
+                       soft_float=False)  # fmt: skip
+    assert {s.config for s in planned} == set(tables("wolfssl"))
+
+
 def test_downloads_live_in_the_cache_dir() -> None:
     assert sources.download_dir().is_relative_to(paths.cache_dir())
 
