@@ -55,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     a = spec.get_arch(ARCH)
     qemu = a.qemu or "qemu-mips-static"
-    hosttools.ensure([*hosttools.groups()["footprint"], qemu, "patch", "openssl", "gcc"])
+    hosttools.ensure([*toolchain.host_tools(a), qemu, "patch", "openssl", "gcc"])
     tc = toolchain.find(a, None)
     shipped = spec.resolve("wolfssl", None, "minimal", ARCH, ecc="sp-p256",
                            soft_float=tc.soft_float, version=VERSION)  # fmt: skip

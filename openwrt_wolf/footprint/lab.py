@@ -225,16 +225,14 @@ def run(req: Request) -> Outcome:
     plan(dataclasses.replace(req, notes=[]), soft_float=False)
     if req.toolchain:
         toolchain.given(arch, req.toolchain)
-    needed = hosttools.groups()["footprint"]
-    if req.toolchain:  # Debian's cross toolchain is not needed when another one is given
-        needed = [t for t in needed if not t.startswith((arch.debian_prefix, arch.sysroot))]
-    hosttools.ensure(needed)
+    # Debian's cross toolchain for the arch, unless another one is given
+    hosttools.ensure(toolchain.host_tools(arch, req.toolchain))
     tc = toolchain.find(arch, req.toolchain)
     specs = plan(req, soft_float=tc.soft_float)
     if req.components:
         hosttools.ensure(hosttools.groups()["components"])
-    if req.smoke:
-        hosttools.ensure(["qemu-mips-static"])
+    if req.smoke and arch.qemu:
+        hosttools.ensure([arch.qemu])
     results: list[Footprint | None] = [None] * len(specs)
     errors: list[WolfError] = []
     workers = max(1, min(req.parallel, len(specs)))

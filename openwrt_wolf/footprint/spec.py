@@ -57,6 +57,10 @@ class Arch:
     openssl_target: str
     cmake_processor: str
     squashfs_block: int
+    # include/hardening.mk's flags that depend on the architecture (PKG_DT_RELR: aarch64,
+    # i386, loongarch64, x86_64), after the common ones
+    relr_cflags: tuple[str, ...] = ()
+    relr_ldflags: tuple[str, ...] = ()
 
 
 def arch_names() -> list[str]:
@@ -82,6 +86,8 @@ def get_arch(name: str) -> Arch:
         openssl_target=a["openssl_target"],
         cmake_processor=a["cmake_processor"],
         squashfs_block=parse_size(a["squashfs_block"], what="squashfs_block"),
+        relr_cflags=tuple(a.get("relr_cflags", ())),
+        relr_ldflags=tuple(a.get("relr_ldflags", ())),
     )
 
 
@@ -215,7 +221,7 @@ def compose_flags(
     if lto:
         cflags += c["lto_cflags"]
     cflags += c["page_cflags"]
-    cflags += c["hardening_cflags"]
+    cflags += [*c["hardening_cflags"], *arch.relr_cflags]
     if lib.filter_out_optimization:
         cflags = [f for f in cflags if not f.startswith("-O")]
     for f in (*lib.extra_cflags, *extra_cflags):
@@ -225,7 +231,7 @@ def compose_flags(
         ldflags += c["gc_sections_ldflags"]
     if lto:
         ldflags += c["lto_ldflags"]
-    ldflags += c["hardening_ldflags"]
+    ldflags += [*c["hardening_ldflags"], *arch.relr_ldflags]
     return tuple(cflags), tuple(ldflags)
 
 
@@ -308,6 +314,9 @@ def resolve(
                 options += [f"unset {o}" for o in spec["unset"]]
             else:
                 options = list(spec["options"])
+        # Config.in defaults that differ by architecture: [arch_drop] <arch> = options
+        drop = set(lib.raw.get("arch_drop", {}).get(arch.name, ()))
+        options = [o for o in options if o not in drop]
     except KeyError as e:
         raise WolfError(
             f"data/footprint: {library} config {config!r} lacks {e.args[0]!r}",

@@ -10,7 +10,23 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import WolfError
+from ..host import hosttools
 from .spec import Arch
+
+
+def cross_tools(arch: Arch, given: str | None = None) -> list[str]:
+    """Debian's cross compiler, binutils and C headers for `arch` (data/footprint/arch.toml),
+    as host tool names (data/hosttools.toml); none when --toolchain gives another compiler.
+    The build host's own arch needs none either: Debian's gcc and binutils are the group's."""
+    if given or not arch.qemu:
+        return []
+    p = arch.debian_prefix
+    return [f"{p}gcc", f"{p}strip", f"{p}size", f"{arch.sysroot}/include/stdio.h"]
+
+
+def host_tools(arch: Arch, given: str | None = None) -> list[str]:
+    """Every host tool the footprint lab needs for `arch`: the group's and the cross ones."""
+    return [*hosttools.groups()["footprint"], *cross_tools(arch, given)]
 
 
 @dataclass(frozen=True)

@@ -235,8 +235,9 @@ def target_flags(arch: spec.Arch, soft_float: bool) -> tuple[list[str], list[str
     cflags = [*arch.cflags, *arch.extra_optimization]
     if soft_float:
         cflags += arch.soft_float
-    cflags += [*c["page_cflags"], *c["hardening_cflags"], *_data()["cflags"]["extra"]]
-    return cflags, [*c["page_ldflags"], *c["hardening_ldflags"]]
+    cflags += [*c["page_cflags"], *c["hardening_cflags"], *arch.relr_cflags]
+    cflags += _data()["cflags"]["extra"]
+    return cflags, [*c["page_ldflags"], *c["hardening_ldflags"], *arch.relr_ldflags]
 
 
 def _flags(arch: spec.Arch, soft_float: bool) -> tuple[str, str]:

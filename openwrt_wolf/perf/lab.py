@@ -146,13 +146,7 @@ def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
             arch_name = open_place.lab_arch(remote.platform, remote.target)
         arch = spec.get_arch(arch_name)
         # the cross toolchain only where it is the one used
-        needed = [
-            t
-            for t in hosttools.groups()["footprint"]
-            if arch.debian_prefix == "mips-linux-gnu-" or "mips-linux-gnu" not in t
-        ]
-        if req.toolchain:
-            needed = [t for t in needed if not t.startswith((arch.debian_prefix, arch.sysroot))]
+        needed = toolchain.host_tools(arch, req.toolchain)
         net_tests = [t for t in req.tests if t in NET_TESTS]
         hosttools.ensure([*needed, *([arch.qemu] if remote is None else []), "patch",
                           *(["openssl", "gcc"] if net_tests else [])])  # fmt: skip

@@ -289,6 +289,55 @@ def test_flags_follow_openwrts_package_makefiles(openwrt_tree_25125: Path) -> No
     assert "-msoft-float" in soft.cflags
 
 
+def test_aarch64_flags_follow_openwrts_bcm2712_target(openwrt_tree_25125: Path) -> None:
+    """The Raspberry Pi 5's packages (bcm27xx/bcm2712, issue 34), from OpenWrt's own files:
+    the target's ARCH and CPU_TYPE, include/target.mk's CPU flags for that CPU in its aarch64
+    block (none for cortex-a76: plain -Os -pipe), rules.mk's FPIC for aarch64, PKG_DT_RELR
+    (Config-build.in offers it on aarch64, default y; include/hardening.mk's flags), and
+    OpenSSL's Config.in default that leaves ChaCha20 preference off on aarch64."""
+    tree = openwrt_tree_25125
+    bcm2712 = (tree / "target/linux/bcm27xx/bcm2712/target.mk").read_text()
+    assert _top(bcm2712, "ARCH") == "aarch64"
+    cpu_type = _top(bcm2712, "CPU_TYPE")
+    target_mk = (tree / "include" / "target.mk").read_text()
+    block = target_mk.split("ifeq ($(ARCH),aarch64)", 1)[1].split("endif", 1)[0]
+    m = re.search(rf"^\s*CPU_CFLAGS_{re.escape(cpu_type)}\s*:?=(.*)$", block, re.M)
+    cpu_own = set(m.group(1).split()) if m else set()
+    base = re.search(r"^\s*CPU_CFLAGS = (.*)$", target_mk, re.M)
+    assert base
+    arch = spec.get_arch(f"aarch64_{cpu_type}")
+    assert set(arch.cflags) == set(base.group(1).split()) | cpu_own
+    rules = (tree / "rules.mk").read_text()
+    fpic = re.search(r"findstring \$\(ARCH\) , ([^)]*)\)\)\n\s*FPIC:=(.*)$", rules, re.M)
+    assert fpic and "aarch64" in fpic.group(1).split()
+    assert arch.fpic == tuple(fpic.group(2).split())
+    build_in = (tree / "config" / "Config-build.in").read_text()
+    relr = build_in.split("config PKG_DT_RELR", 1)[1].split("help", 1)[0]
+    assert "aarch64" in relr and "default y" in relr
+    hardening = (tree / "include" / "hardening.mk").read_text()
+    dt = hardening.split("ifdef CONFIG_PKG_DT_RELR", 1)[1].split("endif\nendif", 1)[0]
+    want_c = re.search(r"TARGET_CFLAGS \+= (.*)$", dt, re.M)
+    want_l = re.search(r"TARGET_LDFLAGS \+= (.*)$", dt, re.M)
+    assert want_c and want_l
+    for library in LIBS:
+        s = spec.resolve(library, "25.12.5", "openwrt", arch_name=arch.name)
+        assert set(want_c.group(1).split()) <= set(s.cflags), library
+        assert set(want_l.group(1).split()) <= set(s.ldflags), library
+        assert not [f for f in s.cflags if f.startswith(("-mcpu", "-march", "-mips"))], library
+    chacha = (tree / "package/libs/openssl/Config.in").read_text()
+    rule = chacha.split("config OPENSSL_PREFER_CHACHA_OVER_GCM", 1)[1].split("prompt", 1)[0]
+    assert "!aarch64" in rule
+    ossl = spec.resolve("openssl", "25.12.5", "openwrt", arch_name=arch.name)
+    assert "-DOPENSSL_PREFER_CHACHA_OVER_GCM" not in ossl.options
+    assert (
+        "-DOPENSSL_PREFER_CHACHA_OVER_GCM" in spec.resolve("openssl", "25.12.5", "openwrt").options
+    )
+    assert toolchain.cross_tools(arch) == [
+        "aarch64-linux-gnu-gcc", "aarch64-linux-gnu-strip", "aarch64-linux-gnu-size",
+        "/usr/aarch64-linux-gnu/include/stdio.h",
+    ]  # fmt: skip
+
+
 def test_cache_key_depends_on_what_decides_the_output() -> None:
     a = spec.resolve("wolfssl", "snapshot", "minimal", ecc="sp-p256")
     b = spec.resolve("wolfssl", "snapshot", "minimal", ecc="generic")
