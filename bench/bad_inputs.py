@@ -372,6 +372,7 @@ def hostile_families(w: Path) -> list[Family]:
     redis_url = os.environ.get("OPENWRT_WOLF_BENCH_REDIS")
     return [
         Family("records", hostile.records_family(w)),
+        Family("image records", hostile.records_family(w, 72, hostile.IMAGE_FIELDS, "img")),
         Family("store files", hostile.store_files_family(w)),
         Family("profiles.json", hostile.profiles_family(w, w / "secret", secret)),
         Family("baselines", hostile.baselines_family(w, hostile._store_with(w, "base", {}))),

@@ -284,12 +284,47 @@ def perf_record(flavour: str = "mbedtls") -> dict[str, Any]:
     return _record("perf", f"p-{flavour}", "malta-be", flavour, data)
 
 
+RUNTIME = (
+    Path(__file__).resolve().parents[1] / "docs/records/openwrt-25.12.5-malta-be-runtime/records"
+)
+
+
+def image_record(kind: str) -> Callable[[], dict[str, Any]]:
+    """A committed record of a real image's run (perf-image, perf-memory: issue 35's shapes)."""
+
+    def make() -> dict[str, Any]:
+        rec: dict[str, Any] = json.loads((RUNTIME / kind / IMAGE_KEY).read_text())
+        return rec
+
+    return make
+
+
+IMAGE_KEY = "wolfssl-vm-image-af35280f2676-disk.json"
+
 MAKERS: dict[str, Callable[[], dict[str, Any]]] = {
     "build": build_record,
     "memory": memory_record,
     "footprint": footprint_record,
     "perf": perf_record,
+    "perf-image": image_record("perf-image"),
+    "perf-memory": image_record("perf-memory"),
 }
+
+# issue 35's fields of the real images' records (cpu split, host load, named soak errors, heap)
+IMAGE_FIELDS: list[tuple[str, str]] = [
+    ("perf-image", "data.cpu_split"),
+    ("perf-image", "data.cpu_split.plain_http.user_ms"),
+    ("perf-image", "data.host_load"),
+    ("perf-image", "data.host_load.0"),
+    ("perf-image", "data.soak.request_errors"),
+    ("perf-image", "data.handshake_cpu.x25519.cpu_ms_per_handshake"),
+    ("perf-image", "data.metrics.image_handshake_cpu_ms_x25519.value"),
+    ("perf-memory", "data.server"),
+    ("perf-memory", "data.server.0.peak"),
+    ("perf-memory", "data.download.peak"),
+    ("perf-memory", "data.metrics.download_heap_peak.value"),
+    ("perf-memory", "data.reports.uhttpd"),
+]
 
 # (record kind, path of the field); "*" paths are walked into lists
 FIELDS: list[tuple[str, str]] = [
@@ -399,14 +434,16 @@ def _store_with(w: Path, name: str, records: dict[str, str]) -> Path:
     return st
 
 
-def records_family(w: Path, n: int = 110) -> list[Probe]:
+def records_family(
+    w: Path, n: int = 110, fields: list[tuple[str, str]] | None = None, name: str = "rec"
+) -> list[Probe]:
     rnd = random.Random(20)
-    combos = [(k, f, v) for k, f in FIELDS for v in VALUES]
+    combos = [(k, f, v) for k, f in (fields or FIELDS) for v in VALUES]
     rnd.shuffle(combos)
     out = []
     for i, (kind, path, value) in enumerate(combos[:n]):
         st = _store_with(
-            w, f"rec-{i}", {f"{kind}/x{i}.json": record_text(kind, path, VALUES[value])}
+            w, f"{name}-{i}", {f"{kind}/x{i}.json": record_text(kind, path, VALUES[value])}
         )
         fmt = FORMATS[i % len(FORMATS)]
         out.append(
