@@ -91,9 +91,7 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
 def https_from_host(port: int, deadline: float) -> dict[str, Any]:
     """GET / over TLS through the forward, retried until uhttpd listens (it starts once the
     certificate exists)."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = insecure_context()
     last = ""
     while time.monotonic() < deadline:
         try:
@@ -111,6 +109,29 @@ def https_from_host(port: int, deadline: float) -> dict[str, Any]:
             last = f"{type(e).__name__}: {e}"
             time.sleep(3)
     return {"ok": False, "error": last}
+
+
+def insecure_context() -> ssl.SSLContext:
+    """The host client's context: the image's px5g certificate is self-signed."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def https_get(
+    port: int, path: str = "/", timeout: float = 60, ctx: ssl.SSLContext | None = None
+) -> bytes:
+    """One HTTP/1.0 GET over TLS to the forwarded uhttpd, read to the end: its first bytes."""
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
+        (ctx or insecure_context()).wrap_socket(raw, server_hostname="OpenWrt") as s,
+    ):
+        s.sendall(f"GET {path} HTTP/1.0\r\nHost: OpenWrt\r\n\r\n".encode())
+        head = s.recv(64)
+        while s.recv(65536):
+            pass
+        return head
 
 
 def uhttpd_memory(vm: VM) -> dict[str, int]:
@@ -150,9 +171,7 @@ def cpu_split(vm: VM, https_port: int, http_port: int, n: int) -> dict[str, Any]
     user and system ticks for (a) a plain HTTP/1.0 request on port 80 (no TLS at all), (b) a
     TLS 1.3 handshake closed without a request, (c) a handshake with its request (the
     handshake_cpu figure), for X25519 and P-256 key exchange."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = insecure_context()
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
 
     def plain() -> None:
@@ -162,14 +181,14 @@ def cpu_split(vm: VM, https_port: int, http_port: int, n: int) -> dict[str, Any]
                 pass
 
     def tls(request: bool) -> None:
+        if request:
+            https_get(https_port, "/", 30, ctx)
+            return
         with (
             socket.create_connection(("127.0.0.1", https_port), timeout=30) as raw,
-            ctx.wrap_socket(raw, server_hostname="OpenWrt") as s,
+            ctx.wrap_socket(raw, server_hostname="OpenWrt"),
         ):
-            if request:
-                s.sendall(b"GET / HTTP/1.0\r\nHost: OpenWrt\r\n\r\n")
-                while s.recv(65536):
-                    pass
+            pass
 
     out: dict[str, Any] = {}
     cases: list[tuple[str, str | None, Any]] = [("plain_http", None, plain)]
@@ -210,9 +229,7 @@ def handshake_cpu(vm: VM, port: int, kex: str, n: int) -> dict[str, Any]:
     exchange group, timed twice: uhttpd's CPU time in the guest over all of them, and each
     one's wall time at the host. The CPU figure is the router's work; the wall time adds the
     emulator's network and the host's own half of the handshake."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = insecure_context()
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.set_ecdh_curve(GROUPS[kex])
     before = uhttpd_cpu_ticks(vm)
@@ -244,25 +261,16 @@ def soak(vm: VM, port: int, a: argparse.Namespace, index_url: str) -> dict[str, 
     before and after (a leak shows as RssAnon that stays)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = insecure_context()
 
     def one(i: int) -> str | None:
         """None for a 200, else what went wrong (kept: issue 35 asks the soak to name them)."""
         t = time.monotonic() - t0
         try:
-            with (
-                socket.create_connection(("127.0.0.1", port), timeout=60) as raw,
-                ctx.wrap_socket(raw, server_hostname="OpenWrt") as s,
-            ):
-                s.sendall(b"GET / HTTP/1.0\r\nHost: OpenWrt\r\n\r\n")
-                head = s.recv(64)
-                while s.recv(65536):
-                    pass
-                if head.startswith(b"HTTP/1.") and b" 200 " in head[:16]:
-                    return None
-                return f"#{i} at {t:.1f} s: answer {head[:32]!r}"
+            head = https_get(port, ctx=ctx)
+            if head.startswith(b"HTTP/1.") and b" 200 " in head[:16]:
+                return None
+            return f"#{i} at {t:.1f} s: answer {head[:32]!r}"
         except (OSError, ssl.SSLError) as e:
             return f"#{i} at {t:.1f} s: {type(e).__name__}: {e}"
 
@@ -361,24 +369,14 @@ def heap_mark(vm: VM, out: str, settle: float) -> Any:
 def page_requests(port: int, n: int, at_once: bool = False) -> int:
     """n HTTPS GETs of /page (1 KiB, as the lab's), one after the other or all n connecting at
     the same moment (a barrier): how many got a 200."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = insecure_context()
     gate = threading.Barrier(n) if at_once else None
 
     def one(_: int) -> bool:
         try:
             if gate:
                 gate.wait(timeout=120)
-            with (
-                socket.create_connection(("127.0.0.1", port), timeout=120) as raw,
-                ctx.wrap_socket(raw, server_hostname="OpenWrt") as s,
-            ):
-                s.sendall(b"GET /page HTTP/1.0\r\nHost: OpenWrt\r\n\r\n")
-                head = s.recv(64)
-                while s.recv(65536):
-                    pass
-                return b" 200 " in head[:16]
+            return b" 200 " in https_get(port, "/page", 120, ctx)[:16]
         except (OSError, ssl.SSLError, threading.BrokenBarrierError):
             return False
 
@@ -485,9 +483,7 @@ def held_connections(vm: VM, port: int, n: int) -> dict[str, Any]:
     """uhttpd's memory with ``n`` TLS sessions open at once (handshake done, request not yet
     complete, so uhttpd keeps each session's state): the per-connection cost from the kernel's
     RssAnon and VmData of the process, against the same figures before."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
+    ctx = insecure_context()
     before = uhttpd_memory(vm)
     held = []
     try:
