@@ -52,6 +52,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -395,7 +396,7 @@ def heap_in_image(
     preloaded into its uclient-fetch (one 1 MiB download from the host, verified against the
     image's CA bundle directory) and into its uhttpd (after one warm-up request, SIGUSR2 marks
     around n, 2n and 4-at-once requests for a 1 KiB page, the lab's uhttpd arguments)."""
-    from openwrt_wolf.perf import heap, net
+    from openwrt_wolf.perf import heap, heap_use, net
 
     so = build_heaptrack(a.heap_toolchain, work)
     vm.put(so, "/tmp/heaptrack.so", timeout=600)
@@ -423,13 +424,7 @@ def heap_in_image(
            "-C /etc/uhttpd.crt -K /etc/uhttpd.key </dev/null >/dev/null 2>&1 &); sleep 2",
            timeout=60)  # fmt: skip
     n, settle = a.requests, 1.0
-    phases: list[dict[str, Any]] = []
-
-    def phase(name: str, count: int, m: Any, prev: Any) -> None:
-        phases.append({"name": name, "requests": count, "live": m.live - prev.live,
-                       "peak": m.peak, "allocs": m.allocs - prev.allocs,
-                       "frees": m.frees - prev.frees})  # fmt: skip
-
+    phases: list[HeapPhase] = []
     failed = 0
     deadline = time.monotonic() + 120
     while page_requests(https_port, 1) != 1:  # warm-up, and uhttpd is listening
@@ -437,36 +432,28 @@ def heap_in_image(
             raise SystemExit("bench: the preloaded uhttpd did not answer")
         time.sleep(2)
     m0 = heap_mark(vm, out, settle)
-    phases.append({"name": "before", "requests": 0, "live": m0.live, "peak": m0.peak,
-                   "allocs": m0.allocs, "frees": m0.frees})  # fmt: skip
+    phases.append(HeapPhase("before", 0, m0.live, m0.peak, m0.allocs, m0.frees))
     failed += n - page_requests(https_port, n)
     m1 = heap_mark(vm, out, settle)
-    phase("requests", n, m1, m0)
+    phases.append(heap_use.phase("requests", n, m1, m0))
     failed += 2 * n - page_requests(https_port, 2 * n)
     m2 = heap_mark(vm, out, settle)
-    phase("double", 2 * n, m2, m1)
+    phases.append(heap_use.phase("double", 2 * n, m2, m1))
     failed += 4 - page_requests(https_port, 4, at_once=True)
     m3 = heap_mark(vm, out, settle)
-    phase("concurrent", 4, m3, m2)
+    phases.append(heap_use.phase("concurrent", 4, m3, m2))
     raw = vm.run(f"cat {out}").output
     vm.run("kill $(pidof uhttpd); sleep 1; /etc/init.d/uhttpd start; sleep 2", timeout=60)
     if failed:
         raise SystemExit(f"bench: {failed} requests to the preloaded uhttpd failed")
-    req = phases[1]
+    download = HeapPhase("download", 1, dl.live, dl.peak, dl.allocs, dl.frees)
     return {
-        "download": {"name": "download", "requests": 1, "live": dl.live, "peak": dl.peak,
-                     "allocs": dl.allocs, "frees": dl.frees},
-        "download_bytes": 1048576, "server": phases,
+        "download": asdict(download),
+        "download_bytes": 1048576,
+        "server": [asdict(p) for p in phases],
         "reports": {"uclient-fetch": fetch_raw, "uhttpd": raw},
-        "metrics": {
-            "download_heap_peak": metric(dl.peak, "B"),
-            "download_allocs": metric(dl.allocs, "allocations"),
-            "uhttpd_heap_peak": metric(req["peak"], "B"),
-            "uhttpd_heap_peak_concurrent": metric(phases[3]["peak"], "B"),
-            "uhttpd_heap_held": metric(req["live"], "B"),
-            "uhttpd_allocs_per_request": metric(round(req["allocs"] / n, 1), "allocations"),
-        },
-    }  # fmt: skip
+        "metrics": heap_use.memory_metrics(download, phases),
+    }
 
 
 def certificate_key(der: bytes) -> str:

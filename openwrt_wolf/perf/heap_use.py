@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..errors import WolfError
 from . import heap, net
@@ -17,7 +18,8 @@ from .model import HeapPhase, HeapUse, metric
 from .netlab import NetLab, mark
 
 
-def _phase(name: str, requests: int, r: heap.HeapReport, prev: heap.HeapReport) -> HeapPhase:
+def phase(name: str, requests: int, r: heap.HeapReport, prev: heap.HeapReport) -> HeapPhase:
+    """One window between two SIGUSR2 marks: its peak, and live/allocs/frees as differences."""
     return HeapPhase(name=name, requests=requests, live=r.live - prev.live, peak=r.peak,
                      allocs=r.allocs - prev.allocs, frees=r.frees - prev.frees)  # fmt: skip
 
@@ -48,6 +50,20 @@ def _requests(lab: NetLab, port: int, count: int, **kw: object) -> None:
                         f"{(run.errors or [run.output[-300:]])[0]}")  # fmt: skip
 
 
+def memory_metrics(download: HeapPhase, server: list[HeapPhase]) -> dict[str, dict[str, Any]]:
+    """The Memory table's six rows from the download's exit report and uhttpd's phases
+    (before, requests, double, concurrent): the lab's and bench/openwrt_vm.py's on an image."""
+    req, conc = server[1], server[3]
+    return {
+        "download_heap_peak": metric(download.peak, "B"),
+        "download_allocs": metric(download.allocs, "allocations"),
+        "uhttpd_heap_peak": metric(req.peak, "B"),
+        "uhttpd_heap_peak_concurrent": metric(conc.peak, "B"),
+        "uhttpd_heap_held": metric(req.live, "B"),
+        "uhttpd_allocs_per_request": metric(round(req.allocs / req.requests, 1), "allocations"),
+    }
+
+
 def measure(lab: NetLab) -> HeapUse:
     start = time.monotonic()
     n, conc, settle = int(lab.conf["requests"]), int(lab.conf["concurrent"]), lab.conf["settle"]
@@ -63,23 +79,15 @@ def measure(lab: NetLab) -> HeapUse:
         phases.append(HeapPhase("before", 0, m0.live, m0.peak, m0.allocs, m0.frees))
         _requests(lab, port, n)
         m1 = mark(served, heap_out, lab.runner, settle)
-        phases.append(_phase("requests", n, m1, m0))
+        phases.append(phase("requests", n, m1, m0))
         _requests(lab, port, 2 * n)
         m2 = mark(served, heap_out, lab.runner, settle)
-        phases.append(_phase("double", 2 * n, m2, m1))
+        phases.append(phase("double", 2 * n, m2, m1))
         _requests(lab, port, conc, jobs=conc, barrier=True)
         m3 = mark(served, heap_out, lab.runner, settle)
-        phases.append(_phase("concurrent", conc, m3, m2))
+        phases.append(phase("concurrent", conc, m3, m2))
     raw = lab.runner.read(heap_out)
-    req = phases[1]
-    metrics = {
-        "download_heap_peak": metric(download.peak, "B"),
-        "download_allocs": metric(download.allocs, "allocations"),
-        "uhttpd_heap_peak": metric(req.peak, "B"),
-        "uhttpd_heap_peak_concurrent": metric(phases[3].peak, "B"),
-        "uhttpd_heap_held": metric(req.live, "B"),
-        "uhttpd_allocs_per_request": metric(round(req.allocs / n, 1), "allocations"),
-    }
+    metrics = memory_metrics(download, phases)
     for name, m in metrics.items():
         lab.say(f"perf: {lab.flavour}: {name} = {m['value']:,} {m['unit']}")
     return HeapUse(common=lab.common(metrics, time.monotonic() - start),
