@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
+import io
 import ipaddress
 import logging
 import os
@@ -21,20 +22,22 @@ import re
 import shlex
 import shutil
 import socket
+import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from ... import paths, proc, signals
 from ...errors import CommandError, WolfError
 from ...host import hosttools
 from ..target import CommandResult, Target
 from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
+from .image import Kernel
 from .qemu import VmSpec, binary, command, config, free_port, nics
 from .rundir import rundir
 
@@ -86,19 +89,40 @@ def console_line(command: str, tag: str) -> str:
 
 
 @contextlib.contextmanager
-def _one_file_server(data: bytes, token: str) -> Iterator[int]:
-    """An HTTP server on 127.0.0.1 that serves ``data`` at /<token> and nothing else; its
-    port while the block runs."""
+def served(files: Mapping[str, bytes | Path], token: str) -> Iterator[int]:
+    """An HTTP server on 127.0.0.1 that serves each of ``files`` at /<token>/<name> (bytes, or
+    a file read when asked for) and nothing else; its port while the block runs. The guest
+    reaches it at lan_host()."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path != f"/{token}":
+            top, _, name = self.path.lstrip("/").partition("/")
+            item = files.get(name) if top == token else None
+            if item is None:
                 self.send_error(404)
                 return
+            if isinstance(item, bytes):
+                self._send(len(item), io.BytesIO(item))
+                return
+            try:  # streamed: a package may be large; a file gone or not regular is not there
+                # (O_NONBLOCK: opening a FIFO does not wait for a writer)
+                fd = os.open(item, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            except OSError:
+                self.send_error(404)
+                return
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                self.send_error(404)
+                return
+            with os.fdopen(fd, "rb") as fh:
+                self._send(st.st_size, fh)
+
+        def _send(self, size: int, src: BinaryIO) -> None:
             self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", str(size))
             self.end_headers()
-            self.wfile.write(data)
+            shutil.copyfileobj(src, self.wfile)
 
         def log_message(self, format: str, *args: object) -> None:
             pass
@@ -116,6 +140,15 @@ def _one_file_server(data: bytes, token: str) -> Iterator[int]:
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def lan_host(kernel: Kernel) -> str | None:
+    """The host's address as the guest sees it on its lan (QEMU's user network: .2), None
+    when the guest has no lan."""
+    lan = next((n for n in nics(kernel) if n.net), None)
+    if lan is None or lan.net is None:
+        return None
+    return str(list(ipaddress.ip_network(lan.net).hosts())[1])
 
 
 def state_named(name: str) -> State:
@@ -338,17 +371,23 @@ class VM:
         self._run("true", deadline)
 
     def _reach_network(self, deadline: float) -> None:
-        seconds = max(1, int(deadline - time.monotonic()) - 1)
-        cmd = str(config()["states"]["network"]["command"]).replace(
-            "ubus ", f"ubus -t {seconds} ", 1
-        )
-        r = self._run(cmd, deadline)
-        if r.exit_status == 127:
-            raise StateUnavailable(
-                f"{self.name}: the image has no ubus; it is not an OpenWrt system"
+        # ubus's -t counts the guest's seconds; under -icount the guest's clock can run ahead of
+        # the host's (an idle guest skips time), so the host's deadline decides, over retries
+        while True:
+            seconds = max(1, int(deadline - time.monotonic()) - 1)
+            cmd = str(config()["states"]["network"]["command"]).replace(
+                "ubus ", f"ubus -t {seconds} ", 1
             )
-        if r.exit_status != 0:
-            raise ConsoleTimeout(f"{cmd} exited {r.exit_status}")
+            r = self._run(cmd, deadline)
+            if r.exit_status == 127:
+                raise StateUnavailable(
+                    f"{self.name}: the image has no ubus; it is not an OpenWrt system"
+                )
+            if r.exit_status == 0:
+                return
+            if time.monotonic() + 2 > deadline:
+                raise ConsoleTimeout(f"{cmd} exited {r.exit_status}")
+            time.sleep(1)
 
     def _reach_ssh(self, deadline: float) -> None:
         has = self._run("[ -x /usr/sbin/dropbear ] || [ -x /usr/sbin/sshd ]", deadline)
@@ -433,8 +472,8 @@ class VM:
         uclient-fetch, busybox wget): the guest fetches the bytes from a one-file HTTP server
         on the host's loopback, which QEMU's user network shows it as the lan's .2. True when
         the guest's sha256sum of the copy is ours; False: take the console."""
-        lan = next((n for n in nics(self.spec.kernel) if n.net), None)
-        if lan is None or lan.net is None:
+        host = lan_host(self.spec.kernel)
+        if host is None:
             return False
         deadline = time.monotonic() + timeout
         if not self._reached(State.NETWORK):
@@ -447,11 +486,10 @@ class VM:
         tool = self._run("command -v uclient-fetch || command -v wget", deadline).output.strip()
         if not tool or not self._run("command -v sha256sum", deadline).output.strip():
             return False
-        host = str(list(ipaddress.ip_network(lan.net).hosts())[1])  # QEMU's host: .2
         token = uuid.uuid4().hex
-        with _one_file_server(data, token) as port:
+        with served({"file": data}, token) as port:
             q = shlex.quote(remote)
-            url = f"http://{host}:{port}/{token}"
+            url = f"http://{host}:{port}/{token}/file"
             got = self._run(f"{tool.splitlines()[0]} -q -O {q} {url} && sha256sum {q}", deadline)
         return got.exit_status == 0 and hashlib.sha256(data).hexdigest() in got.output
 
