@@ -811,20 +811,29 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
         "password": "router: ask for a password (or read $OPENWRT_WOLF_ROUTER_PASSWORD)",
         "accept_new": "router: accept and remember its host key on first contact",
         "known_hosts": "router: known_hosts file (default ~/.ssh/known_hosts)",
-        "image": "vm: the malta initramfs kernel to boot",
+        "image": "vm: the malta initramfs kernel to boot (with --rootfs: a malta kernel with "
+        "mac80211_hwsim, docs/perf.md)",
         "initrd": "vm: an initramfs to boot the image with",
         "append": "vm: the kernel command line",
+        "rootfs": "vm, --test wifi: a real image's rootfs (…-rootfs-squashfs.img.gz) of the one "
+        "--flavour; its own wpad-basic is installed and measured",
+        "packages": "with --rootfs: the build's bin/packages/<arch> (wpad-basic-<flavour>)",
+        "wpad_build": "with --rootfs: the tree's hostapd build directory of that wpad "
+        "(hostapd_cli, wpa_cli), unless --packages has hostapd-utils and wpa-cli",
     }
 )
 @guarded
 def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
          report_only=False, host=None, port=None, user=None, key=None, password=False,
-         accept_new=False, known_hosts=None, image=None, initrd=None, append=None):  # fmt: skip
+         accept_new=False, known_hosts=None, image=None, initrd=None, append=None,
+         rootfs=None, packages=None, wpad_build=None):  # fmt: skip
     """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak, Wi-Fi (SAE, OWE)."""
     toolchain, store = path(toolchain, "--toolchain"), path(store, "--store")
     key, known_hosts = path(key, "--key"), path(known_hosts, "--known-hosts")
     image, initrd = path(image, "--image"), path(initrd, "--initrd")
+    rootfs, packages = path(rootfs, "--rootfs"), path(packages, "--packages")
+    wpad_build = path(wpad_build, "--wpad-build")
     if not report_only:
         check_store(store)
     from openwrt_wolf.perf import cli
@@ -834,7 +843,8 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
     cli.main(flavour=flavour, target=target, test=test, quick=quick, release=release,
              wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,
              store_dir=store, report_only=report_only, host=host, ssh=ssh,
-             image=image, initrd=initrd, append=append)  # fmt: skip
+             image=image, initrd=initrd, append=append, rootfs=rootfs, packages=packages,
+             wpad_build=wpad_build)  # fmt: skip
 
 
 # --- reports: history (issue 15) -------------------------------------------------------

@@ -363,6 +363,44 @@ def families(w: Path) -> list[Family]:
                 ["vm", "--image", str(elf), "--rootfs", str(fifo)],
             ],
         ),
+        Family("wifi image", _wifi_image(w, elf, bomb)),
+    ]
+
+
+def _wifi_image(w: Path, elf: Path, bomb: Path) -> list[list[str]]:
+    """`perf --test wifi --rootfs`: a package directory and a wpad build of special files (a
+    FIFO index, 20,001 files, a FIFO, /dev/zero and a 4 GiB sparse file as hostapd_cli), each
+    refused in one line before any boot; nothing read whole, nothing waited on."""
+    top = w / "wifi"
+    pk = {n: top / n for n in ("fifo-index", "many", "ok", "wpad-fifo", "wpad-dev", "wpad-big")}
+    if not top.exists():
+        for d in pk.values():
+            d.mkdir(parents=True)
+        os.mkfifo(pk["fifo-index"] / "packages.adb")
+        for i in range(20001):
+            (pk["many"] / f"p{i}.apk").touch()
+        (pk["many"] / "packages.adb").write_bytes(b"ADB")
+        (pk["ok"] / "packages.adb").write_bytes(b"ADB")
+        (pk["ok"] / "wpad-basic-wolfssl-2025.08.26~ca266cc2-r1.apk").write_bytes(b"apk")
+        for name in ("wpad-fifo", "wpad-dev", "wpad-big"):
+            (pk[name] / "hostapd").mkdir()
+        os.mkfifo(pk["wpad-fifo"] / "hostapd" / "hostapd_cli")
+        (pk["wpad-dev"] / "hostapd" / "hostapd_cli").symlink_to("/dev/zero")
+        with (pk["wpad-big"] / "hostapd" / "hostapd_cli").open("wb") as fh:
+            fh.truncate(4 << 30)
+    base = ["perf", "--target", "vm", "--test", "wifi", "--flavour", "wolfssl", "--image",
+            str(elf), "--toolchain", str(w / "dir")]  # fmt: skip
+    ok = ["--packages", str(pk["ok"])]
+    return [
+        [*base, "--rootfs", str(w / "fifo"), *ok],
+        [*base, "--rootfs", "/dev/zero", *ok],
+        [*base, "--rootfs", str(bomb), "--packages", str(w / "fifo")],
+        [*base, "--rootfs", str(bomb), "--packages", str(pk["fifo-index"])],
+        [*base, "--rootfs", str(bomb), "--packages", str(pk["many"])],
+        [*base, "--rootfs", str(bomb), *ok, "--wpad-build", str(pk["wpad-fifo"])],
+        [*base, "--rootfs", str(bomb), *ok, "--wpad-build", str(pk["wpad-dev"])],
+        [*base, "--rootfs", str(bomb), *ok, "--wpad-build", str(pk["wpad-big"])],
+        [*base, "--rootfs", str(bomb), *ok, "--wpad-build", "/dev/zero"],
     ]
 
 

@@ -11,6 +11,7 @@ from ..errors import WolfError
 from ..results import store
 from ..term import console
 from . import lab, report
+from .model import WifiConnections
 
 
 def _list(value: str | None, every: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -41,6 +42,9 @@ def main(
     image: str | None = None,
     initrd: str | None = None,
     append: str | None = None,
+    rootfs: str | None = None,
+    packages: str | None = None,
+    wpad_build: str | None = None,
 ) -> None:
     if not target:
         raise WolfError("--target is required", hint=f"one of: {', '.join(lab.TARGETS)}")
@@ -62,18 +66,28 @@ def main(
         given = ", ".join(k for k, v in vm.items() if v is not None)
         raise WolfError(f"{given}: only with --target vm (the malta VM boots it)")
     flavours = _list(flavour, lab.FLAVOURS, "flavour")
+    tests = _list(test, lab.TESTS, "test")
+    wanted = {"--rootfs": rootfs, "--packages": packages, "--wpad-build": wpad_build}
+    _image_wifi(target, image, tests, flavours, wanted)
     if wolfssl_config not in ("minimal", "openwrt"):
         raise WolfError(f"--wolfssl-config {wolfssl_config!r}: expected minimal or openwrt")
     if ecc not in ("sp-p256", "generic"):
         raise WolfError(f"--ecc {ecc!r}: expected sp-p256 or generic")
     rel = releases.get(release)
     req = lab.Request(
-        flavours=flavours, target=target, tests=_list(test, lab.TESTS, "test"), quick=quick,
+        flavours=flavours, target=target, tests=tests, quick=quick,
         release=rel.name, wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain,
         clock=clock, store=store_dir, login=login, image=image,
-        initrd=initrd, append=append,
+        initrd=initrd, append=append, rootfs=rootfs, packages=packages, wpad_build=wpad_build,
     )  # fmt: skip
     err = console(stderr=True)
+    if rootfs and not report_only:  # one image's record, keyed by its rootfs: shown as run
+        ran = lab.run(req, say=lambda line: err.print(line, markup=False, highlight=False))
+        shown = report.Stored(wifi={r.common.flavour: r for r in ran
+                                    if isinstance(r, WifiConnections)})  # fmt: skip
+        for t in report.tables(shown, target):
+            console().print(t)
+        return
     if not report_only:
         lab.run(req, say=lambda line: err.print(line, markup=False, highlight=False))
     elif target not in lab.TARGETS:
@@ -87,6 +101,33 @@ def main(
     for t in report.tables(results, target):
         out.print(t)
     out.print(report.caption(results), markup=False, highlight=False)
+
+
+def _image_wifi(
+    target: str, image: str | None, tests: tuple[str, ...], flavours: tuple[str, ...],
+    given: dict[str, str | None],
+) -> None:  # fmt: skip
+    """--rootfs, --packages, --wpad-build: the Wi-Fi test in a real image (perf/wifi_image.py),
+    one flavour's image per run; one line for each way of asking for it wrongly."""
+    named = ", ".join(k for k, v in given.items() if v is not None)
+    if not named:
+        return
+    if target != "vm":
+        raise WolfError(f"{named}: only with --target vm (the real image's Wi-Fi test)")
+    if tests != ("wifi",):
+        raise WolfError(f"{named}: the real image runs --test wifi only",
+                        hint="crypto, handshake, memory and soak on a real image: "
+                        "bench/openwrt_vm.py (docs/perf.md)")  # fmt: skip
+    missing = [k for k in ("--rootfs", "--packages") if given[k] is None]
+    if image is None:
+        missing.insert(0, "--image")
+    if missing:
+        raise WolfError(f"the Wi-Fi test in a real image needs {', '.join(missing)}",
+                        hint="--image a malta kernel with mac80211_hwsim, --rootfs the "
+                        "flavour's rootfs image, --packages the build's "
+                        "bin/packages/<arch>")  # fmt: skip
+    if len(flavours) != 1:
+        raise WolfError("--rootfs is one flavour's image: pass --flavour with one flavour")
 
 
 def _names(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from ..host import hosttools
 from ..results import store
 from ..targets.router.login import Login
 from ..targets.vm.wifiguest import elf_needs
-from . import crypto, handshake, heap_use, net, netlab, open_place, programs, soak, wifi
+from . import crypto, handshake, heap_use, net, netlab, open_place, programs, soak, wifi, wifi_image
 from .model import (
     CRYPTO,
     HANDSHAKE,
@@ -72,6 +72,9 @@ class Request:
     image: str | None = None  # --target vm: the malta image (kernel ELF) to boot
     initrd: str | None = None  # --target vm: with this initramfs
     append: str | None = None  # --target vm: kernel command line
+    rootfs: str | None = None  # --target vm --test wifi: a real image's rootfs (wifi_image.py)
+    packages: str | None = None  # … the build's bin/packages/<arch>
+    wpad_build: str | None = None  # … the tree's hostapd build of that wpad (hostapd_cli, wpa_cli)
     notes: list[str] = field(default_factory=list)
 
 
@@ -123,6 +126,8 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
                         hint=f"targets this lab runs: {', '.join(TARGETS)}")  # fmt: skip
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
+    if req.rootfs:
+        return [_image_wifi(req, say)]
     req = dataclasses.replace(req, tests=_tests(req, say))
     results: list[Result] = []
     others = tuple(t for t in req.tests if t != "wifi")
@@ -135,6 +140,23 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
                 "sp-p256), not --wolfssl-config/--ecc/--toolchain")  # fmt: skip
         results += wifi.run(req.flavours, quick=req.quick, store_dir=req.store, say=say)
     return results
+
+
+def _image_wifi(req: Request, say: Callable[[str], None]) -> Result:
+    """The Wi-Fi test in a real OpenWrt image (cli.py checked the options belong together)."""
+    if not (req.image and req.rootfs and req.packages and req.toolchain):
+        raise WolfError("the Wi-Fi test in a real image needs --image, --rootfs, --packages and "
+                        "--toolchain (the image's OpenWrt toolchain, for heaptrack)")  # fmt: skip
+    (flavour,) = req.flavours
+    return wifi_image.run(
+        wifi_image.Request(
+            flavour=flavour, kernel=Path(req.image), rootfs=Path(req.rootfs),
+            packages=Path(req.packages), toolchain=req.toolchain,
+            wpad_build=Path(req.wpad_build) if req.wpad_build else None,
+            release=req.release or "", quick=req.quick, store=req.store,
+        ),
+        say=say,
+    )  # fmt: skip
 
 
 def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:

@@ -210,6 +210,9 @@ class WifiMode:
     # "wpa_supplicant"/"hostapd": their -t lines of the timed connections (the times' source)
     log: dict[str, str] = field(default_factory=dict)
     heap_report: str = ""  # heaptrack's raw lines from hostapd
+    # where ap_cpu_ms/sta_cpu_ms come from: "schedstat" (ns) or "ticks" (/proc/PID/stat's
+    # utime+stime, 10 ms each: a kernel without CONFIG_SCHED_INFO, as OpenWrt's malta)
+    cpu_clock: str = "schedstat"
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,9 @@ from .wpalines import connection_times, negotiated, spread
 
 AP_CLI = "-p /var/run/hostapd -i {ap}"
 STA_CLI = "-p /var/run/wpa_supplicant -i {sta}"
-_CPU = re.compile(r"^(cpu-before|cpu-after) cpu (-?\d+) (-?\d+)$", re.M)
+_CPU = re.compile(r"^(cpu-before|cpu-after) (cpu|ticks) (-?\d+) (-?\d+)$", re.M)
+NS = {"cpu": 1, "ticks": 10_000_000}  # the helper's units: schedstat ns, or USER_HZ ticks
+CPU_CLOCK = {"cpu": "schedstat", "ticks": "ticks"}
 
 
 @cache
@@ -84,6 +86,35 @@ def configs() -> dict[str, str]:
 # -- the run -----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where one flavour's daemons, their control programs, the helper, the configuration files
+    and the heap tracker are in the guest: the lab's x86_64 guest has each flavour's build under
+    /opt/<flavour>; a real OpenWrt image has its own wpad in /usr/sbin (perf/wifi_image.py)."""
+
+    hostapd: str
+    wpa_supplicant: str
+    hostapd_cli: str
+    wpa_cli: str
+    helper: str  # data/perf/wifi-guest.sh
+    confdir: str  # ap-<mode>.conf and sta-<mode>.conf
+    heaptrack: str
+    libdir: str | None = None  # LD_LIBRARY_PATH; None: the system's libraries
+
+    @staticmethod
+    def opt(flavour: str) -> Layout:
+        """The lab's x86_64 guest (targets/vm/wifiguest.py)."""
+        o = wifiguest.WifiGuest.opt
+        return Layout(o(flavour, "hostapd"), o(flavour, "wpa_supplicant"),
+                      o(flavour, "hostapd_cli"), o(flavour, "wpa_cli"),
+                      helper="/usr/bin/wolf-wifi", confdir="/etc/wolf",
+                      heaptrack="/opt/wolf/heaptrack.so",
+                      libdir=f"/opt/{flavour}/lib:/lib")  # fmt: skip
+
+    def env(self) -> dict[str, str]:
+        return {"LD_LIBRARY_PATH": self.libdir} if self.libdir else {}
+
+
 @dataclass
 class Session:
     """The booted guest and what every step needs."""
@@ -91,6 +122,7 @@ class Session:
     place: TargetPlace
     quick: bool
     say: Callable[[str], None]
+    layout: Layout
 
     def sh(self, command: str, timeout: float | None = None) -> str:
         """A shell command in the guest (logged as the place logs it)."""
@@ -98,7 +130,7 @@ class Session:
         return self.place.run("sh", ["-c", command], {}, timeout=limit).output
 
     def wait(self, file: str, pattern: str, count: int, seconds: int) -> None:
-        self.place.run("/usr/bin/wolf-wifi", ["wait", file, pattern, str(count), str(seconds)],
+        self.place.run(self.layout.helper, ["wait", file, pattern, str(count), str(seconds)],
                        {}, timeout=float(settings()["timeouts"]["run"]))  # fmt: skip
 
     def lines(self, file: str, after: int = 0) -> str:
@@ -148,22 +180,19 @@ class Daemons:
 
 
 def _start(s: Session, flavour: str, mode: str) -> Daemons:
-    c = settings()
-    opt = f"/opt/{flavour}"
+    c, at = settings(), s.layout
     heap_file = f"{s.place.dir}/{flavour}-{mode}-heap.txt"
-    env = {"LD_LIBRARY_PATH": f"{opt}/lib:/lib", "LD_PRELOAD": "/opt/wolf/heaptrack.so",
-           heap.ENV_OUT: heap_file}  # fmt: skip
-    ap = s.place.spawn(f"{opt}/hostapd", ["-t", f"/etc/wolf/ap-{mode}.conf"], env)
+    env = {**at.env(), "LD_PRELOAD": at.heaptrack, heap.ENV_OUT: heap_file}
+    ap = s.place.spawn(at.hostapd, ["-t", f"{at.confdir}/ap-{mode}.conf"], env)
     return Daemons(flavour, mode, ap, heap_file,
-                   f"{opt}/hostapd_cli " + AP_CLI.format(ap=c["ap_interface"]),
-                   f"{opt}/wpa_cli " + STA_CLI.format(sta=c["sta_interface"]))  # fmt: skip
+                   f"{at.hostapd_cli} " + AP_CLI.format(ap=c["ap_interface"]),
+                   f"{at.wpa_cli} " + STA_CLI.format(sta=c["sta_interface"]))  # fmt: skip
 
 
 def _station(s: Session, d: Daemons) -> Server:
-    c = settings()
-    opt = f"/opt/{d.flavour}"
-    args = ["-t", "-i", c["sta_interface"], "-c", f"/etc/wolf/sta-{d.mode}.conf"]
-    d.station = s.place.spawn(f"{opt}/wpa_supplicant", args, {"LD_LIBRARY_PATH": f"{opt}/lib:/lib"})
+    c, at = settings(), s.layout
+    args = ["-t", "-i", c["sta_interface"], "-c", f"{at.confdir}/sta-{d.mode}.conf"]
+    d.station = s.place.spawn(at.wpa_supplicant, args, at.env())
     s.wait(d.station.logfile, "Successfully initialized", 1, int(c["timeouts"]["start"]))
     return d.station
 
@@ -181,7 +210,10 @@ def _witness(s: Session, d: Daemons, sta: Server) -> tuple[bool, dict[str, str],
         s.wait(d.hostapd.logfile, "AP-STA-CONNECTED", 1, seconds)
     except CommandError:
         connected = False
-    witness = {"wpa_cli status": s.sh(f"{d.sta_cli} status")}
+    # the AP's PMKSA cache, for a wpad built without debug lines (OpenWrt's default
+    # WPA_MSG_MIN_PRIORITY 3 compiles them out: the real images' wpad-basic)
+    witness = {"wpa_cli status": s.sh(f"{d.sta_cli} status"),
+               "hostapd_cli pmksa": s.sh(f"{d.ap_cli} pmksa")}  # fmt: skip
     s.sh(f"{d.ap_cli} log_level INFO >/dev/null; {d.sta_cli} log_level INFO >/dev/null")
     ap1, sta1 = s.count(d.hostapd.logfile), s.count(sta.logfile)
     for who, f, a, b in (("hostapd", d.hostapd.logfile, ap0, ap1),
@@ -192,26 +224,30 @@ def _witness(s: Session, d: Daemons, sta: Server) -> tuple[bool, dict[str, str],
 
 def _timed(
     s: Session, d: Daemons, sta: Server, n: int
-) -> tuple[list[str], list[tuple[float, float]]]:
-    """n connections: each one's result and, when ok, (hostapd, wpa_supplicant) CPU in ms."""
+) -> tuple[list[str], list[tuple[float, float]], str]:
+    """n connections: each one's result, when ok (hostapd, wpa_supplicant) CPU in ms, and the
+    clock the CPU times come from (schedstat, or 10 ms ticks)."""
     t = settings()["timeouts"]
     ap_pid, sta_pid = s.pid(d.hostapd), s.pid(sta)
     cpu: list[tuple[float, float]] = []
     results: list[str] = []
+    clock = "schedstat"
     for i in range(n):
         args = ["connect", d.sta_cli, sta.logfile, d.hostapd.logfile, ap_pid, sta_pid,
                 str(int(t["connect"]))]  # fmt: skip
-        out = s.place.run("/usr/bin/wolf-wifi", args, {}, timeout=float(t["run"])).output
+        out = s.place.run(s.layout.helper, args, {}, timeout=float(t["run"])).output
         ok = "result ok" in out
         results.append("ok" if ok else "timeout")
-        cpus = {k: (int(a), int(b)) for k, a, b in _CPU.findall(out)}
-        if ok and len(cpus) == 2:
+        found = _CPU.findall(out)
+        cpus = {k: (int(a) * NS[u], int(b) * NS[u]) for k, u, a, b in found}
+        if ok and len(cpus) == 2 and min(min(v) for v in cpus.values()) >= 0:
+            clock = CPU_CLOCK[found[0][1]]
             (a0, b0), (a1, b1) = cpus["cpu-before"], cpus["cpu-after"]
             cpu.append(((a1 - a0) / 1e6, (b1 - b0) / 1e6))
         if (i + 1) % max(1, n // 4) == 0 or i + 1 == n:
             s.say(f"perf: {d.flavour}: wifi {d.mode}: {i + 1}/{n} connections "
                   f"({results.count('timeout')} failed)")  # fmt: skip
-    return results, cpu
+    return results, cpu, clock
 
 
 ERROR_LINE = re.compile(r"fail|error|not compiled|reject|unsupported", re.I)
@@ -244,7 +280,7 @@ def measure_mode(s: Session, flavour: str, mode: str) -> WifiMode:
                             _phase("idle", idle, None), None,
                             missing=f"{why}: " + ("; ".join(errs[:3]) or "see the witness lines"),
                             errors=errs[:10], heap_report=s.lines(d.heap_file))  # fmt: skip
-        results, cpu = _timed(s, d, sta, n)
+        results, cpu, clock = _timed(s, d, sta, n)
         conn = _mark(s, d.hostapd, d.heap_file, 2)
         log = {"wpa_supplicant": s.lines(sta.logfile, sta1),
                "hostapd": s.lines(d.hostapd.logfile, ap1)}  # fmt: skip
@@ -256,17 +292,19 @@ def measure_mode(s: Session, flavour: str, mode: str) -> WifiMode:
         ms = [x.ms for x in timed]
         median = round(statistics.median(ms), 3) if ms else None
         if median is not None:
-            s.say(
-                f"perf: {flavour}: wifi {mode}: median {median:.1f} ms of {len(ms)}, "
-                f"CPU hostapd {statistics.median(a for a, _ in cpu):.1f} ms, wpa_supplicant "
-                f"{statistics.median(b for _, b in cpu):.1f} ms (group {got.get('group')})"
-            )
+            per = statistics.mean if clock == "ticks" else statistics.median
+            cpu_said = "no CPU times"
+            if cpu:
+                cpu_said = (f"CPU hostapd {per(a for a, _ in cpu):.1f} ms, wpa_supplicant "
+                        f"{per(b for _, b in cpu):.1f} ms ({clock})")  # fmt: skip
+            s.say(f"perf: {flavour}: wifi {mode}: median {median:.1f} ms of {len(ms)}, {cpu_said} "
+                  f"(group {got.get('group', 'not reported')})")  # fmt: skip
         return WifiMode(
             mode, title, n, results.count("ok"), results.count("timeout"), ms,
             [x.auth_ms for x in timed], median, spread(ms),
             [round(a, 3) for a, _ in cpu], [round(b, 3) for _, b in cpu], got, witness,
             _phase("idle", idle, None), _phase("connections", conn, idle), errors=errors,
-            log=log, heap_report=s.lines(d.heap_file),
+            log=log, heap_report=s.lines(d.heap_file), cpu_clock=clock,
         )  # fmt: skip
     finally:
         for server in (d.station, d.hostapd):
@@ -274,15 +312,22 @@ def measure_mode(s: Session, flavour: str, mode: str) -> WifiMode:
                 s.place.stop(server)
 
 
-def _metrics(modes: dict[str, WifiMode]) -> dict[str, dict[str, Any]]:
+def measure_modes(s: Session, flavour: str) -> dict[str, WifiMode]:
+    return {mode: measure_mode(s, flavour, mode) for mode in modes()}
+
+
+def metrics(modes: dict[str, WifiMode]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, m in modes.items():
         key = name.replace("-", "_")
         if m.median_ms is not None:
             out[f"wifi_{key}_ms"] = metric(m.median_ms, "ms")
-            out[f"wifi_{key}_ap_cpu_ms"] = metric(round(statistics.median(m.ap_cpu_ms), 3), "ms")
-            out[f"wifi_{key}_sta_cpu_ms"] = metric(round(statistics.median(m.sta_cpu_ms), 3),
-                                                   "ms")  # fmt: skip
+        # per connection: the median of schedstat's ns; of 10 ms ticks, the mean (a median of
+        # values that are multiples of 10 ms says little)
+        per = statistics.mean if m.cpu_clock == "ticks" else statistics.median
+        if m.median_ms is not None and m.ap_cpu_ms:
+            out[f"wifi_{key}_ap_cpu_ms"] = metric(round(per(m.ap_cpu_ms), 3), "ms")
+            out[f"wifi_{key}_sta_cpu_ms"] = metric(round(per(m.sta_cpu_ms), 3), "ms")
         if m.heap_idle is not None:
             out[f"hostapd_heap_idle_{key}"] = metric(m.heap_idle.live, "B")
         if m.heap_connections is not None:
@@ -322,7 +367,7 @@ def _record(
         backend=f"wpad-basic-{f} (CONFIG_TLS={wpad.data()['flavour'][f]['tls']})",
         userland_key=b.root.name, footprint_key=lib.cache_key,
         client="wpa_supplicant of the same wpad build", where=where, target="vm",
-        emulated=True, quick=quick, metrics=_metrics(modes_), seconds=round(seconds, 1),
+        emulated=True, quick=quick, metrics=metrics(modes_), seconds=round(seconds, 1),
     )  # fmt: skip
     return WifiConnections(
         common=common, modes=modes_,
@@ -361,8 +406,8 @@ def run(
         try:
             for f in flavours:
                 start = time.monotonic()
-                session = Session(place, quick, say)
-                results = {mode: measure_mode(session, f, mode) for mode in modes()}
+                session = Session(place, quick, say, Layout.opt(f))
+                results = measure_modes(session, f)
                 rec = _record(f, builds[f], results, quick, time.monotonic() - start, guest,
                               machine, loaded)  # fmt: skip
                 st.put(store.Record(kind=WIFI, key=record_key(f, "vm", "wifi"),

@@ -65,6 +65,44 @@ def test_negotiated_owe_group_before_the_connection() -> None:
     assert "not OWE" in wpalines.negotiated("owe", {**w, "wpa_cli status": SAE_STATUS})[1]
 
 
+# the real malta/be image's wpad-basic-wolfssl (2025.08.26~ca266cc2-r1) prints no debug lines
+# (WPA_MSG_MIN_PRIORITY 3): what it and its hostapd_cli printed for an SAE H&P connection
+IMG_STATUS = ("bssid=02:00:00:00:00:00\nfreq=2412\nssid=wolf-wifi\nid=0\nmode=station\n"
+              "pairwise_cipher=CCMP\ngroup_cipher=CCMP\nkey_mgmt=SAE\npmf=2\n"
+              "mgmt_group_cipher=BIP\nsae_group=19\nsae_h2e=0\nsae_pk=0\nwpa_state=COMPLETED\n"
+              "address=02:00:00:00:01:00\n")  # fmt: skip
+IMG_AP = ("1796494697.464200: wlan0: AP-STA-CONNECTED 02:00:00:00:01:00 auth_alg=sae\n"
+          "1796494697.484182: wlan0: EAPOL-4WAY-HS-COMPLETED 02:00:00:00:01:00")  # fmt: skip
+IMG_PMKSA = ("Index / SPA / PMKID / expiration (in seconds) / opportunistic\n"
+             "0 02:00:00:00:01:00 1be70a2ad585544cf8fe9decc4830dfa 43199 0\n")  # fmt: skip
+IMG_STA = ("1796494696.921704: wlan1: SME: Trying to authenticate with 02:00:00:00:00:00 "
+           "(SSID='wolf-wifi' freq=2412 MHz)\n1796494697.474298: wlan1: CTRL-EVENT-CONNECTED - "
+           "Connection to 02:00:00:00:00:00 completed [id=0 id_str=]")  # fmt: skip
+
+
+def test_negotiated_without_debug_lines_from_the_ap_s_events_and_cache() -> None:
+    w = {"wpa_cli status": IMG_STATUS, "hostapd": IMG_AP, "hostapd_cli pmksa": IMG_PMKSA,
+         "wpa_supplicant": IMG_STA}  # fmt: skip
+    got, wrong = wpalines.negotiated("sae-hnp", w)
+    assert wrong == ""
+    assert (got["group"], got["h2e"]) == ("19", "0")
+    assert got["pmkid"] == "1be70a2ad585544cf8fe9decc4830dfa"
+    assert "the mode asks for 1" in wpalines.negotiated("sae-h2e", w)[1]
+    # each witness missing or about another station fails it
+    other = IMG_PMKSA.replace("02:00:00:00:01:00", "02:00:00:00:02:00")
+    assert "0 entries" in wpalines.negotiated("sae-hnp", {**w, "hostapd_cli pmksa": other})[1]
+    no_4way = {**w, "hostapd": IMG_AP.splitlines()[0]}
+    assert "4-way handshake" in wpalines.negotiated("sae-hnp", no_4way)[1]
+    opened = {**w, "hostapd": IMG_AP.replace("auth_alg=sae", "auth_alg=open")}
+    assert "not sae" in wpalines.negotiated("sae-hnp", opened)[1]
+    # OWE: the same AP witnesses with auth_alg=open; its group is not reported
+    owe = {**w, "wpa_cli status": IMG_STATUS.replace("key_mgmt=SAE", "key_mgmt=OWE"),
+           "hostapd": IMG_AP.replace("auth_alg=sae", "auth_alg=open")}  # fmt: skip
+    got, wrong = wpalines.negotiated("owe", owe)
+    assert wrong == "" and "group" not in got
+    assert "not OWE" in wpalines.negotiated("owe", {**owe, "wpa_cli status": IMG_STATUS})[1]
+
+
 @pytest.mark.parametrize(
     ("values", "want"),
     [([5.0], {"min": 5.0, "p25": 5.0, "p75": 5.0, "max": 5.0}),

@@ -7,12 +7,14 @@ from its raw lines, or whose image is not the one OpenWrt built, fails here."""
 
 from __future__ import annotations
 
+import re
+import statistics
 from pathlib import Path
 
 import pytest
 
 from openwrt_wolf.perf import heap
-from openwrt_wolf.perf.model import IMAGE, MEMORY, HeapUse, ImageServer
+from openwrt_wolf.perf.model import IMAGE, MEMORY, WIFI, HeapUse, ImageServer, WifiConnections
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results.store import FileStore, Record
 
@@ -119,3 +121,77 @@ def test_every_soak_names_its_failures() -> None:
         pids = s.get("uhttpd_pids", [])
         if len(pids) == 2 and s["request_failures"] == 0:
             assert pids[0] == pids[1]
+
+
+STAMP = re.compile(r"^(\d+\.\d{6}): (.*)$", re.M)
+MARK = re.compile(r"^heaptrack pid=\d+ event=mark live=(\d+) peak=(\d+) allocs=\d+ frees=\d+$",
+                  re.M)  # fmt: skip
+
+
+def _connections(sta_lines: str) -> list[float]:
+    """Each connection in wpa_supplicant's -t lines, read here: from the first "SME: Trying to
+    authenticate" after the last connection or disconnection to CTRL-EVENT-CONNECTED, ms."""
+    out, start = [], None
+    for t, msg in STAMP.findall(sta_lines):
+        if "SME: Trying to authenticate" in msg and start is None:
+            start = float(t)
+        elif "CTRL-EVENT-CONNECTED" in msg and start is not None:
+            out.append(round((float(t) - start) * 1000, 3))
+            start = None
+        elif "CTRL-EVENT-DISCONNECTED" in msg:
+            start = None
+    return out
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_wifi_in_the_real_image_follows_from_the_daemons_own_lines(
+    flavour: str, openwrt_tree_25125: Path
+) -> None:
+    """The image's own wpad-basic (the v25.12.5 tree's hostapd pin) in the image OpenWrt's make
+    wrote: every timed connection recomputed from wpa_supplicant's -t lines, the CPU figure the
+    mean of the 10 ms ticks, the method and group from the station's status, and the AP's own
+    events and PMKSA cache for that station (4-way handshake completed: the same PMK on both
+    sides), hostapd's idle heap from heaptrack's first mark."""
+    (rec,) = [r for r in records(WIFI) if r.flavour == flavour]
+    w = WifiConnections.from_dict(rec.data)
+    assert w.guest["rootfs_sha256"] == openwrt_sha256(
+        flavour, "openwrt-malta-be-rootfs-squashfs.img.gz"
+    )
+    mk = (openwrt_tree_25125 / "package/network/services/hostapd/Makefile").read_text()
+    pin = {k: re.search(rf"^PKG_{k}:=(\S+)$", mk, re.M) for k in ("SOURCE_DATE", "SOURCE_VERSION",
+                                                                  "RELEASE")}  # fmt: skip
+    date, version, release = (m[1] if m else "" for m in pin.values())
+    want = f"wpad-basic-{flavour}-{date.replace('-', '.')}~{version[:8]}-r{release}.apk"
+    assert w.wpad["package"] == want
+    installed = w.wpad["installed"]  # `apk info` in the image after the run: names
+    assert f"wpad-basic-{flavour}" in installed
+    if flavour == "wolfssl":
+        assert not [p for p in installed if "mbedtls" in p], installed
+    metrics = {k: v["value"] for k, v in w.common.metrics.items()}
+    for name, m in w.modes.items():
+        key = name.replace("-", "_")
+        assert (m.ok, m.failed) == (m.connections, 0), m.errors
+        times = _connections(m.log["wpa_supplicant"])
+        assert times == m.ms and len(times) == m.connections
+        assert metrics[f"wifi_{key}_ms"] == round(statistics.median(times), 3)
+        assert m.cpu_clock == "ticks" and len(m.ap_cpu_ms) == m.connections
+        assert all(round(x) % 10 == 0 for x in m.ap_cpu_ms + m.sta_cpu_ms)
+        assert metrics[f"wifi_{key}_ap_cpu_ms"] == round(statistics.mean(m.ap_cpu_ms), 3)
+        status = dict(ln.split("=", 1) for ln in m.witness["wpa_cli status"].splitlines()
+                      if "=" in ln)  # fmt: skip
+        assert status["wpa_state"] == "COMPLETED"
+        addr, ap = status["address"], m.witness["hostapd"]
+        if name == "owe":
+            assert status["key_mgmt"] == "OWE" and f"{addr} auth_alg=open" in ap
+        else:
+            assert (status["key_mgmt"], status["sae_group"]) == ("SAE", "19")
+            assert status["sae_h2e"] == ("1" if name == "sae-h2e" else "0")
+            assert f"AP-STA-CONNECTED {addr} auth_alg=sae" in ap
+        assert f"EAPOL-4WAY-HS-COMPLETED {addr}" in ap
+        assert re.search(rf"^\d+ {addr} [0-9a-f]{{32}} ", m.witness["hostapd_cli pmksa"], re.M)
+        first = MARK.search(m.heap_report)
+        assert first and m.heap_idle is not None and m.heap_idle.live == int(first[1])
+    rows = comparison.tables([], [], FileStore(RUN / "records"), list(FLAVOURS), None, None)
+    perf = {r.id: r for t in rows if t.id == "performance" for r in t.rows}
+    row = perf["perf:wifi_sae_hnp_ms:malta-be"]
+    assert row.values[flavour].value == metrics["wifi_sae_hnp_ms"] and row.reference

@@ -5,7 +5,8 @@
 #   wolf-wifi wait FILE PATTERN COUNT SECONDS
 #       until FILE has COUNT lines holding PATTERN (fixed string); exit 1 after SECONDS
 #   wolf-wifi cpu PID...
-#       "cpu <ns> ..." : each process's time on a CPU (/proc/PID/schedstat, first field)
+#       "cpu <ns> ..." : each process's time on a CPU (/proc/PID/schedstat, first field), or
+#       "ticks <n> ..." (utime+stime of /proc/PID/stat) where the kernel has no schedstat
 #   wolf-wifi connect WPA_CLI STA_LOG AP_LOG AP_PID STA_PID SECONDS
 #       one timed connection of the station: disconnect it (and wait until the AP saw it go),
 #       forget its PMKSA cache (so the next connection authenticates in full), read both
@@ -32,12 +33,32 @@ wait_for() {
 	return 0
 }
 
+ticks_of() {
+	# utime+stime: fields 14 and 15 of /proc/PID/stat, counted after "(comm) " (which may hold
+	# spaces)
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo -1; return; }
+	s=${s##*) }
+	# shellcheck disable=SC2086
+	set -- $s
+	echo $((${12} + ${13}))
+}
+
 cpu() {
-	line=cpu
-	for pid in "$@"; do
-		read -r ns _ < "/proc/$pid/schedstat" || ns=-1
-		line="$line $ns"
-	done
+	# the time on a CPU in ns (schedstat), or, on a kernel without CONFIG_SCHED_INFO (OpenWrt's
+	# malta), utime+stime in clock ticks of 10 ms (USER_HZ); ticks are printed as they are, the
+	# lab converts them (32-bit ash arithmetic would overflow in ns)
+	if [ -r "/proc/$1/schedstat" ]; then
+		line=cpu
+		for pid in "$@"; do
+			read -r ns _ < "/proc/$pid/schedstat" || ns=-1
+			line="$line $ns"
+		done
+	else
+		line=ticks
+		for pid in "$@"; do
+			line="$line $(ticks_of "$pid")"
+		done
+	fi
 	echo "$line"
 }
 
