@@ -60,6 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf import paths
 from openwrt_wolf.hashing import file_sha256
+from openwrt_wolf.perf import image_heap
+from openwrt_wolf.perf.image_heap import https_get, insecure_context
 from openwrt_wolf.perf.model import (
     IMAGE,
     MEMORY,
@@ -110,29 +112,6 @@ def https_from_host(port: int, deadline: float) -> dict[str, Any]:
             last = f"{type(e).__name__}: {e}"
             time.sleep(3)
     return {"ok": False, "error": last}
-
-
-def insecure_context() -> ssl.SSLContext:
-    """The host client's context: the image's px5g certificate is self-signed."""
-    ctx = ssl.create_default_context()
-    ctx.check_hostname = False
-    ctx.verify_mode = ssl.CERT_NONE
-    return ctx
-
-
-def https_get(
-    port: int, path: str = "/", timeout: float = 60, ctx: ssl.SSLContext | None = None
-) -> bytes:
-    """One HTTP/1.0 GET over TLS to the forwarded uhttpd, read to the end: its first bytes."""
-    with (
-        socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw,
-        (ctx or insecure_context()).wrap_socket(raw, server_hostname="OpenWrt") as s,
-    ):
-        s.sendall(f"GET {path} HTTP/1.0\r\nHost: OpenWrt\r\n\r\n".encode())
-        head = s.recv(64)
-        while s.recv(65536):
-            pass
-        return head
 
 
 def uhttpd_memory(vm: VM) -> dict[str, int]:
@@ -311,7 +290,6 @@ def _loop_failures(vm: VM, command: str, n: int, timeout: float) -> int:
 
 
 HEAPTRACK = paths.DATA_DIR / "perf" / "heaptrack.c"
-WOLF_HOST = "wolf-host"  # the host, as the guest's /etc/hosts names it for the download's SAN
 
 
 def build_heaptrack(toolchain: Path, out: Path) -> Path:
@@ -332,127 +310,18 @@ def build_heaptrack(toolchain: Path, out: Path) -> Path:
     return so
 
 
-def download_pki(d: Path, download_bytes: int) -> Any:
-    """The lab's download (net.make_pki's file) behind a certificate for WOLF_HOST, signed by a
-    CA the guest adds to its own bundle directory (/etc/ssl/certs)."""
-    from openwrt_wolf.perf import net
-
-    pki = net.make_pki(d, 1024, download_bytes)
-    ext = d / "ext-wolf-host"
-    ext.write_text(f"subjectAltName=DNS:{WOLF_HOST}\nbasicConstraints=CA:FALSE\n")
-    run = functools.partial(subprocess.run, cwd=d, check=True, timeout=60, capture_output=True)
-    run(["openssl", "req", "-new", "-key", "srv.key", "-out", "host.csr", "-subj",
-         f"/CN={WOLF_HOST}"])  # fmt: skip
-    run(["openssl", "x509", "-req", "-in", "host.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-         "-CAcreateserial", "-extfile", ext.name, "-out", "host.crt", "-days", "30"])  # fmt: skip
-    return net.Pki(pki.dir, pki.ca, d / "host.crt", pki.key, pki.www)
-
-
-def heap_mark(vm: VM, out: str, settle: float) -> Any:
-    """SIGUSR2 to the preloaded uhttpd once its connections are done: its new mark line."""
-    from openwrt_wolf.perf import heap
-
-    time.sleep(settle)
-
-    def marks() -> list[heap.HeapReport]:
-        return [r for r in heap.parse(vm.run(f"cat {out}").output) if r.event == "mark"]
-
-    n = len(marks())
-    vm.run("kill -USR2 $(pidof uhttpd)")
-    for _ in range(60):
-        got = marks()
-        if len(got) > n:
-            return got[-1]
-        time.sleep(0.5)
-    raise SystemExit(f"bench: uhttpd wrote no heap mark to {out}")
-
-
-def page_requests(port: int, n: int, at_once: bool = False) -> int:
-    """n HTTPS GETs of /page (1 KiB, as the lab's), one after the other or all n connecting at
-    the same moment (a barrier): how many got a 200."""
-    ctx = insecure_context()
-    gate = threading.Barrier(n) if at_once else None
-
-    def one(_: int) -> bool:
-        try:
-            if gate:
-                gate.wait(timeout=120)
-            return b" 200 " in https_get(port, "/page", 120, ctx)[:16]
-        except (OSError, ssl.SSLError, threading.BrokenBarrierError):
-            return False
-
-    if not at_once:
-        return sum(one(i) for i in range(n))
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(n) as pool:
-        return sum(pool.map(one, range(n)))
-
-
 def heap_in_image(
     vm: VM, a: argparse.Namespace, work: Path, pki: Any, https_port: int
 ) -> dict[str, Any]:
-    """The lab's Memory test (perf/heap_use.py) on the image's own programs: heaptrack
-    preloaded into its uclient-fetch (one 1 MiB download from the host, verified against the
-    image's CA bundle directory) and into its uhttpd (after one warm-up request, SIGUSR2 marks
-    around n, 2n and 4-at-once requests for a 1 KiB page, the lab's uhttpd arguments)."""
-    from openwrt_wolf.perf import heap, heap_use, net
-
+    """The lab's Memory test on the image's own programs (openwrt_wolf/perf/image_heap.py)."""
     so = build_heaptrack(a.heap_toolchain, work)
-    vm.put(so, "/tmp/heaptrack.so", timeout=600)
-    vm.put(pki.ca, "/etc/ssl/certs/wolf-perf-ca.crt")
-    vm.run(f"grep -q ' {WOLF_HOST}$' /etc/hosts || echo '{HOST_ON_LAN} {WOLF_HOST}' >> /etc/hosts")
-    pre = "LD_PRELOAD=/tmp/heaptrack.so HEAPTRACK_OUT"
-    with net.download_server(pki) as dport:
-        r = vm.run(f"rm -f /tmp/heap-fetch.txt /tmp/download; {pre}=/tmp/heap-fetch.txt "
-                   f"uclient-fetch -q -O /tmp/download https://{WOLF_HOST}:{dport}/{net.DOWNLOAD}"
-                   "; echo rc=$?; wc -c < /tmp/download", timeout=300)  # fmt: skip
-    got = r.output.split()
-    if "rc=0" not in got or got[-1] != "1048576":
-        clock = vm.run("date").output.strip()
-        raise SystemExit(
-            f"bench: the image's uclient-fetch download failed: {r.output[-300:]} (guest: {clock})"
-        )
-    fetch_raw = vm.run("cat /tmp/heap-fetch.txt").output
-    ends = [x for x in heap.parse(fetch_raw) if x.event == "exit"]
-    if not ends:
-        raise SystemExit("bench: the image's uclient-fetch wrote no heap report")
-    dl = ends[-1]
-    out = "/tmp/heap-uhttpd.txt"
-    vm.run("/etc/init.d/uhttpd stop; sleep 1; dd if=/dev/urandom of=/www/page bs=1024 count=1 "
-           f"2>/dev/null; rm -f {out}; ({pre}={out} uhttpd -f -h /www -s 0.0.0.0:443 "
-           "-C /etc/uhttpd.crt -K /etc/uhttpd.key </dev/null >/dev/null 2>&1 &); sleep 2",
-           timeout=60)  # fmt: skip
-    n, settle = a.requests, 1.0
-    phases: list[HeapPhase] = []
-    failed = 0
-    deadline = time.monotonic() + 120
-    while page_requests(https_port, 1) != 1:  # warm-up, and uhttpd is listening
-        if time.monotonic() > deadline:
-            raise SystemExit("bench: the preloaded uhttpd did not answer")
-        time.sleep(2)
-    m0 = heap_mark(vm, out, settle)
-    phases.append(HeapPhase("before", 0, m0.live, m0.peak, m0.allocs, m0.frees))
-    failed += n - page_requests(https_port, n)
-    m1 = heap_mark(vm, out, settle)
-    phases.append(heap_use.phase("requests", n, m1, m0))
-    failed += 2 * n - page_requests(https_port, 2 * n)
-    m2 = heap_mark(vm, out, settle)
-    phases.append(heap_use.phase("double", 2 * n, m2, m1))
-    failed += 4 - page_requests(https_port, 4, at_once=True)
-    m3 = heap_mark(vm, out, settle)
-    phases.append(heap_use.phase("concurrent", 4, m3, m2))
-    raw = vm.run(f"cat {out}").output
-    vm.run("kill $(pidof uhttpd); sleep 1; /etc/init.d/uhttpd start; sleep 2", timeout=60)
-    if failed:
-        raise SystemExit(f"bench: {failed} requests to the preloaded uhttpd failed")
-    download = HeapPhase("download", 1, dl.live, dl.peak, dl.allocs, dl.frees)
+    got = image_heap.measure(vm, so, pki, https_port, a.requests, say=print)
     return {
-        "download": asdict(download),
-        "download_bytes": 1048576,
-        "server": [asdict(p) for p in phases],
-        "reports": {"uclient-fetch": fetch_raw, "uhttpd": raw},
-        "metrics": heap_use.memory_metrics(download, phases),
+        "download": asdict(got.download),
+        "download_bytes": got.download_bytes,
+        "server": [asdict(p) for p in got.server],
+        "reports": got.reports,
+        "metrics": got.metrics,
     }
 
 
@@ -676,7 +545,7 @@ def run(
             cases.append("otherkey")
         srv, port = serve(repo)
         # made before the boot: a certificate newer than the guest's clock is not valid yet
-        pki = download_pki(repo / "pki", 1048576) if a.heap_toolchain else None
+        pki = image_heap.download_pki(repo / "pki") if a.heap_toolchain else None
         try:
             with VM(spec) as vm:
                 t0 = time.monotonic()
