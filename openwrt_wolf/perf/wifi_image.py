@@ -16,19 +16,15 @@ is made from the tree's own kernel). In the booted image:
    of the lab's x86_64 guest, uploaded;
 4. perf/wifi.py's modes run unchanged (witness connection, timed connections, heap marks).
 
-QEMU runs with -icount (data/perf/wifi.toml): the guest's clock counts instructions, so the
-figures do not move with the host's load; they are an emulated MIPS 24Kc's, compared as ratios
-between flavours and beside the reference's router."""
+QEMU runs without -icount (data/perf/wifi.toml says why): the guest's clock is the host's, so
+the run wants an idle host (the record keeps its load); the figures are an emulated MIPS
+24Kc's, compared as ratios between flavours and beside the reference's router."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import os
 import re
 import shlex
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,14 +32,10 @@ from pathlib import Path
 
 from .. import paths, proc
 from ..errors import WolfError
-from ..footprint import spec, toolchain
 from ..hashing import file_sha256
-from ..host import hosttools
 from ..results import store
-from ..targets.vm.image import private_disk
 from ..targets.vm.machine import VM, lan_host, served
-from ..targets.vm.qemu import binary, spec_for
-from . import open_place, programs, wifi
+from . import image_boot, wifi
 from .model import WIFI, NetCommon, Where, WifiConnections, record_key
 from .place import TargetPlace
 
@@ -126,87 +118,49 @@ def _head(path: Path) -> bytes:
         return fh.read(4)
 
 
-def _check(req: Request) -> None:
-    for what, p in (("--image", req.kernel), ("--rootfs", req.rootfs)):
-        if not p.is_file():
-            raise WolfError(f"{what} {p}: not a file")
-    if not req.packages.is_dir():
-        raise WolfError(f"--packages {req.packages}: not a directory")
-
-
 def run(req: Request, say: Callable[[str], None] = print) -> WifiConnections:
     """Boot the image, install its wpad, measure every mode, store one perf-wifi record."""
-    _check(req)
+    img = image_boot.Image(req.kernel, req.rootfs, req.toolchain, req.release)
+    img.check()
+    if not req.packages.is_dir():
+        raise WolfError(f"--packages {req.packages}: not a directory")
     rp = repo(req.packages, req.flavour)
     cli = {} if rp.cli else cli_programs(req.wpad_build)
     c = wifi.settings()
     st = store.FileStore(paths.store_dir(req.store))
-    hosttools.ensure([binary(spec_for(req.kernel).kernel)])
-    rootfs_sha, kernel_sha = file_sha256(req.rootfs), file_sha256(req.kernel)
-    start, load = time.monotonic(), [round(os.getloadavg()[0], 2)]
     extra = tuple(c["qemu_extra_malta"])
-    clock = "guest instructions" if "-icount" in extra else "wall (TCG: the host's clock)"
-    with contextlib.ExitStack() as stack:
-        disk = stack.enter_context(private_disk(req.rootfs))
-        vm_spec = dataclasses.replace(spec_for(req.kernel, rootfs=disk),
-                                      extra=extra)  # fmt: skip
-        machine = (f"{binary(vm_spec.kernel)} -M malta TCG{''.join(' ' + x for x in extra)}, "
-                   f"{req.kernel.name} (mac80211_hwsim)")  # fmt: skip
-        say(f"perf: wifi: booting {req.rootfs.name} with {req.kernel.name}")
-        vm = stack.enter_context(VM(vm_spec, name="qemu-malta-wifi"))
-        vm.boot("network")
-        place = TargetPlace(vm, label="vm", emulated=True, address="")
-        stack.callback(place.close)
-        arch = spec.get_arch(open_place.lab_arch(place.platform, "vm"))
-        tc = toolchain.find(arch, req.toolchain)
-        open_place.check_libc(place, tc)
-        bs = spec.resolve("mbedtls", req.release, "openwrt", arch.name)  # for its CPU flags
-        shim = programs.shim("heaptrack", bs, tc)
-        nets = vm.run("ls /sys/class/net", timeout=60).output.split()
+    with image_boot.booted(img, extra=extra, name="qemu-malta-wifi", say=say) as b:
+        nets = b.vm.run("ls /sys/class/net", timeout=60).output.split()
         if not {c["ap_interface"], c["sta_interface"]} <= set(nets):
             raise WolfError(f"{req.kernel.name} gives the image no {c['ap_interface']}/"
                             f"{c['sta_interface']} radios (interfaces: {' '.join(nets)})",
-                            hint="boot a kernel with mac80211_hwsim (docs/perf.md, Wi-Fi on "
-                            "MIPS)")  # fmt: skip
-        installed = _install(vm, rp, req.flavour, say)
-        layout = _upload(place, cli, shim)
-        release = ". /etc/openwrt_release; echo $DISTRIB_ID $DISTRIB_RELEASE $DISTRIB_TARGET"
-        guest = {
-            "kernel": str(req.kernel),
-            "kernel_sha256": kernel_sha,
-            "rootfs": str(req.rootfs),
-            "rootfs_sha256": rootfs_sha,
-            "uname": vm.run("uname -r -v").output.strip(),
-            "release": vm.run(release).output.strip(),
-            "radios": vm.run("ls /sys/class/ieee80211").output.strip(),
-            "qemu": machine,
-        }
-        target = vm.run(". /etc/openwrt_release; echo $DISTRIB_TARGET").output.strip()
-        session = wifi.Session(place, req.quick, say, layout)
+                            hint="boot a kernel with mac80211_hwsim (docs/perf.md, Wi-Fi in "
+                            "the real malta images)")  # fmt: skip
+        installed = _install(b.vm, rp, req.flavour, say)
+        layout = _upload(b.place, cli, b.shim)
+        b.guest["radios"] = b.vm.run("ls /sys/class/ieee80211").output.strip()
+        session = wifi.Session(b.place, req.quick, say, layout)
         results = wifi.measure_modes(session, req.flavour)
-    load.append(round(os.getloadavg()[0], 2))
-    guest["host_load"] = " ".join(map(str, load))  # 1-minute load average, before and after
     tls = [p for p in installed if TLS.match(p)]
+    rootfs_sha = b.guest["rootfs_sha256"]
     rec = WifiConnections(
         common=NetCommon(
             flavour=req.flavour, library="the image's: " + ", ".join(tls),
             backend=f"the image's wpad-basic-{req.flavour} ({rp.wpad.name})",
             userland_key=f"image-{rootfs_sha[:12]}", footprint_key="",
             client="the same image's wpa_supplicant (wpad-basic)",
-            where=Where("vm", True, machine, clock), target="vm", emulated=True,
-            quick=req.quick, metrics=wifi.metrics(results),
-            seconds=round(time.monotonic() - start, 1),
+            where=Where("vm", True, f"{b.machine} (mac80211_hwsim)", b.clock), target="vm",
+            emulated=True, quick=req.quick, metrics=wifi.metrics(results), seconds=b.seconds(),
         ),
         modes=results,
         wpad={"package": rp.wpad.name, "package_sha256": file_sha256(rp.wpad),
               "installed": installed,
               "cli": {n: {"from": str(p), "sha256": file_sha256(p)} for n, p in cli.items()}
               or {p.name: {"from": str(p), "sha256": file_sha256(p)} for p in rp.cli}},
-        guest=guest,
+        guest=b.guest,
     )  # fmt: skip
     key = record_key(req.flavour, "vm", f"wifi-image-{rootfs_sha[:12]}")
-    device = target.replace("/", "-") or None  # malta/be: the device the image records use
-    st.put(store.Record(kind=WIFI, key=key, release=req.release, device=device,
+    st.put(store.Record(kind=WIFI, key=key, release=req.release, device=b.device,
                         flavour=req.flavour, data=rec.to_dict()))  # fmt: skip
     return rec
 
