@@ -368,9 +368,10 @@ def families(w: Path) -> list[Family]:
 
 
 def _wifi_image(w: Path, elf: Path, bomb: Path) -> list[list[str]]:
-    """`perf --test wifi --rootfs`: a package directory and a wpad build of special files (a
-    FIFO index, 20,001 files, a FIFO, /dev/zero and a 4 GiB sparse file as hostapd_cli), each
-    refused in one line before any boot; nothing read whole, nothing waited on."""
+    """`perf --test wifi|memory --rootfs`: a package directory and a wpad build of special
+    files (a FIFO index, 20,001 files, a FIFO, /dev/zero and a 4 GiB sparse file as
+    hostapd_cli), a FIFO rootfs, a gzip bomb or /dev/zero as the kernel, each refused in one
+    line before any boot; nothing read whole, nothing waited on."""
     top = w / "wifi"
     pk = {n: top / n for n in ("fifo-index", "many", "ok", "wpad-fifo", "wpad-dev", "wpad-big")}
     if not top.exists():
@@ -391,6 +392,8 @@ def _wifi_image(w: Path, elf: Path, bomb: Path) -> list[list[str]]:
     base = ["perf", "--target", "vm", "--test", "wifi", "--flavour", "wolfssl", "--image",
             str(elf), "--toolchain", str(w / "dir")]  # fmt: skip
     ok = ["--packages", str(pk["ok"])]
+    mem = ["perf", "--target", "vm", "--test", "memory", "--flavour", "mbedtls", "--toolchain",
+           str(w / "dir")]  # fmt: skip
     return [
         [*base, "--rootfs", str(w / "fifo"), *ok],
         [*base, "--rootfs", "/dev/zero", *ok],
@@ -401,6 +404,10 @@ def _wifi_image(w: Path, elf: Path, bomb: Path) -> list[list[str]]:
         [*base, "--rootfs", str(bomb), *ok, "--wpad-build", str(pk["wpad-dev"])],
         [*base, "--rootfs", str(bomb), *ok, "--wpad-build", str(pk["wpad-big"])],
         [*base, "--rootfs", str(bomb), *ok, "--wpad-build", "/dev/zero"],
+        # the Memory test in a real image takes the same --image/--rootfs
+        [*mem, "--image", str(elf), "--rootfs", str(w / "fifo")],
+        [*mem, "--image", str(bomb), "--rootfs", str(bomb)],
+        [*mem, "--image", "/dev/zero", "--rootfs", str(bomb)],
     ]
 
 

@@ -11,7 +11,7 @@ from ..errors import WolfError
 from ..results import store
 from ..term import console
 from . import lab, report
-from .model import WifiConnections
+from .model import HeapUse, WifiConnections
 
 
 def _list(value: str | None, every: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -68,7 +68,7 @@ def main(
     flavours = _list(flavour, lab.FLAVOURS, "flavour")
     tests = _list(test, lab.TESTS, "test")
     wanted = {"--rootfs": rootfs, "--packages": packages, "--wpad-build": wpad_build}
-    _image_wifi(target, image, tests, flavours, wanted)
+    tests = _image_tests(target, image, tests, flavours, wanted)
     if wolfssl_config not in ("minimal", "openwrt"):
         raise WolfError(f"--wolfssl-config {wolfssl_config!r}: expected minimal or openwrt")
     if ecc not in ("sp-p256", "generic"):
@@ -83,8 +83,10 @@ def main(
     err = console(stderr=True)
     if rootfs and not report_only:  # one image's record, keyed by its rootfs: shown as run
         ran = lab.run(req, say=lambda line: err.print(line, markup=False, highlight=False))
-        shown = report.Stored(wifi={r.common.flavour: r for r in ran
-                                    if isinstance(r, WifiConnections)})  # fmt: skip
+        shown = report.Stored(
+            memory={r.common.flavour: r for r in ran if isinstance(r, HeapUse)},
+            wifi={r.common.flavour: r for r in ran if isinstance(r, WifiConnections)},
+        )
         for t in report.tables(shown, target):
             console().print(t)
         return
@@ -103,31 +105,41 @@ def main(
     out.print(report.caption(results), markup=False, highlight=False)
 
 
-def _image_wifi(
+IMAGE_TESTS = ("memory", "wifi")  # what runs inside a real image (--rootfs)
+
+
+def _image_tests(
     target: str, image: str | None, tests: tuple[str, ...], flavours: tuple[str, ...],
     given: dict[str, str | None],
-) -> None:  # fmt: skip
-    """--rootfs, --packages, --wpad-build: the Wi-Fi test in a real image (perf/wifi_image.py),
-    one flavour's image per run; one line for each way of asking for it wrongly."""
+) -> tuple[str, ...]:  # fmt: skip
+    """--rootfs (and --packages, --wpad-build for Wi-Fi): the lab's tests inside a real image
+    (perf/image_heap.py, perf/wifi_image.py), one flavour's image per run; the tests to run,
+    or one line for each way of asking for them wrongly."""
     named = ", ".join(k for k, v in given.items() if v is not None)
     if not named:
-        return
+        return tests
     if target != "vm":
-        raise WolfError(f"{named}: only with --target vm (the real image's Wi-Fi test)")
-    if tests != ("wifi",):
-        raise WolfError(f"{named}: the real image runs --test wifi only",
-                        hint="crypto, handshake, memory and soak on a real image: "
-                        "bench/openwrt_vm.py (docs/perf.md)")  # fmt: skip
-    missing = [k for k in ("--rootfs", "--packages") if given[k] is None]
-    if image is None:
-        missing.insert(0, "--image")
+        raise WolfError(f"{named}: only with --target vm (the tests inside a real image)")
+    if tests == lab.TESTS:  # not named: what the options given can run
+        tests = IMAGE_TESTS if given["--packages"] else ("memory",)
+    if not set(tests) <= set(IMAGE_TESTS):
+        raise WolfError(f"{named}: a real image runs --test memory and wifi only",
+                        hint="crypto, handshake and soak on a real image: bench/openwrt_vm.py "
+                        "(docs/perf.md)")  # fmt: skip
+    wifi_only = [k for k in ("--packages", "--wpad-build") if given[k] is not None]
+    if wifi_only and "wifi" not in tests:
+        raise WolfError(f"{', '.join(wifi_only)}: only with --test wifi")
+    missing = [k for k, v in (("--image", image), ("--rootfs", given["--rootfs"])) if v is None]
+    if "wifi" in tests and given["--packages"] is None:
+        missing.append("--packages")
     if missing:
-        raise WolfError(f"the Wi-Fi test in a real image needs {', '.join(missing)}",
-                        hint="--image a malta kernel with mac80211_hwsim, --rootfs the "
-                        "flavour's rootfs image, --packages the build's "
-                        "bin/packages/<arch>")  # fmt: skip
+        raise WolfError(f"the tests in a real image need {', '.join(missing)}",
+                        hint="--image a malta kernel without initramfs (for wifi: with "
+                        "mac80211_hwsim), --rootfs the flavour's rootfs image, --packages the "
+                        "build's bin/packages/<arch>")  # fmt: skip
     if len(flavours) != 1:
         raise WolfError("--rootfs is one flavour's image: pass --flavour with one flavour")
+    return tests
 
 
 def _names(value: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

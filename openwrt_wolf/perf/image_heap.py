@@ -12,6 +12,7 @@ import functools
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -20,10 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..errors import WolfError
+from ..results import store
 from ..targets.vm.machine import VM, lan_host
-from . import heap, heap_use, net
-from .model import HeapPhase
+from . import heap, heap_use, image_boot, net
+from .model import MEMORY, HeapPhase, HeapUse, NetCommon, Where, record_key
 
 WOLF_HOST = "wolf-host"  # the host, as the guest's /etc/hosts names it for the download's SAN
 DOWNLOAD_BYTES = 1 << 20
@@ -179,3 +182,43 @@ def _server_phases(vm: VM, out: str, port: int, n: int) -> tuple[list[HeapPhase]
     m3 = _mark(vm, out)
     phases.append(heap_use.phase("concurrent", 4, m3, m2))
     return phases, failed
+
+
+@dataclass(frozen=True)
+class Request:
+    flavour: str
+    image: image_boot.Image
+    requests: int  # n: the uhttpd phases are n, 2n and 4 at once
+    quick: bool
+    store: str | None
+
+
+def run(req: Request, say: Callable[[str], None] = print) -> HeapUse:
+    """`perf --target vm --test memory --image K --rootfs R --toolchain T`: boot the image,
+    measure, store one perf-memory record keyed by the rootfs."""
+    st = store.FileStore(paths.store_dir(req.store))
+    req.image.check()
+    with tempfile.TemporaryDirectory(prefix="wolf-image-heap-") as tmp:
+        pki = download_pki(Path(tmp) / "pki")  # before the boot: the guest's clock is later
+        with image_boot.booted(req.image, extra=(), name="qemu-malta-heap", say=say) as b:
+            tls = b.tls_packages()
+            got = measure(b.vm, b.shim, pki, b.https_port, req.requests, say)
+    sha = b.guest["rootfs_sha256"]
+    data = HeapUse(
+        common=NetCommon(
+            flavour=req.flavour, library="the image's: " + ", ".join(tls),
+            backend=f"libustream-{req.flavour} (the image's)", userland_key=f"image-{sha[:12]}",
+            footprint_key="", client=f"python ssl, {ssl.OPENSSL_VERSION}; the image's "
+            "uclient-fetch from openssl s_server", where=Where("vm", True, b.machine, b.clock),
+            target="vm", emulated=True, quick=req.quick, metrics=got.metrics,
+            seconds=b.seconds(),
+        ),
+        download_bytes=got.download_bytes, download=got.download, server=got.server,
+        reports=got.reports,
+    )  # fmt: skip
+    st.put(store.Record(MEMORY, record_key(req.flavour, "vm", f"memory-image-{sha[:12]}"),
+                        req.image.release, b.device, req.flavour, data.to_dict()))  # fmt: skip
+    for phase in (got.download, *got.server[1:]):
+        say(f"perf: {req.flavour}: memory: {phase.name}: peak {phase.peak:,} B, "
+            f"{phase.allocs:,} allocations")  # fmt: skip
+    return data

@@ -24,7 +24,20 @@ from ..host import hosttools
 from ..results import store
 from ..targets.router.login import Login
 from ..targets.vm.wifiguest import elf_needs
-from . import crypto, handshake, heap_use, net, netlab, open_place, programs, soak, wifi, wifi_image
+from . import (
+    crypto,
+    handshake,
+    heap_use,
+    image_boot,
+    image_heap,
+    net,
+    netlab,
+    open_place,
+    programs,
+    soak,
+    wifi,
+    wifi_image,
+)
 from .model import (
     CRYPTO,
     HANDSHAKE,
@@ -104,7 +117,8 @@ def _tests(req: Request, say: Callable[[str], None]) -> tuple[str, ...]:
     if not asked_all:
         raise WolfError(
             f"--test {','.join(net_asked)} runs on --target qemu only (for now), not {req.target}",
-            hint="use --test crypto on a router or VM; docs/perf.md, Targets",
+            hint="use --test crypto on a router or VM, or --test memory in a real image "
+            "(--target vm --rootfs); docs/perf.md, Targets",
         )
     if req.target == "vm":
         if req.image:
@@ -127,7 +141,7 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
     if req.rootfs:
-        return [_image_wifi(req, say)]
+        return _image(req, say)
     req = dataclasses.replace(req, tests=_tests(req, say))
     results: list[Result] = []
     others = tuple(t for t in req.tests if t != "wifi")
@@ -142,21 +156,31 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
     return results
 
 
-def _image_wifi(req: Request, say: Callable[[str], None]) -> Result:
-    """The Wi-Fi test in a real OpenWrt image (cli.py checked the options belong together)."""
-    if not (req.image and req.rootfs and req.packages and req.toolchain):
-        raise WolfError("the Wi-Fi test in a real image needs --image, --rootfs, --packages and "
-                        "--toolchain (the image's OpenWrt toolchain, for heaptrack)")  # fmt: skip
+def _image(req: Request, say: Callable[[str], None]) -> list[Result]:
+    """The tests inside a real OpenWrt image (cli.py checked the options belong together)."""
+    if not (req.image and req.rootfs and req.toolchain):
+        raise WolfError("the tests in a real image need --image, --rootfs and --toolchain (the "
+                        "image's OpenWrt toolchain, for heaptrack)")  # fmt: skip
     (flavour,) = req.flavours
-    return wifi_image.run(
-        wifi_image.Request(
-            flavour=flavour, kernel=Path(req.image), rootfs=Path(req.rootfs),
-            packages=Path(req.packages), toolchain=req.toolchain,
-            wpad_build=Path(req.wpad_build) if req.wpad_build else None,
-            release=req.release or "", quick=req.quick, store=req.store,
-        ),
-        say=say,
-    )  # fmt: skip
+    img = image_boot.Image(Path(req.image), Path(req.rootfs), req.toolchain, req.release or "")
+    results: list[Result] = []
+    if "memory" in req.tests:
+        n = int(crypto.settings()["net"]["quick" if req.quick else "full"]["requests"])
+        results.append(image_heap.run(image_heap.Request(flavour, img, n, req.quick, req.store),
+                                      say=say))  # fmt: skip
+    if "wifi" in req.tests:
+        if not req.packages:
+            raise WolfError("--test wifi in a real image needs --packages")
+        results.append(wifi_image.run(
+            wifi_image.Request(
+                flavour=flavour, kernel=img.kernel, rootfs=img.rootfs,
+                packages=Path(req.packages), toolchain=req.toolchain,
+                wpad_build=Path(req.wpad_build) if req.wpad_build else None,
+                release=img.release, quick=req.quick, store=req.store,
+            ),
+            say=say,
+        ))  # fmt: skip
+    return results
 
 
 def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:

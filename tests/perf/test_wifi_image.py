@@ -1,8 +1,8 @@
-"""The Wi-Fi test in a real OpenWrt image (perf/wifi_image.py), the parts that run without a
-VM: each wrong way of asking for it is one line before any boot, and the package directory is
-served to the guest as apk fetches it (an HTTP client here, the standard library's), and
-nothing else. The run on the real malta/be images is checked by its committed records
-(tests/report/test_real_runtime_records.py)."""
+"""The tests in a real OpenWrt image (perf/wifi_image.py, perf/image_heap.py), the parts that
+run without a VM: each wrong way of asking for them is one line before any boot, and the
+package directory is served to the guest as apk fetches it (an HTTP client here, the standard
+library's), and nothing else. The runs on the real malta/be images are checked by their
+committed records (tests/report/test_real_runtime_records.py)."""
 
 from __future__ import annotations
 
@@ -58,11 +58,16 @@ def _args(files: dict[str, Path], **over: str | None) -> list[str]:
     ("over", "message"),
     [
         ({"target": "qemu", "image": None}, "--rootfs, --packages: only with --target vm"),
-        ({"test": "crypto,wifi"}, "the real image runs --test wifi only"),
-        ({"image": None}, "needs --image"),
-        ({"packages": None}, "needs --packages"),
+        ({"test": "crypto,wifi"}, "a real image runs --test memory and wifi only"),
+        ({"test": "memory"}, "--packages: only with --test wifi"),
+        ({"test": "memory", "packages": None, "wpad_build": "WPAD"}, "--wpad-build: only with"),
+        ({"test": "memory", "packages": None, "image": None}, "need --image"),
+        ({"image": None}, "need --image"),
+        ({"packages": None}, "need --packages"),
         ({"flavour": "all"}, "--rootfs is one flavour's image"),
         ({"toolchain": None}, "--toolchain"),
+        ({"test": "memory", "packages": None, "toolchain": None}, "--toolchain"),
+        ({"test": "memory", "packages": None, "rootfs": "/dev/zero"}, "--rootfs /dev/zero: not a"),
         ({"rootfs": "/nonexistent/rootfs.img"}, "--rootfs /nonexistent/rootfs.img: not a file"),
         ({"packages": "EMPTY"}, "no packages.adb there or in base/"),
         ({"flavour": "mbedtls"}, "no wpad-basic-mbedtls package"),
