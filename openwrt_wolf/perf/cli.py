@@ -11,7 +11,7 @@ from ..errors import WolfError
 from ..results import store
 from ..term import console
 from . import lab, report
-from .model import HeapUse, WifiConnections
+from .model import Handshakes, HeapUse, WifiConnections
 
 
 def _list(value: str | None, every: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -84,6 +84,7 @@ def main(
     if rootfs and not report_only:  # one image's record, keyed by its rootfs: shown as run
         ran = lab.run(req, say=lambda line: err.print(line, markup=False, highlight=False))
         shown = report.Stored(
+            handshake={r.common.flavour: r for r in ran if isinstance(r, Handshakes)},
             memory={r.common.flavour: r for r in ran if isinstance(r, HeapUse)},
             wifi={r.common.flavour: r for r in ran if isinstance(r, WifiConnections)},
         )
@@ -105,7 +106,7 @@ def main(
     out.print(report.caption(results), markup=False, highlight=False)
 
 
-IMAGE_TESTS = ("memory", "wifi")  # what runs inside a real image (--rootfs)
+IMAGE_TESTS = ("handshake", "memory", "wifi")  # what runs inside a real image (--rootfs)
 
 
 def _image_tests(
@@ -121,11 +122,11 @@ def _image_tests(
     if target != "vm":
         raise WolfError(f"{named}: only with --target vm (the tests inside a real image)")
     if tests == lab.TESTS:  # not named: what the options given can run
-        tests = IMAGE_TESTS if given["--packages"] else ("memory",)
+        tests = IMAGE_TESTS if given["--packages"] else ("handshake", "memory")
     if not set(tests) <= set(IMAGE_TESTS):
-        raise WolfError(f"{named}: a real image runs --test memory and wifi only",
-                        hint="crypto, handshake and soak on a real image: bench/openwrt_vm.py "
-                        "(docs/perf.md)")  # fmt: skip
+        raise WolfError(f"{named}: a real image runs --test handshake, memory and wifi only",
+                        hint="crypto: --image with the initramfs kernel; the soak on a real "
+                        "image: bench/openwrt_vm.py (docs/perf.md)")  # fmt: skip
     wifi_only = [k for k in ("--packages", "--wpad-build") if given[k] is not None]
     if wifi_only and "wifi" not in tests:
         raise WolfError(f"{', '.join(wifi_only)}: only with --test wifi")

@@ -30,6 +30,7 @@ from . import (
     heap_use,
     image_boot,
     image_heap,
+    image_tls,
     net,
     netlab,
     open_place,
@@ -164,6 +165,9 @@ def _image(req: Request, say: Callable[[str], None]) -> list[Result]:
     (flavour,) = req.flavours
     img = image_boot.Image(Path(req.image), Path(req.rootfs), req.toolchain, req.release or "")
     results: list[Result] = []
+    if "handshake" in req.tests:
+        results.append(image_tls.run(image_tls.Request(flavour, img, req.quick, req.store),
+                                     say=say))  # fmt: skip
     if "memory" in req.tests:
         n = int(crypto.settings()["net"]["quick" if req.quick else "full"]["requests"])
         results.append(image_heap.run(image_heap.Request(flavour, img, n, req.quick, req.store),

@@ -58,8 +58,10 @@ def _args(files: dict[str, Path], **over: str | None) -> list[str]:
     ("over", "message"),
     [
         ({"target": "qemu", "image": None}, "--rootfs, --packages: only with --target vm"),
-        ({"test": "crypto,wifi"}, "a real image runs --test memory and wifi only"),
+        ({"test": "crypto,wifi"}, "a real image runs --test handshake, memory and wifi only"),
         ({"test": "memory"}, "--packages: only with --test wifi"),
+        ({"test": "handshake,memory"}, "--packages: only with --test wifi"),
+        ({"test": "handshake,soak", "packages": None}, "runs --test handshake, memory and wifi"),
         ({"test": "memory", "packages": None, "wpad_build": "WPAD"}, "--wpad-build: only with"),
         ({"test": "memory", "packages": None, "image": None}, "need --image"),
         ({"image": None}, "need --image"),

@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.perf import heap
-from openwrt_wolf.perf.model import IMAGE, MEMORY, WIFI, HeapUse, ImageServer, WifiConnections
+from openwrt_wolf.perf.model import (
+    HANDSHAKE,
+    IMAGE,
+    MEMORY,
+    WIFI,
+    Handshakes,
+    HeapUse,
+    ImageServer,
+    WifiConnections,
+)
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results.store import FileStore, Record
 
@@ -195,3 +204,35 @@ def test_wifi_in_the_real_image_follows_from_the_daemons_own_lines(
     perf = {r.id: r for t in rows if t.id == "performance" for r in t.rows}
     row = perf["perf:wifi_sae_hnp_ms:malta-be"]
     assert row.values[flavour].value == metrics["wifi_sae_hnp_ms"] and row.reference
+
+
+SESSION_GROUP = {"x25519": r"Server Temp Key: X25519\b",
+                 "p256": r"Server Temp Key: ECDH, prime256v1\b",
+                 "x25519mlkem768": r"Negotiated TLS1\.3 group: X25519MLKEM768\b"}  # fmt: skip
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_image_handshakes_follow_from_the_probe_s_times_and_the_sessions(flavour: str) -> None:
+    """`perf --test handshake --rootfs` against each image's own uhttpd: each median from the
+    probe's times, each group witnessed by the host's `openssl s_client -brief` (TLS 1.3, the
+    group offered, the P-256 certificate verified), the server's CPU a whole number of 10 ms
+    ticks over the handshakes; ML-KEM only where the image's library has it (OpenSSL 3.5)."""
+    (rec,) = [r for r in records(HANDSHAKE) if r.flavour == flavour]
+    h = Handshakes.from_dict(rec.data)
+    assert rec.device == "malta-be" and h.common.where.target == "vm"
+    for g in ("x25519", "p256", "x25519mlkem768"):
+        if g == "x25519mlkem768" and flavour != "openssl":
+            assert g in h.missing and g not in h.ms
+            continue
+        s = h.sessions[g]
+        assert "Protocol version: TLSv1.3" in s and "Verification: OK" in s
+        assert re.search(SESSION_GROUP[g], s), s
+        assert len(h.ms[g]) == h.repeats
+        assert h.median_ms[g] == round(statistics.median(h.ms[g]), 3)
+        assert h.common.metrics[f"handshake_{g}_ms"]["value"] == h.median_ms[g]
+        ticks = h.server_cpu_ms[g] * h.repeats / 10
+        assert ticks > 0 and abs(ticks - round(ticks)) < 1e-6
+    tables = comparison.tables([], [], FileStore(RUN / "records"), list(FLAVOURS), None, None)
+    perf = {r.id: r for t in tables if t.id == "performance" for r in t.rows}
+    row = perf["perf:handshake_x25519_cpu_ms:malta-be"]
+    assert row.values[flavour].value == h.server_cpu_ms["x25519"]
