@@ -793,7 +793,8 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
     help={
         "flavour": "mbedtls,wolfssl,openssl or all (default all)",
         "target": "where to measure: qemu (MIPS user-mode emulation here), router (--host, over "
-        "SSH) or vm (the malta VM with --image; the Wi-Fi guest for --test wifi); required",
+        "SSH) or vm (the malta VM with --image; with --rootfs a real image; the Wi-Fi guest "
+        "for --test wifi); required",
         "test": "crypto,handshake,memory,soak,wifi (comma-separated); default all the target "
         "runs (wifi: --target vm)",
         "quick": "shorter runs of each tool, fewer handshakes/requests (CI)",
@@ -811,12 +812,13 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
         "password": "router: ask for a password (or read $OPENWRT_WOLF_ROUTER_PASSWORD)",
         "accept_new": "router: accept and remember its host key on first contact",
         "known_hosts": "router: known_hosts file (default ~/.ssh/known_hosts)",
-        "image": "vm: the malta initramfs kernel to boot (with --rootfs: a malta kernel with "
-        "mac80211_hwsim, docs/perf.md)",
+        "image": "vm: the malta initramfs kernel to boot (with --rootfs: a malta kernel without "
+        "initramfs; for wifi one with mac80211_hwsim, docs/perf.md)",
         "initrd": "vm: an initramfs to boot the image with",
         "append": "vm: the kernel command line",
-        "rootfs": "vm, --test wifi: a real image's rootfs (…-rootfs-squashfs.img.gz) of the one "
-        "--flavour; its own wpad-basic is installed and measured",
+        "rootfs": "vm: a real image's rootfs (…-rootfs-squashfs.img.gz) of the one --flavour, "
+        "booted on a disk of its own: --test handshake, memory (its own uhttpd, uclient-fetch) "
+        "and wifi (its own wpad-basic)",
         "packages": "with --rootfs: the build's bin/packages/<arch> (wpad-basic-<flavour>)",
         "wpad_build": "with --rootfs: the tree's hostapd build directory of that wpad "
         "(hostapd_cli, wpa_cli), unless --packages has hostapd-utils and wpa-cli",
