@@ -60,8 +60,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf import paths
 from openwrt_wolf.hashing import file_sha256
-from openwrt_wolf.perf import image_heap
+from openwrt_wolf.perf import image_boot, image_heap
 from openwrt_wolf.perf.image_heap import https_get, insecure_context
+from openwrt_wolf.perf.image_tls import uhttpd_cpu, uhttpd_ticks
 from openwrt_wolf.perf.model import (
     IMAGE,
     MEMORY,
@@ -76,11 +77,10 @@ from openwrt_wolf.perf.model import (
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import private_disk
-from openwrt_wolf.targets.vm.machine import VM
+from openwrt_wolf.targets.vm.machine import VM, lan_host
 from openwrt_wolf.targets.vm.qemu import spec_for
 
 TLS_FILES = r"^lib(mbedtls|mbedx509|mbedcrypto|wolfssl|ssl|crypto|ustream-ssl)"
-HOST_ON_LAN = "192.168.1.2"  # QEMU user networking: the host as seen from net=192.168.1.0/24
 
 
 def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, int]:
@@ -139,13 +139,6 @@ def handshakes(port: int, n: int) -> dict[str, Any]:
             "max_s": max(times), "times_s": times}  # fmt: skip
 
 
-def uhttpd_cpu_split(vm: VM) -> tuple[int, int]:
-    """(utime, stime) of uhttpd (the master) in clock ticks, as uhttpd_cpu_ticks reads them."""
-    r = vm.run("p=$(pidof uhttpd | cut -d' ' -f1); cat /proc/$p/stat")
-    fields = r.output.strip().rsplit(")", 1)[1].split()
-    return int(fields[11]), int(fields[12])
-
-
 def cpu_split(vm: VM, https_port: int, http_port: int, n: int) -> dict[str, Any]:
     """Where uhttpd's CPU per handshake goes, measured rather than derived: per connection,
     user and system ticks for (a) a plain HTTP/1.0 request on port 80 (no TLS at all), (b) a
@@ -178,7 +171,7 @@ def cpu_split(vm: VM, https_port: int, http_port: int, n: int) -> dict[str, Any]
     for name, kex, fn in cases:
         if kex:
             ctx.set_ecdh_curve(GROUPS[kex])
-        u0, s0 = uhttpd_cpu_split(vm)
+        u0, s0 = uhttpd_cpu(vm)
         failed = 0
         for _ in range(n):
             try:
@@ -186,19 +179,13 @@ def cpu_split(vm: VM, https_port: int, http_port: int, n: int) -> dict[str, Any]
             except (OSError, ssl.SSLError):
                 failed += 1
         time.sleep(1)  # the server's side of the last close
-        u1, s1 = uhttpd_cpu_split(vm)
+        u1, s1 = uhttpd_cpu(vm)
         done = n - failed
         out[name] = {"connections": done, "failed": failed, "utime_ticks": u1 - u0,
                      "stime_ticks": s1 - s0,
                      "user_ms": round((u1 - u0) * 10 / done, 2) if done else None,
                      "system_ms": round((s1 - s0) * 10 / done, 2) if done else None}  # fmt: skip
     return out
-
-
-def uhttpd_cpu_ticks(vm: VM) -> int:
-    """utime + stime of uhttpd (the master) in clock ticks: /proc/<pid>/stat fields 14 and 15,
-    counted after the ")" that ends the command name. Linux reports them in USER_HZ (100)."""
-    return sum(uhttpd_cpu_split(vm))
 
 
 GROUPS = {"x25519": "X25519", "p256": "prime256v1"}  # the host client's only offered group
@@ -212,7 +199,7 @@ def handshake_cpu(vm: VM, port: int, kex: str, n: int) -> dict[str, Any]:
     ctx = insecure_context()
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.set_ecdh_curve(GROUPS[kex])
-    before = uhttpd_cpu_ticks(vm)
+    before = uhttpd_ticks(vm)
     walls, failed = [], 0
     for _ in range(n):
         try:
@@ -225,7 +212,7 @@ def handshake_cpu(vm: VM, port: int, kex: str, n: int) -> dict[str, Any]:
                         pass
         except (OSError, ssl.SSLError):
             failed += 1
-    ticks = uhttpd_cpu_ticks(vm) - before
+    ticks = uhttpd_ticks(vm) - before
     done = n - failed
     return {
         "group": GROUPS[kex], "handshakes": done, "failed": failed, "cpu_ticks": ticks,
@@ -289,32 +276,11 @@ def _loop_failures(vm: VM, command: str, n: int, timeout: float) -> int:
     return int(m.group(1)) if m else -1
 
 
-HEAPTRACK = paths.DATA_DIR / "perf" / "heaptrack.c"
-
-
-def build_heaptrack(toolchain: Path, out: Path) -> Path:
-    """data/perf/heaptrack.c built with the OpenWrt toolchain that built the image (musl, the
-    image's own ABI), stripped: the reference's "small heap-tracking library loaded into each
-    process", preloaded into the image's own uhttpd and uclient-fetch."""
-    gcc = sorted((toolchain / "bin").glob("*-openwrt-linux-musl*-gcc"))
-    if not gcc:
-        raise SystemExit(
-            f"bench: no *-openwrt-linux-musl-gcc in {toolchain}/bin "
-            "(--heap-toolchain: the tree's staging_dir/toolchain-<arch>_musl)"
-        )
-    env = {**os.environ, "STAGING_DIR": str(toolchain.parent)}
-    so = out / "heaptrack.so"
-    subprocess.run([str(gcc[0]), "-O2", "-s", "-fpic", "-shared", "-Wall", "-Wextra", "-Werror",
-                    "-o", str(so), str(HEAPTRACK), "-ldl", "-lrt"], check=True, env=env,
-                   timeout=300)  # fmt: skip
-    return so
-
-
 def heap_in_image(
     vm: VM, a: argparse.Namespace, work: Path, pki: Any, https_port: int
 ) -> dict[str, Any]:
     """The lab's Memory test on the image's own programs (openwrt_wolf/perf/image_heap.py)."""
-    so = build_heaptrack(a.heap_toolchain, work)
+    so = image_boot.heaptrack("mips_24kc", str(a.heap_toolchain), a.release)
     got = image_heap.measure(vm, so, pki, https_port, a.requests, say=print)
     return {
         "download": asdict(got.download),
@@ -515,13 +481,13 @@ def checks(vm: VM, a: argparse.Namespace, out: dict[str, Any], https_port: int, 
                "| head -c 64", timeout=120)  # fmt: skip
     out["https_guest"] = {"exit": r.exit_status, "head": r.output.strip()[:64]}
     for name in cases:
-        url = f"http://{HOST_ON_LAN}:{port}/{name}/packages.adb"
+        url = f"http://{lan_host(vm.spec.kernel)}:{port}/{name}/packages.adb"
         r = vm.run(f"apk --repositories-file /dev/null -X {url} update 2>&1",
                    timeout=300)  # fmt: skip
         out[f"apk_update_{name}"] = {"exit": r.exit_status,
                                      "output": r.output.strip()[-300:]}  # fmt: skip
     if a.soak:
-        index = f"http://{HOST_ON_LAN}:{port}/good/packages.adb"
+        index = f"http://{lan_host(vm.spec.kernel)}:{port}/good/packages.adb"
         out["soak"] = soak(vm, https_port, a, index)
     mem = vm.run("grep -E '^(MemTotal|MemFree|MemAvailable):' /proc/meminfo")
     out["meminfo_after_checks"] = mem.output.split("\n")

@@ -10,22 +10,26 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import WolfError
 from ..footprint import spec, toolchain
 from ..hashing import file_sha256
 from ..host import hosttools
+from ..results import store
 from ..targets.vm.image import private_disk
 from ..targets.vm.machine import VM
 from ..targets.vm.qemu import binary, free_port, spec_for
 from . import open_place, programs
+from .model import NetCommon, Where, record_key
 from .place import TargetPlace
 
-TLS = ("wolfssl", "mbedtls", "mbedcrypto", "openssl", "ustream")  # in a package's name
+TLS = re.compile(r"^(lib(wolfssl|mbedtls|mbedcrypto|openssl)|libustream-)")  # package names
 
 
 @dataclass(frozen=True)
@@ -51,14 +55,38 @@ class Booted:
     https_port: int  # the host's port forwarded to the image's 443
     guest: dict[str, str]  # kernel and rootfs with their sha256, uname, release, host_load
     device: str | None  # the image's DISTRIB_TARGET, "malta/be" as "malta-be"
+    tls: list[str] = field(default_factory=list)  # the image's TLS libraries (apk info)
     started: float = field(default_factory=time.monotonic)
 
-    def tls_packages(self) -> list[str]:
-        installed = self.vm.run("apk info 2>/dev/null").output.split()
-        return sorted(p for p in installed if any(k in p for k in TLS))
+    def common(
+        self, flavour: str, *, backend: str, client: str, metrics: dict[str, dict[str, Any]],
+        quick: bool, machine: str | None = None,
+    ) -> NetCommon:  # fmt: skip
+        """What every record of a test in this image says about the programs and where."""
+        sha = self.guest["rootfs_sha256"]
+        return NetCommon(
+            flavour=flavour, library="the image's: " + ", ".join(self.tls), backend=backend,
+            userland_key=f"image-{sha[:12]}", footprint_key="", client=client,
+            where=Where("vm", True, machine or self.machine, self.clock), target="vm",
+            emulated=True, quick=quick, metrics=metrics,
+            seconds=round(time.monotonic() - self.started, 1),
+        )  # fmt: skip
 
-    def seconds(self) -> float:
-        return round(time.monotonic() - self.started, 1)
+    def record(
+        self, kind: str, test: str, flavour: str, release: str, data: dict[str, Any]
+    ) -> store.Record:
+        """The record of one test in this image: keyed by the rootfs, the image's device."""
+        key = record_key(flavour, "vm", f"{test}-image-{self.guest['rootfs_sha256'][:12]}")
+        return store.Record(kind, key, release, self.device, flavour, data)
+
+
+def heaptrack(arch_name: str, toolchain_path: str, release: str) -> Path:
+    """data/perf/heaptrack.c for the image: built with its own OpenWrt toolchain (musl) at the
+    lab's flags for the arch (perf/programs.py shim, cached)."""
+    arch = spec.get_arch(arch_name)
+    tc = toolchain.find(arch, toolchain_path)
+    bs = spec.resolve("mbedtls", release or None, "openwrt", arch.name)  # for its CPU flags
+    return programs.shim("heaptrack", bs, tc)
 
 
 @contextlib.contextmanager
@@ -85,16 +113,16 @@ def booted(
         place = TargetPlace(vm, label="vm", emulated=True, address="")
         stack.callback(place.close)
         arch = spec.get_arch(open_place.lab_arch(place.platform, "vm"))
-        tc = toolchain.find(arch, img.toolchain)
-        open_place.check_libc(place, tc)
-        bs = spec.resolve("mbedtls", img.release, "openwrt", arch.name)  # for its CPU flags
+        open_place.check_libc(place, toolchain.find(arch, img.toolchain))
         release = ". /etc/openwrt_release; echo $DISTRIB_ID $DISTRIB_RELEASE $DISTRIB_TARGET"
         guest |= {"uname": vm.run("uname -r -v").output.strip(),
                   "release": vm.run(release).output.strip(), "qemu": machine}  # fmt: skip
         target = vm.run(". /etc/openwrt_release; echo $DISTRIB_TARGET").output.strip()
         clock = "guest instructions" if "-icount" in extra else "wall (TCG: the host's clock)"
-        b = Booted(vm, place, programs.shim("heaptrack", bs, tc), machine, clock, port, guest,
-                   target.replace("/", "-") or None)  # fmt: skip
+        installed = vm.run("apk info 2>/dev/null").output.split()
+        b = Booted(vm, place, heaptrack(arch.name, img.toolchain, img.release), machine, clock,
+                   port, guest, target.replace("/", "-") or None,
+                   sorted(p for p in installed if TLS.match(p)))  # fmt: skip
         yield b
     load.append(round(os.getloadavg()[0], 2))
     guest["host_load"] = " ".join(map(str, load))  # 1-minute load average, before and after

@@ -26,7 +26,7 @@ from ..errors import WolfError
 from ..results import store
 from ..targets.vm.machine import VM, lan_host
 from . import heap, heap_use, image_boot, net
-from .model import MEMORY, HeapPhase, HeapUse, NetCommon, Where, record_key
+from .model import MEMORY, HeapPhase, HeapUse
 
 WOLF_HOST = "wolf-host"  # the host, as the guest's /etc/hosts names it for the download's SAN
 DOWNLOAD_BYTES = 1 << 20
@@ -201,23 +201,15 @@ def run(req: Request, say: Callable[[str], None] = print) -> HeapUse:
     with tempfile.TemporaryDirectory(prefix="wolf-image-heap-") as tmp:
         pki = download_pki(Path(tmp) / "pki")  # before the boot: the guest's clock is later
         with image_boot.booted(req.image, extra=(), name="qemu-malta-heap", say=say) as b:
-            tls = b.tls_packages()
             got = measure(b.vm, b.shim, pki, b.https_port, req.requests, say)
-    sha = b.guest["rootfs_sha256"]
     data = HeapUse(
-        common=NetCommon(
-            flavour=req.flavour, library="the image's: " + ", ".join(tls),
-            backend=f"libustream-{req.flavour} (the image's)", userland_key=f"image-{sha[:12]}",
-            footprint_key="", client=f"python ssl, {ssl.OPENSSL_VERSION}; the image's "
-            "uclient-fetch from openssl s_server", where=Where("vm", True, b.machine, b.clock),
-            target="vm", emulated=True, quick=req.quick, metrics=got.metrics,
-            seconds=b.seconds(),
-        ),
+        common=b.common(req.flavour, backend=f"libustream-{req.flavour} (the image's)",
+                        client=f"python ssl, {ssl.OPENSSL_VERSION}; the image's uclient-fetch "
+                        "from openssl s_server", metrics=got.metrics, quick=req.quick),
         download_bytes=got.download_bytes, download=got.download, server=got.server,
         reports=got.reports,
     )  # fmt: skip
-    st.put(store.Record(MEMORY, record_key(req.flavour, "vm", f"memory-image-{sha[:12]}"),
-                        req.image.release, b.device, req.flavour, data.to_dict()))  # fmt: skip
+    st.put(b.record(MEMORY, "memory", req.flavour, req.image.release, data.to_dict()))
     for phase in (got.download, *got.server[1:]):
         say(f"perf: {req.flavour}: memory: {phase.name}: peak {phase.peak:,} B, "
             f"{phase.allocs:,} allocations")  # fmt: skip

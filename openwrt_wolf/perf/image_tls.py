@@ -24,7 +24,7 @@ from ..errors import WolfError
 from ..results import store
 from ..targets.vm.machine import VM
 from . import crypto, handshake, image_boot, net
-from .model import HANDSHAKE, Handshakes, NetCommon, Where, metric, record_key
+from .model import HANDSHAKE, Handshakes, metric
 
 TICK_MS = 10  # USER_HZ
 
@@ -37,14 +37,18 @@ class Request:
     store: str | None
 
 
-def uhttpd_ticks(vm: VM) -> int:
-    """utime + stime of uhttpd (the master) in clock ticks: /proc/<pid>/stat fields 14 and 15,
-    counted after the ")" that ends the command name."""
+def uhttpd_cpu(vm: VM) -> tuple[int, int]:
+    """(utime, stime) of uhttpd (the master) in clock ticks: /proc/<pid>/stat fields 14 and
+    15, counted after the ")" that ends the command name."""
     r = vm.run("p=$(pidof uhttpd | cut -d' ' -f1); cat /proc/$p/stat")
     fields = r.output.strip().rsplit(")", 1)[-1].split()
     if len(fields) < 13:
         raise WolfError(f"no uhttpd in the image to read its CPU time from: {r.output[-200:]}")
-    return int(fields[11]) + int(fields[12])
+    return int(fields[11]), int(fields[12])
+
+
+def uhttpd_ticks(vm: VM) -> int:
+    return sum(uhttpd_cpu(vm))
 
 
 def _serve(vm: VM, pki: net.Pki) -> None:
@@ -70,7 +74,6 @@ def run(req: Request, say: Callable[[str], None] = print) -> Handshakes:
     with tempfile.TemporaryDirectory(prefix="wolf-image-tls-") as tmp:
         pki = net.make_pki(Path(tmp) / "pki", int(conf["page_bytes"]), 1024)  # before the boot
         with image_boot.booted(req.image, extra=(), name="qemu-malta-tls", say=say) as b:
-            tls = b.tls_packages()
             _serve(b.vm, pki)
             port = b.https_port
             for group in conf["groups"]:
@@ -103,18 +106,11 @@ def run(req: Request, say: Callable[[str], None] = print) -> Handshakes:
     medians = {g: round(statistics.median(v), 3) for g, v in ms.items()}
     metrics = {f"handshake_{g}_ms": metric(v, "ms") for g, v in medians.items()}
     metrics |= {f"handshake_{g}_cpu_ms": metric(v, "ms") for g, v in cpu_ms.items()}
-    sha = b.guest["rootfs_sha256"]
     data = Handshakes(
-        common=NetCommon(
-            flavour=req.flavour, library="the image's: " + ", ".join(tls),
-            backend=f"the image's uhttpd (libustream-{req.flavour})",
-            userland_key=f"image-{sha[:12]}", footprint_key="",
-            client=f"tlsprobe, {probe.openssl}", where=Where("vm", True, b.machine, b.clock),
-            target="vm", emulated=True, quick=req.quick, metrics=metrics, seconds=b.seconds(),
-        ),
+        common=b.common(req.flavour, backend=f"the image's uhttpd (libustream-{req.flavour})",
+                        client=f"tlsprobe, {probe.openssl}", metrics=metrics, quick=req.quick),
         repeats=repeats, ms=ms, median_ms=medians, sessions=sessions, negotiated=negotiated,
         missing=missing, server_cpu_ms=cpu_ms,
     )  # fmt: skip
-    st.put(store.Record(HANDSHAKE, record_key(req.flavour, "vm", f"handshake-image-{sha[:12]}"),
-                        req.image.release, b.device, req.flavour, data.to_dict()))  # fmt: skip
+    st.put(b.record(HANDSHAKE, "handshake", req.flavour, req.image.release, data.to_dict()))
     return data

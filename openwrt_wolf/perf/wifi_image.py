@@ -36,13 +36,12 @@ from ..hashing import file_sha256
 from ..results import store
 from ..targets.vm.machine import VM, lan_host, served
 from . import image_boot, wifi
-from .model import WIFI, NetCommon, Where, WifiConnections, record_key
+from .model import WIFI, WifiConnections
 from .place import TargetPlace
 
 CLI = {"hostapd_cli": "hostapd", "wpa_cli": "wpa_supplicant"}  # program: its build subfolder
 CLI_PACKAGES = ("hostapd-utils", "wpa-cli")
 MAX_REPO_FILES = 20000  # a bin/packages/<arch>/base holds a few hundred
-TLS = re.compile(r"^(lib(wolfssl|mbedtls|mbedcrypto|openssl)|libustream-)")
 
 
 @dataclass(frozen=True)
@@ -141,17 +140,11 @@ def run(req: Request, say: Callable[[str], None] = print) -> WifiConnections:
         b.guest["radios"] = b.vm.run("ls /sys/class/ieee80211").output.strip()
         session = wifi.Session(b.place, req.quick, say, layout)
         results = wifi.measure_modes(session, req.flavour)
-    tls = [p for p in installed if TLS.match(p)]
-    rootfs_sha = b.guest["rootfs_sha256"]
     rec = WifiConnections(
-        common=NetCommon(
-            flavour=req.flavour, library="the image's: " + ", ".join(tls),
-            backend=f"the image's wpad-basic-{req.flavour} ({rp.wpad.name})",
-            userland_key=f"image-{rootfs_sha[:12]}", footprint_key="",
-            client="the same image's wpa_supplicant (wpad-basic)",
-            where=Where("vm", True, f"{b.machine} (mac80211_hwsim)", b.clock), target="vm",
-            emulated=True, quick=req.quick, metrics=wifi.metrics(results), seconds=b.seconds(),
-        ),
+        common=b.common(req.flavour, backend=f"the image's wpad-basic-{req.flavour} "
+                        f"({rp.wpad.name})", client="the same image's wpa_supplicant (wpad-basic)",
+                        metrics=wifi.metrics(results), quick=req.quick,
+                        machine=f"{b.machine} (mac80211_hwsim)"),
         modes=results,
         wpad={"package": rp.wpad.name, "package_sha256": file_sha256(rp.wpad),
               "installed": installed,
@@ -159,9 +152,7 @@ def run(req: Request, say: Callable[[str], None] = print) -> WifiConnections:
               or {p.name: {"from": str(p), "sha256": file_sha256(p)} for p in rp.cli}},
         guest=b.guest,
     )  # fmt: skip
-    key = record_key(req.flavour, "vm", f"wifi-image-{rootfs_sha[:12]}")
-    st.put(store.Record(kind=WIFI, key=key, release=req.release, device=b.device,
-                        flavour=req.flavour, data=rec.to_dict()))  # fmt: skip
+    st.put(b.record(WIFI, "wifi", req.flavour, req.release, rec.to_dict()))
     return rec
 
 
