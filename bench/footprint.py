@@ -23,7 +23,7 @@ from pathlib import Path
 
 from openwrt_wolf import proc
 from openwrt_wolf.footprint import lab, sources, spec
-from openwrt_wolf.footprint.model import Footprint
+from openwrt_wolf.results.footprint import Footprint
 
 VERSIONS = (("wolfssl", "5.9.2"),)  # 25.12.5's 5.9.1 is not in Debian
 

@@ -61,7 +61,7 @@ class Artifacts:
     metadata_size: int | None = None  # append-metadata trailer, when a split found it
     split: dict[str, Any] | None = None  # imageformats.SplitImage as a dict
     rootfs: RootfsInfo | None = None
-    fit: dict[str, Any] | None = None  # fit.FitReport.to_dict()
+    fit: fit.FitReport | None = None
     flavour: str | None = None  # the TLS flavour the rootfs shows (rootfs.flavour_guess)
     manifest: list[PackageFile] = field(default_factory=list)  # from <image prefix>.manifest
     notes: list[str] = field(default_factory=list)
@@ -76,8 +76,8 @@ class Artifacts:
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "artifacts data") -> Artifacts:
-        """Read back from a record: every field checked (untrusted.typed); ``fit`` is the
-        reader's to check (report/sizereport.FitFigures)."""
+        """Read back from a record: every field checked (untrusted.typed), the fit report's
+        too."""
         schema = d.get("schema") if isinstance(d, dict) else None
         if schema != SCHEMA:
             raise WolfError(
@@ -104,17 +104,15 @@ def find_device(profile: str, release: str | None) -> tuple[Device | None, str |
     return None, f"{profile} is not in the device catalogue: no fit verdict"
 
 
-def _evaluate(a: Artifacts, device: Device | None) -> dict[str, Any] | None:
+def _evaluate(a: Artifacts, device: Device | None) -> fit.FitReport | None:
     if device is None:
         return None
-    report = fit.evaluate(
+    return fit.evaluate(
         device,
         kernel_size=a.kernel_size,
         rootfs_size=a.rootfs.size if a.rootfs else None,
         metadata_size=a.metadata_size,
     )
-    out: dict[str, Any] = report.to_dict()
-    return out
 
 
 # --- one image file --------------------------------------------------------------------
@@ -496,7 +494,7 @@ def output_files(outdir: Path, profile: str, *, skip: tuple[str, ...] = ()) -> l
 
 def from_build_files(
     files: list[dict[str, Any]],
-    fit_report: dict[str, Any] | None,
+    fit_report: fit.FitReport | None,
     *,
     profile: str,
     release: str | None,
@@ -530,7 +528,7 @@ def from_build_files(
         images=images,
         kernel_size=kernel.get("size") if kernel else None,
         kernel_source=kernel.get("name") if kernel else None,
-        metadata_size=(fit_report or {}).get("metadata_size"),
+        metadata_size=fit_report.metadata_size if fit_report else None,
         rootfs=rootfs,
         fit=fit_report,
         flavour=flavour or (rootfs.flavour_guess() if rootfs else None),

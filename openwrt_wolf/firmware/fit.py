@@ -67,18 +67,21 @@ class FitReport:
         return d
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "fit report") -> FitReport:
-        """A fit report read back from a record: every field checked (untrusted.typed)."""
+    def from_dict(cls, d: Any, where: str = "fit report", path: str = "") -> FitReport:
+        """A fit report read back from a record: every field checked (untrusted.typed);
+        ``path`` names where ``d`` sits in the file ("data.fit")."""
+        at = f"field {path} is " if path else ""
         if not isinstance(d, dict):
-            raise WolfError(f"{where}: {untrusted.describe(d)} where an object belongs")
+            raise WolfError(f"{where}: {at}{untrusted.describe(d)} where an object belongs")
         d = dict(d)
         if "headroom" in d and "margin" not in d:  # records written before rootfs_room
             d["margin"] = d.pop("headroom")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
-            raise WolfError(f"{where}: unknown fields: {', '.join(sorted(unknown))[:200]}")
-        return untrusted.typed(cls, d, where)
+            raise WolfError(f"{where}: unknown fields{' in ' + path if path else ''}: "
+                            f"{', '.join(sorted(unknown))[:200]}")  # fmt: skip
+        return untrusted.typed(cls, d, where, path)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from ..errors import CommandError, WolfError
 from ..host import upstream
 from ..locks import locked
 from ..results import store
+from ..results.footprint import Component, Footprint
 from . import build, sources, spec
 from .measure import strip_and_measure
-from .model import Component, Footprint
 from .toolchain import Toolchain
 
 RECIPE_VERSION = 1  # bump when the recipe changes what it builds

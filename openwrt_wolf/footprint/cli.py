@@ -5,9 +5,9 @@ from __future__ import annotations
 from ..catalogue import releases
 from ..errors import WolfError
 from ..host import upstream
+from ..results.footprint import Footprint
 from ..term import console
 from . import components, lab, report, spec
-from .model import Footprint
 
 
 def _list(value: str | None, default: tuple[str, ...], every: tuple[str, ...]) -> tuple[str, ...]:

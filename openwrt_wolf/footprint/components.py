@@ -7,8 +7,8 @@ import difflib
 from collections.abc import Callable
 
 from ..errors import WolfError
+from ..results.footprint import Component
 from . import apk, build, spec
-from .model import Component
 from .toolchain import Toolchain
 
 Builder = Callable[[spec.BuildSpec, str, build.BuildDirs, Toolchain], Component]

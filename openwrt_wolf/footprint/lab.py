@@ -18,10 +18,10 @@ from ..errors import WolfError
 from ..host import hosttools
 from ..locks import locked as _locked
 from ..results import store
+from ..results.footprint import KIND, XZ_SETTINGS, Footprint
 from ..term import progress
 from ..trust import untrusted
 from . import build, components, measure, smoke, sources, spec, toolchain
-from .model import KIND, XZ_SETTINGS, Footprint
 
 RESULT = "footprint.json"
 

@@ -16,7 +16,7 @@ from elftools.elf.elffile import ELFFile
 
 from .. import proc
 from ..errors import WolfError
-from .model import LibraryFile
+from ..results.footprint import LibraryFile
 from .toolchain import Toolchain
 
 

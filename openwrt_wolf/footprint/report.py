@@ -8,7 +8,7 @@ from rich.table import Table
 from .. import paths
 from ..errors import WolfError
 from ..results import store
-from .model import KIND, Footprint
+from ..results.footprint import KIND, Footprint
 from .spec import _toml
 
 HEADERS = ("library", "version", "config", "ECC", "files", "stripped", "xz -9e", "squashfs",

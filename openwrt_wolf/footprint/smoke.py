@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import CommandError, WolfError
-from .model import Smoke
+from ..results.footprint import Smoke
 from .spec import BuildSpec, smoke_source
 from .toolchain import Toolchain
 

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from .. import paths
 from ..results import store
+from ..results.footprint import LibraryFile
 from . import apk, lab, measure, spec, userland
-from .model import LibraryFile
 
 KIND = "tls-stack"
 

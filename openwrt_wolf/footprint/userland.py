@@ -41,9 +41,9 @@ from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
 from ..locks import locked
 from ..results import store
+from ..results.footprint import Footprint, LibraryFile
 from ..trust import untrusted
 from . import lab, measure, spec, toolchain
-from .model import Footprint, LibraryFile
 
 DATA = spec.FOOTPRINT_DATA / "userland.toml"
 PATCHES = paths.PROJECT_ROOT / "patches"

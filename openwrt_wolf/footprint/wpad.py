@@ -32,8 +32,8 @@ from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
 from ..locks import locked
 from ..results import store
+from ..results.footprint import Footprint, LibraryFile
 from . import lab, measure, sources, spec, toolchain, userland
-from .model import Footprint, LibraryFile
 
 DATA = spec.FOOTPRINT_DATA / "wpad.toml"
 RESULT = "wpad.json"

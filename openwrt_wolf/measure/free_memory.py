@@ -13,7 +13,6 @@ reads "idle" while init is still busy, and on an emulated CPU it follows the hos
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from .. import term
 from ..catalogue import releases
 from ..errors import WolfError
 from ..hashing import file_sha256
+from ..results.memory import KIND, BootMemory, MemoryResult, Spread, record_key
 from ..results.store import FileStore, Record
 from ..targets.router.board import Board, board
 from ..targets.target import Target
@@ -38,69 +38,6 @@ if TYPE_CHECKING:
 
 DEFAULT_BOOTS = 3
 DEFAULT_IDLE = 10.0
-
-
-@dataclass(frozen=True)
-class BootMemory:
-    """One boot: what the guest's kernel and `free` said once it had settled."""
-
-    boot: int  # 1-based
-    meminfo_kb: dict[str, int]  # every /proc/meminfo field, kB
-    free_kb: dict[str, int]  # `free`'s Mem: row by its column names, kB
-    loadavg: str  # /proc/loadavg at the reading (diagnostic only)
-    uptime_s: float  # the guest's /proc/uptime at the reading
-    settled_state: str  # the last boot state reached before idling: network, shell (VM), ssh
-    transitions: list[dict[str, Any]]  # [{state, at, took}], seconds since QEMU start / reboot
-    seconds_to_measurement: float  # wall time from QEMU's start (router: `reboot`) to the reading
-
-    @property
-    def memfree_kb(self) -> int:
-        return self.meminfo_kb["MemFree"]
-
-
-@dataclass(frozen=True)
-class Spread:
-    median: float
-    min: int
-    max: int
-
-
-@dataclass(frozen=True)
-class MemoryResult:
-    """The record's ``data``. Flat fields first (what size-report shows), then the details."""
-
-    memfree_kb: float  # median MemFree over the boots: "Free memory at idle after boot, kB"
-    memavailable_kb: float | None  # median MemAvailable
-    memtotal_kb: int  # MemTotal of the first boot (the same on every boot of one image)
-    qemu_memory_mb: int | None  # -m (None on a router)
-    boots: int
-    settle: str  # the settle rule, in words
-    idle_s: float
-    image: str | None  # the kernel image booted (None on a router: it boots its own flash)
-    image_sha256: str | None
-    rootfs: str | None
-    arch: str | None  # mips or mipsel (from the ELF header; None on a router)
-    kernel_release: str  # uname -r in the guest
-    openwrt_release: str | None  # DISTRIB_RELEASE of /etc/openwrt_release, when present
-    qemu: str | None  # the QEMU binary (None on a router)
-    summary: dict[str, Spread] = field(default_factory=dict)  # per KEY_FIELDS: median/min/max
-    per_boot: list[BootMemory] = field(default_factory=list)
-    target: str = "vm"  # "vm" (QEMU malta) or "router" (over SSH)
-    host: str | None = None  # router: host:port measured
-    board_name: str | None = None  # router: `ubus call system board` board_name
-    model: str | None = None  # router: its model string
-    # where the VM's root filesystem lives: "initramfs" (in RAM, with the kernel) or "disk"
-    # (the squashfs image on QEMU's IDE disk with the overlay after it, as a router boots from
-    # flash); None on a router
-    root: str | None = None
-    rootfs_sha256: str | None = None  # the rootfs image given (not the task's private copy)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> MemoryResult:
-        d = dict(d)
-        d["summary"] = {k: Spread(**v) for k, v in d.get("summary", {}).items()}
-        d["per_boot"] = [BootMemory(**b) for b in d.get("per_boot", [])]
-        return cls(**d)
 
 
 def _read(target: Target, command: str) -> str:
@@ -338,24 +275,12 @@ def measure_router(
     )
 
 
-def record_key(result: MemoryResult, device: str | None, flavour: str | None) -> str:
-    """Stable per image (router: host, board and release) and settings: measuring the same
-    thing again replaces the record."""
-    if result.target == "router":
-        what = f"router {result.host} {result.board_name} {result.openwrt_release}"
-    else:
-        rootfs = result.rootfs_sha256 or result.rootfs  # older records: the path
-        what = f"{result.image_sha256} {rootfs} {result.qemu_memory_mb}"
-    h = hashlib.sha256(f"{what} {result.idle_s}".encode()).hexdigest()[:12]
-    return "-".join(p for p in ("memory", device, flavour, h) if p)
-
-
 def store_result(
     store: FileStore, result: MemoryResult, *, release: str | None, device: str | None,
     flavour: str | None,
 ) -> tuple[Record, Path]:  # fmt: skip
     rec = Record(
-        kind="memory",
+        kind=KIND,
         key=record_key(result, device, flavour),
         release=release or result.openwrt_release or "unknown",
         device=device,

@@ -7,11 +7,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from . import free_memory as mem
+from ..results.memory import BootMemory, MemoryResult
 
 
 def progress(out: Console, boots: int, state: str) -> Any:
-    def progress(b: mem.BootMemory) -> None:
+    def progress(b: BootMemory) -> None:
         t = {x["state"]: x["at"] for x in b.transitions}
         out.print(
             f"  boot {b.boot}/{boots}: MemFree {b.memfree_kb:,} kB, "
@@ -22,7 +22,7 @@ def progress(out: Console, boots: int, state: str) -> Any:
     return progress
 
 
-def table(out: Console, result: mem.MemoryResult, boots: int) -> None:
+def table(out: Console, result: MemoryResult, boots: int) -> None:
     table = Table(title=f"free memory at idle after boot, kB ({boots} boots)")
     for col in ("field", "median", "min", "max"):
         table.add_column(col, justify="left" if col == "field" else "right")

@@ -25,10 +25,10 @@ from .. import paths, proc
 from ..errors import WolfError
 from ..footprint import build as fp_build
 from ..footprint import sources
-from ..footprint.model import Footprint
 from ..footprint.spec import BuildSpec
 from ..footprint.toolchain import Toolchain
 from ..locks import locked
+from ..results.footprint import Footprint
 
 RECIPE_VERSION = 1
 COMPILE_TIMEOUT = 600.0

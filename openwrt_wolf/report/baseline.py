@@ -12,7 +12,7 @@ from ..catalogue import releases
 from ..errors import WolfError
 from ..trust import untrusted
 from .model import Baseline, CellDelta
-from .sizereport import SCHEMA, Cell, DeviceReport
+from .sizereport import READABLE_SCHEMAS, SCHEMA, Cell, DeviceReport
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ HINT = "save one with `size-report --format json --output FILE`"
 def from_report_json(path: Path) -> tuple[dict[tuple[str, str], BaseCell], str]:
     doc = untrusted.load_json(path, "--baseline", hint=HINT)
     schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema != SCHEMA:
+    if schema not in READABLE_SCHEMAS:
         shown = schema[:40] if isinstance(schema, str) else schema
         raise WolfError(
             f"--baseline {path}: schema {shown!r}, this tool reads {SCHEMA}",

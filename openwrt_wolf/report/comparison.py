@@ -16,7 +16,7 @@ from typing import Any
 from ..perf.model import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI, comparison_rows
 from ..results.store import FileStore, Record
 from .model import Figure, Row, Source, Table
-from .sizereport import Cell, DeviceReport, Footprint
+from .sizereport import Cell, DeviceReport, FootprintRow
 
 TABLES = (("flash", "Flash"), ("memory", "Memory"), ("performance", "Performance"))
 
@@ -55,7 +55,7 @@ def _device_rows(dev: DeviceReport) -> list[Row]:
     return rows
 
 
-def _footprint_rows(footprints: list[Footprint]) -> list[Row]:
+def _footprint_rows(footprints: list[FootprintRow]) -> list[Row]:
     by: dict[tuple[str, str], dict[str, Figure]] = {}
     for fp in footprints:
         if fp.xz is None:
@@ -79,17 +79,14 @@ def _memory_rows(devices: list[DeviceReport]) -> list[Row]:
     the VM with its rootfs on a disk (measure-memory --root disk)."""
     rows = []
     for dev in devices:
-        initramfs, disk = {}, {}
+        initramfs: dict[str, Figure] = {}
+        disk: dict[str, Figure] = {}
         for f in dev.flavours:
-            c = dev.cells[f]
-            if "MemFree" in c.mem_kb:
-                setting = "hardware" if c.mem_target == "router" else "emulated (QEMU)"
-                src = Source(c.mem_source or c.source, c.mem_created, dev.profile, setting)
-                initramfs[f] = Figure(c.mem_kb["MemFree"], src)
-            if "MemFree" in c.mem_disk_kb:
-                where = c.mem_disk_source or c.source
-                src = Source(where, c.mem_disk_created, dev.profile, "emulated (QEMU)")
-                disk[f] = Figure(c.mem_disk_kb["MemFree"], src)
+            for root, vals in (("boot", initramfs), ("disk", disk)):
+                m = dev.cells[f].memory.get(root)
+                if m is not None and "MemFree" in m.kb:
+                    src = Source(m.source, m.created, dev.profile, m.setting)
+                    vals[f] = Figure(m.kb["MemFree"], src)
         for key, what, vals in (
             ("memfree", "", initramfs),
             ("memfree-disk", "rootfs on disk as on flash, ", disk),
@@ -183,7 +180,7 @@ def _perf_rows(records: list[Record], wanted: set[str] | None) -> tuple[list[Row
 
 def tables(
     devices: list[DeviceReport],
-    footprints: list[Footprint],
+    footprints: list[FootprintRow],
     store: FileStore,
     columns: list[str],
     wanted_flavours: set[str] | None,

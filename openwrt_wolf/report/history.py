@@ -11,8 +11,9 @@ from typing import Any
 from .. import paths
 from ..catalogue import devices, flavours
 from ..errors import WolfError
+from ..results import memory
 from ..results.store import FileStore, Record, now_utc
-from .sizereport import _median_kb, cell_from_artifacts, read_builds, variant_of
+from .sizereport import cell_from_artifacts, read_builds, read_memory, variant_of
 
 SCHEMA = "openwrt-wolf/history/1"
 
@@ -47,12 +48,15 @@ class History:
         return asdict(self)
 
 
-def _memory_for(build: Record, later: str | None, mems: list[Record]) -> Record | None:
+Memory = tuple[Record, memory.MemoryResult]
+
+
+def _memory_for(build: Record, later: str | None, mems: list[Memory]) -> Memory | None:
     """The newest memory record of this build's device, flavour and release made after it and
     before the next build of the same flavour and release."""
     hits = [
-        m
-        for m in mems
+        (m, result)
+        for m, result in mems
         if m.flavour == build.flavour
         and m.release == build.release
         and m.created >= build.created
@@ -77,7 +81,7 @@ def build(
         [r for r in fs.history("build", device=dev.profile) if not wanted or r.flavour in wanted]
     )
     builds = [rec for rec, _a in read]
-    mems = fs.history("memory", device=dev.profile)
+    mems = read_memory(fs.history(memory.KIND, device=dev.profile))
     points = []
     for i, (rec, a) in enumerate(read):
         flav = rec.flavour or a.flavour or "unknown"
@@ -109,8 +113,8 @@ def build(
                 headroom_blocks=c.headroom_blocks,
                 verdict=c.verdict,
                 tls_xz=c.tls_xz,
-                memfree_kb=_median_kb(mem.data).get("MemFree") if mem else None,
-                mem_source=f"store:memory/{mem.key}" if mem else None,
+                memfree_kb=mem[1].medians().get("MemFree") if mem else None,
+                mem_source=f"store:memory/{mem[0].key}" if mem else None,
             )
         )
     if not points:

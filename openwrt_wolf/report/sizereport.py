@@ -19,14 +19,18 @@ from .. import paths
 from ..build.record import Artifact, variant_in
 from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
-from ..firmware import artifacts
+from ..firmware import artifacts, fit
 from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
+from ..results import footprint, memory
 from ..results.store import FileStore, Record, now_utc, skipped
 from ..trust import untrusted
 from .model import Baseline, GateResult, MatrixRow, Table
 
-SCHEMA = "openwrt-wolf/size-report/1"
+# /2: a cell's memory figures are one typed map by boot ("memory": {"boot"|"disk": {kb,
+# source, created, target}}) where /1 had mem_kb/mem_source/... and mem_disk_kb/...
+SCHEMA = "openwrt-wolf/size-report/2"
+READABLE_SCHEMAS = ("openwrt-wolf/size-report/1", SCHEMA)  # a baseline reads flash rows only
 BASELINE = "mbedtls"
 
 # (field, label): the rows of each device table, in order
@@ -44,7 +48,21 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("factory", "Factory image"),
 )
 DELTA_ROWS = ("tls_xz", "rootfs", "image", "erase_blocks", "headroom")
-MEMORY_FIELDS = ("MemTotal", "MemFree", "MemAvailable")
+MEMORY_FIELDS = memory.SHOWN
+
+
+@dataclass(frozen=True)
+class MemoryFigure:
+    """A memory record's medians (MemTotal, MemFree, MemAvailable, kB) as a cell shows them."""
+
+    kb: dict[str, int]
+    source: str  # "store:memory/<key>"
+    created: str | None
+    target: str  # "vm" or "router"
+
+    @property
+    def setting(self) -> str:
+        return "hardware" if self.target == "router" else "emulated (QEMU)"
 
 
 @dataclass(frozen=True)
@@ -71,19 +89,14 @@ class Cell:
     factory_room: int | None = None  # bytes the rootfs may grow with the factory image kept
     libraries: list[dict[str, Any]] = field(default_factory=list)  # rootfs.Library dicts
     packages: list[dict[str, Any]] = field(default_factory=list)  # rootfs.PackageUsage dicts
-    mem_kb: dict[str, int] = field(default_factory=dict)  # median /proc/meminfo, kB
+    # the memory records' medians by which boot they measured (results/memory.py boot_root):
+    # "boot" (an initramfs VM, or a router) and "disk" (the VM with its rootfs on a disk)
+    memory: dict[str, MemoryFigure] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     # buildroot builds: the sources that were not OpenWrt's exact files (the build record's
     # sources.not_exact: file, class, placed, version, origin, note)
     substitutions: list[dict[str, Any]] = field(default_factory=list)
     created: str | None = None  # the build record's date (or when --from was measured)
-    mem_source: str | None = None  # "store:memory/<key>"
-    mem_created: str | None = None
-    mem_target: str | None = None  # "vm" or "router"
-    # the VM with its rootfs on a disk (measure-memory --root disk), as a router boots from flash
-    mem_disk_kb: dict[str, int] = field(default_factory=dict)
-    mem_disk_source: str | None = None
-    mem_disk_created: str | None = None
     # "patch-set" (the USE_WOLFSSL patch set's packages) or "stock" (OpenWrt's own), from the
     # build record (build/record.py VARIANTS); None for a directory measured with --from
     variant: str | None = None
@@ -121,8 +134,8 @@ class DeviceReport:
 
 
 @dataclass(frozen=True)
-class Footprint:
-    """A cross-built library (kind "footprint", footprint.model.Footprint): its installed
+class FootprintRow:
+    """A cross-built library (a footprint record, results/footprint.py): its installed
     bytes (stripped as OpenWrt strips), xz -9e bytes and squashfs cost, per config and arch."""
 
     flavour: str
@@ -139,7 +152,7 @@ class Footprint:
 @dataclass(frozen=True)
 class SizeReport:
     devices: list[DeviceReport]
-    footprints: list[Footprint] = field(default_factory=list)
+    footprints: list[FootprintRow] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     xz_settings: str = XZ_SETTINGS
     created: str = field(default_factory=now_utc)
@@ -168,13 +181,13 @@ class SizeReport:
 def cell_from_artifacts(
     flavour: str, a: Artifacts, source: str, created: str | None = None
 ) -> Cell:
-    fit = untrusted.typed(FitFigures, a.fit or {}, f"{source}: fit")
-    factory = fit.factory or FactoryFigures()
+    f = a.fit
+    factory = f.factory if f else None
     sysupgrade = a.sysupgrade
     image = sysupgrade.size if sysupgrade else None
     computed = False
-    if image is None and a.fit:
-        image = fit.final_size or fit.checked_size
+    if image is None and f:
+        image = f.final_size or f.checked_size
         computed = image is not None
     rootfs = a.rootfs
     return Cell(
@@ -184,23 +197,28 @@ def cell_from_artifacts(
         tls_size=rootfs.tls_size if rootfs else None,
         # the record's own figure when the rootfs piece is gone (committed records, another
         # machine): the same squashfs bytes_used, measured when the build ended
-        rootfs=rootfs.size if rootfs else fit.rootfs_size,
+        rootfs=rootfs.size if rootfs else (f.rootfs_size if f else None),
         image=image,
         image_computed=computed,
-        erase_blocks=fit.erase_blocks,
-        padding=fit.padding,
-        limit=fit.limit,
-        limit_name=fit.limit_name,
-        headroom=fit.rootfs_room,
-        headroom_blocks=fit.headroom_blocks,
-        margin=fit.margin if fit.margin is not None else fit.headroom,  # "headroom" before
-        verdict=fit.verdict,
-        factory_name=factory.name,
-        factory_verdict=factory.verdict,
-        factory_room=factory.rootfs_room,
+        erase_blocks=f.erase_blocks if f else None,
+        padding=f.padding if f else None,
+        limit=f.limit if f else None,
+        limit_name=f.limit_name if f else None,
+        headroom=f.rootfs_room if f else None,
+        headroom_blocks=f.headroom_blocks if f else None,
+        margin=f.margin if f else None,
+        verdict=f.verdict if f else "UNKNOWN",
+        factory_name=factory.name if factory else None,
+        factory_verdict=factory.verdict if factory else None,
+        factory_room=factory.rootfs_room if factory else None,
         libraries=[asdict(lib) for lib in rootfs.tls_libraries] if rootfs else [],
         packages=[asdict(p) for p in rootfs.packages] if rootfs else [],
-        notes=list(a.notes) + fit.notes + factory.notes + _unstripped(rootfs),
+        notes=[
+            *a.notes,
+            *(f.notes if f else ()),
+            *(factory.notes if factory else ()),
+            *_unstripped(rootfs),
+        ],
         created=created,
     )
 
@@ -260,36 +278,6 @@ class _Collected:
 
 
 @dataclass(frozen=True)
-class FactoryFigures:
-    name: str | None = None
-    verdict: str | None = None
-    rootfs_room: int | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class FitFigures:
-    """What the report reads of a record's fit report (fit.FitReport.to_dict(), or an older
-    or partial one): every field optional, every value typed."""
-
-    verdict: str = "UNKNOWN"
-    final_size: int | None = None
-    checked_size: int | None = None
-    erase_blocks: int | None = None
-    padding: int | None = None
-    limit: int | None = None
-    limit_name: str | None = None
-    rootfs_room: int | None = None
-    headroom_blocks: int | None = None
-    margin: int | None = None
-    headroom: int | None = None  # "margin" in records before rootfs_room
-    metadata_size: int | None = None
-    rootfs_size: int | None = None  # squashfs bytes_used
-    notes: list[str] = field(default_factory=list)
-    factory: FactoryFigures | None = None
-
-
-@dataclass(frozen=True)
 class BuildJobData:
     """A build job's record as the report reads it (build.record.BuildRecord)."""
 
@@ -315,15 +303,13 @@ def _build_artifacts(rec: Record) -> Artifacts | None:
         job = untrusted.typed(BuildJobData, rec.data, where, "data")
         a = artifacts.from_build_files(
             [asdict(f) for f in job.artifacts],
-            job.fit,
+            fit.FitReport.from_dict(job.fit, where, "data.fit") if job.fit else None,
             profile=rec.device,
             release=rec.release,
             flavour=rec.flavour,
             manifest=job.manifest,
             notes=[f"OpenWrt printed: {w.strip()}" for w in job.openwrt_warnings] + job.notes,
         )
-    if a.fit is not None:
-        untrusted.typed(FitFigures, a.fit, where, "fit")
     return a
 
 
@@ -398,68 +384,49 @@ def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) ->
         got.sources.append(str(path))
 
 
-def _median_kb(data: dict[str, Any]) -> dict[str, int]:
-    """Median /proc/meminfo fields of a memory record (measure.free_memory.MemoryResult):
-    data["summary"][field]["median"], else the flat memfree_kb/memavailable_kb/memtotal_kb."""
-    out: dict[str, int] = {}
-    summary = data.get("summary") if isinstance(data.get("summary"), dict) else {}
-    flat = {"MemTotal": "memtotal_kb", "MemFree": "memfree_kb", "MemAvailable": "memavailable_kb"}
-    for key in MEMORY_FIELDS:
-        spread = summary.get(key) if summary else None
-        v = spread.get("median") if isinstance(spread, dict) else data.get(flat[key])
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            out[key] = round(v)
+def read_memory(records: list[Record]) -> list[tuple[Record, memory.MemoryResult]]:
+    """Memory records of a device and flavour, each read whole (results/memory.py); one of the
+    wrong shape is skipped with the store's one warning line naming its file and field."""
+    out = []
+    for rec in records:
+        if not rec.device or not rec.flavour:
+            continue
+        try:
+            where = f"memory record {rec.path or rec.key}"
+            m = memory.MemoryResult.from_dict(rec.data, where, "data")
+        except WolfError as e:
+            skipped(e)
+            continue
+        out.append((rec, m))
     return out
 
 
 def _memory(store: FileStore, got: _Collected, release: str | None) -> None:
-    """Memory records (kind "memory") of the release, per device and flavour; newest wins."""
-    for rec in store.query("memory", release=release):
-        mem = _median_kb(rec.data)
-        if not rec.device or not rec.flavour or not mem:
-            continue
+    """Memory records (kind "memory") of the release, per device, flavour and boot; newest
+    wins."""
+    for rec, m in read_memory(store.query(memory.KIND, release=release)):
+        assert rec.device and rec.flavour  # read_memory keeps only those
         cells = got.cells.setdefault(rec.device, {})
         old = cells.get(rec.flavour) or Cell(flavour=rec.flavour, source=f"store:memory/{rec.key}")
-        target = rec.data.get("target")
-        figures: dict[str, Any]
-        if rec.data.get("root") == "disk":
-            figures = {"mem_disk_kb": mem, "mem_disk_source": f"store:memory/{rec.key}",
-                       "mem_disk_created": rec.created}  # fmt: skip
-        else:
-            figures = {"mem_kb": mem, "mem_source": f"store:memory/{rec.key}",
-                       "mem_created": rec.created,
-                       "mem_target": target if isinstance(target, str) else None}  # fmt: skip
-        cells[rec.flavour] = Cell(**{**asdict(old), **figures})
+        fig = MemoryFigure(m.medians(), f"store:memory/{rec.key}", rec.created, m.target)
+        cells[rec.flavour] = dataclasses.replace(old, memory={**old.memory, m.boot_root: fig})
         got.meta.setdefault(rec.device, (rec.release, None))
 
 
-@dataclass(frozen=True)
-class FootprintData:
-    """What the report reads of a footprint record (footprint.model.Footprint), typed."""
-
-    library: str | None = None
-    config: str = "?"
-    ecc: str | None = None
-    arch: str | None = None
-    version: str | None = None
-    installed: int | None = None
-    xz: int | None = None
-    squashfs_cost: int | None = None
-
-
-def _footprints(store: FileStore, wanted: set[str] | None) -> list[Footprint]:
-    """Newest footprint record per (flavour, config with its ECC choice, arch)."""
-    latest: dict[tuple[str, str, str], Footprint] = {}
-    for rec in store.query("footprint"):
+def _footprints(store: FileStore, wanted: set[str] | None) -> list[FootprintRow]:
+    """Newest footprint record per (flavour, config with its ECC choice, arch); one of the
+    wrong shape is skipped with the store's one warning line naming its file and field."""
+    latest: dict[tuple[str, str, str], FootprintRow] = {}
+    for rec in store.query(footprint.KIND):
         try:
-            d = untrusted.typed(FootprintData, rec.data, f"footprint record {rec.path}", "data")
+            d = footprint.Footprint.from_dict(rec.data, f"footprint record {rec.path}", "data")
         except WolfError as e:
             skipped(e)
             continue
         flav = rec.flavour or d.library
-        if not flav or (wanted and flav not in wanted):
+        if wanted and flav not in wanted:
             continue
-        fp = Footprint(
+        fp = FootprintRow(
             flavour=flav,
             config=d.config + (f" ({d.ecc})" if d.ecc else ""),
             arch=d.arch,

@@ -129,7 +129,7 @@ def test_2512_dir_deleted_image_is_measured_from_kernel_and_rootfs_pieces(
     assert a.kernel_size == kernel.stat().st_size
     assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(Path(root))
     assert a.fit is not None
-    assert (a.fit["kernel_size"], a.fit["rootfs_size"]) == (a.kernel_size, a.rootfs.size)
+    assert (a.fit.kernel_size, a.fit.rootfs_size) == (a.kernel_size, a.rootfs.size)
     assert a.flavour == "mbedtls"
 
 
@@ -151,7 +151,7 @@ def test_2410_profiles_json_without_sizes_falls_back_to_measuring_files(
     assert a.kernel_size == kernel.stat().st_size
     assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(mbedtls_fs[1])
     assert a.split is not None and a.split["rootfs_offset"] % 65536 == 0
-    assert a.fit is not None and a.fit["verdict"] == "FITS"  # 16000k of flash, ~4 MB used
+    assert a.fit is not None and a.fit.verdict == "FITS"  # 16000k of flash, ~4 MB used
 
 
 def test_a_sysupgrade_image_alone_is_enough(mbedtls_fs: tuple[Path, Path], tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.footprint import apk, lab, report, spec
-from openwrt_wolf.footprint.model import Footprint
+from openwrt_wolf.results.footprint import Footprint
 from tests.conftest import need_tools, upstream_source
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]  # cold: library builds

@@ -14,9 +14,9 @@ import pytest
 from openwrt_wolf import paths
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.footprint import lab, report, sources, spec, toolchain
-from openwrt_wolf.footprint.model import Footprint
 from openwrt_wolf.footprint.smoke import SMOKE_INPUT
 from openwrt_wolf.patchset import symbols
+from openwrt_wolf.results.footprint import Footprint
 from tests.conftest import need_tools, preparing
 
 ROOT = Path(__file__).resolve().parents[2]

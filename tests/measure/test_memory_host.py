@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openwrt_wolf.measure import free_memory
 from openwrt_wolf.report import sizereport
+from openwrt_wolf.results.memory import MemoryResult
 from tests import sshd_router
 from tests.sshd_router import BASE_STATE, FakeRouter
 
@@ -72,7 +72,7 @@ def test_measure_memory_host_reboots_and_records(router: FakeRouter, tmp_path: P
     assert rec["device"] == "tplink_tl-wr902ac-v1"
     assert rec["flavour"] == "mbedtls"
     assert rec["release"] == "24.10.8"
-    d = free_memory.MemoryResult.from_dict(rec["data"])
+    d = MemoryResult.from_dict(rec["data"])
     assert d.target == "router" and d.host == f"[{router.host}]:{router.port}"
     assert d.board_name == BASE_STATE["board_name"] and d.model == BASE_STATE["model"]
     assert d.boots == 2 and len(d.per_boot) == 2
@@ -97,7 +97,9 @@ def test_measure_memory_host_reboots_and_records(router: FakeRouter, tmp_path: P
     # size-report's memory rows show it beside the device's flash rows
     rep = sizereport.build(store=store)
     cells = {r.profile: r.cells for r in rep.devices}
-    assert cells["tplink_tl-wr902ac-v1"]["mbedtls"].mem_kb["MemTotal"] == before["MemTotal"]
+    assert (
+        cells["tplink_tl-wr902ac-v1"]["mbedtls"].memory["boot"].kb["MemTotal"] == before["MemTotal"]
+    )
 
 
 def test_host_and_image_together(tmp_path: Path) -> None:

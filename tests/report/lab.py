@@ -14,6 +14,7 @@ from openwrt_wolf.firmware import artifacts
 from openwrt_wolf.results.store import FileStore, Record
 
 from ..conftest import need_tools
+from ..records import footprint_data, memory_data
 from ..sqfs_kit import (
     FLAVOUR_LIBS,
     GLUE,
@@ -129,15 +130,7 @@ def make(base: Path) -> Lab:
                 NEW,
                 None,
                 flav,
-                {
-                    "library": flav,
-                    "config": "openwrt",
-                    "arch": "mips_24kc",
-                    "version": "x",
-                    "installed": xz * 3,
-                    "xz": xz,
-                    "squashfs_cost": xz + 1,
-                },
+                footprint_data(flav, version="x", installed=xz * 3, xz=xz, squashfs_cost=xz + 1),
                 created="2026-11-02T08:00:00Z",
             )
         )
@@ -149,7 +142,7 @@ def make(base: Path) -> Lab:
                 NEW,
                 AR300,
                 flav,
-                {"target": "router", "summary": {"MemFree": {"median": kb}}},
+                memory_data(kb, target="router"),
                 created="2026-11-03T08:00:00Z",
             )
         )

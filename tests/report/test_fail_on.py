@@ -25,15 +25,22 @@ def _fit(
 ) -> dict[str, Any]:
     room = LIMIT - image if headroom is None else headroom
     return {
-        "verdict": "FITS" if fits else "TOO_BIG",
+        "profile": "glinet_gl-ar300m16",
+        "recipe": "ath79-default",
+        "kernel_size": image // 2,
+        "rootfs_size": image - image // 2,
+        "checked_size": image,
         "limit": LIMIT,
         "limit_name": "IMAGE_SIZE",
-        "rootfs_room": room,  # what the report calls headroom
-        "margin": LIMIT - image,
-        "headroom_blocks": (LIMIT - image) // 65536,
+        "blocksize": 65536,
         "erase_blocks": blocks,
         "padding": 0,
-        "checked_size": image,
+        "margin": LIMIT - image,
+        "headroom_blocks": (LIMIT - image) // 65536,
+        "verdict": "FITS" if fits else "TOO_BIG",
+        "metadata_size": None,
+        "final_size": None,
+        "rootfs_room": room,  # what the report calls headroom
     }
 
 

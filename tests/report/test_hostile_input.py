@@ -140,6 +140,37 @@ def test_a_bad_footprint_record_is_skipped_and_the_report_renders(tmp_path: Path
         assert "431,484" in p.stdout or "431484" in p.stdout  # the good record's xz
 
 
+MEMORY_BAD: list[tuple[str, object, str]] = [
+    ("partial", {"target": "vm", "summary": {"MemFree": {"median": 1}}},
+     "field data.memfree_kb is missing"),
+    ("string", {"memfree_kb": "12abc"}, "field data.memfree_kb is a string"),
+    ("spread", {"summary": {"MemFree": {"median": 1, "min": "x", "max": 1}}},
+     "field data.summary.MemFree.min is a string"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "data", "says"), MEMORY_BAD, ids=[m[0] for m in MEMORY_BAD])
+def test_a_memory_record_is_read_whole_or_skipped_and_named(
+    name: str, data: dict[str, object], says: str, lab: Lab, tmp_path: Path
+) -> None:
+    """A memory record of the wrong shape, or a partial one, is not half read: it is skipped
+    with one warning line naming its file and field, and the good one is still shown."""
+    good = json.loads((lab.store / "memory" / "mem-wolfssl.json").read_text())
+    bad = {**good, "flavour": "mbedtls", "key": "bad"}
+    bad["data"] = data if name == "partial" else {**good["data"], **data}
+    store = _store(tmp_path, {
+        "build/b.json": json.dumps(_record(lab, NEW, "mbedtls")),
+        "memory/good.json": json.dumps(good),
+        "memory/bad.json": json.dumps(bad),
+    })  # fmt: skip
+    p = report(store, "--format", "html", "--release", NEW)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    (warning,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
+    assert str(store / "memory" / "bad.json") in warning and says in warning, warning
+    t = htmlkit.parse(p.stdout).tables
+    assert t["table-memory"][f"memfree:{AR300}"] == ["", str(MEMFREE["wolfssl"])]
+
+
 BASELINES: list[tuple[object, str]] = [
     ({"schema": sizereport.SCHEMA, "devices": "x"}, "field devices is a string where a list"),
     ({"schema": sizereport.SCHEMA, "devices": [{"profile": AR300, "cells": []}]},

@@ -16,6 +16,7 @@ from openwrt_wolf.report import sizereport
 from openwrt_wolf.report.render import render
 from openwrt_wolf.results.store import FileStore, Record
 
+from ..records import memory_data
 from . import htmlkit
 from .test_fail_on import _fit, _record
 
@@ -85,7 +86,7 @@ def test_history_lists_every_build_and_keeps_replaced_records(tmp_path: Path) ->
                     "25.12.5",
                     rec.device,
                     "mbedtls",
-                    {"target": "vm", "summary": {"MemFree": {"median": 60_001}}},
+                    memory_data(60_001),
                     created="2026-10-02T00:00:00Z",
                 )
             )

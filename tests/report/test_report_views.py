@@ -107,6 +107,18 @@ def test_baseline_release_store_and_saved_report(lab_env: Lab, tmp_path: Path) -
     rep2 = sizereport.build(release=NEW, baseline=str(saved))
     assert rep2.baseline is not None and rep2.baseline.kind == "report"
     _baseline_checks(rep2, lab_env)
+    # a report saved by a version before the typed memory figures (size-report/1: mem_kb
+    # beside the flash rows) is still a baseline: the flash rows are the same fields
+    doc = json.loads(saved.read_text())
+    doc["schema"] = "openwrt-wolf/size-report/1"
+    for dev in doc["devices"]:
+        for c in dev["cells"].values():
+            c["mem_kb"] = c.pop("memory", {}).get("boot", {}).get("kb", {})
+    old_saved = tmp_path / "base-1.json"
+    old_saved.write_text(json.dumps(doc))
+    rep1 = sizereport.build(release=NEW, baseline=str(old_saved))
+    assert rep1.baseline is not None and rep1.baseline.kind == "report"
+    _baseline_checks(rep1, lab_env)
     # a store holding only the old builds
     other = tmp_path / "old-store"
     (other / "build").mkdir(parents=True)

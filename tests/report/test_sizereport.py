@@ -21,6 +21,7 @@ from openwrt_wolf.report import sizereport
 from openwrt_wolf.report.render import render
 from openwrt_wolf.results.store import FileStore, Record
 from tests.conftest import need_tools
+from tests.records import footprint_data, memory_data
 from tests.sqfs_kit import (
     FLAVOUR_LIBS,
     GLUE,
@@ -89,7 +90,7 @@ def test_json_rows_match_the_oracles(lab: Lab, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(lab.base / "cache"))
     rep = sizereport.build(store=lab.base / "results", device="tl-wr902ac")
     doc = json.loads(render(rep, "json"))
-    assert doc["schema"] == "openwrt-wolf/size-report/1"
+    assert doc["schema"] == "openwrt-wolf/size-report/2"
     (dev,) = doc["devices"]
     assert dev["profile"] == WR902 and dev["flavours"] == ["mbedtls", "wolfssl", "openssl"]
     cells = dev["cells"]
@@ -159,23 +160,11 @@ def test_memory_and_footprint_records_are_shown(lab: Lab, tmp_path: Path) -> Non
     for p in (lab.base / "results/build").glob("*.json"):
         rec = Record.from_dict(json.loads(p.read_text()))
         store.put(rec)
-    # the shapes the memory (measure.free_memory.MemoryResult) and footprint jobs store
-    mem = {
-        "memfree_kb": 23456.0,
-        "memavailable_kb": 30001.5,
-        "memtotal_kb": 57344,
-        "summary": {"MemFree": {"median": 23456.0, "min": 23400.0, "max": 23500.0}},
-    }
+    # the shapes the memory (results/memory.py) and footprint jobs store
+    mem = memory_data(23456.0, memavailable_kb=30001.5, spread=(23400, 23500))
     store.put(Record("memory", "m1", "25.12.5", WR902, "wolfssl", mem))
-    fp = {
-        "library": "wolfssl",
-        "version": "5.9.1",
-        "config": "openwrt",
-        "arch": "mips_24kc",
-        "installed": 1_399_304,
-        "xz": 431_484,
-        "squashfs_cost": 440_001,
-    }
+    fp = footprint_data("wolfssl", version="5.9.1", installed=1_399_304, xz=431_484,
+                        squashfs_cost=440_001)  # fmt: skip
     store.put(Record("footprint", "f1", "25.12.5", None, "wolfssl", fp))  # fmt: skip
     rep = sizereport.build(store=tmp_path / "results")
     md = render(rep, "markdown")
@@ -191,8 +180,7 @@ def test_rootfs_on_disk_memory_is_its_own_row(lab: Lab, tmp_path: Path) -> None:
     for p in (lab.base / "results/build").glob("*.json"):
         store.put(Record.from_dict(json.loads(p.read_text())))
     for key, root, kb in (("m-ram", "initramfs", 23456.0), ("m-disk", "disk", 27000.0)):
-        mem = {"memfree_kb": kb, "memtotal_kb": 57344, "root": root,
-               "summary": {"MemFree": {"median": kb, "min": kb, "max": kb}}}  # fmt: skip
+        mem = memory_data(kb, root=root)
         store.put(Record("memory", key, "25.12.5", WR902, "wolfssl", mem))
     rep = sizereport.build(store=tmp_path / "results")
     memory = next(t for t in rep.comparison if t.id == "memory")
@@ -214,8 +202,12 @@ def test_build_job_records_listing_files_are_read(lab: Lab, tmp_path: Path) -> N
     ]
     files.append({"name": "x-sysupgrade.bin", "path": "/gone", "sha256": "0" * 64,
                   "size": 5_555_555, "type": "sysupgrade"})  # fmt: skip
-    fit = {"verdict": "FITS", "limit": 7_405_568, "limit_name": "safeloader kernel+rootfs",
-           "headroom": 1234, "erase_blocks": 99, "padding": 77, "headroom_blocks": 0}  # fmt: skip
+    # a fit report as written before rootfs_room: "headroom" was the limit minus checked size
+    fit = {"profile": WR902, "recipe": "tplink-safeloader", "kernel_size": 2_000_000,
+           "rootfs_size": 4_000_000, "checked_size": 7_404_334, "limit": 7_405_568,
+           "limit_name": "safeloader kernel+rootfs", "blocksize": 65536, "erase_blocks": 99,
+           "padding": 77, "headroom": 1234, "headroom_blocks": 0, "verdict": "FITS",
+           "metadata_size": None, "final_size": None, "notes": []}  # fmt: skip
     data = {"artifacts": files, "fit": fit, "manifest": {"libwolfssl5.9.1.ee39414e": "5.9.1-r1"}}
     store.put(Record("build", "k1", "25.12.5", WR902, "wolfssl", data))
     rep = sizereport.build(store=tmp_path / "results")
@@ -258,9 +250,8 @@ def test_footprint_records_alone_make_a_report(tmp_path: Path) -> None:
     ECC choices of the minimal mode stay two rows."""
     store = FileStore(tmp_path / "store")
     for key, ecc, xz in (("a", "sp-p256", 244_812), ("b", "generic", 218_732)):
-        data = {"library": "wolfssl", "version": "5.9.2", "config": "minimal", "ecc": ecc,
-                "arch": "mips_24kc", "installed": xz * 2, "xz": xz,
-                "squashfs_cost": xz + 6000}  # fmt: skip
+        data = footprint_data("wolfssl", config="minimal", ecc=ecc, installed=xz * 2, xz=xz,
+                              squashfs_cost=xz + 6000)  # fmt: skip
         store.put(Record("footprint", key, "25.12.5", None, "wolfssl", data))
     report = sizereport.build(store=str(store.root))
     assert report.devices == []

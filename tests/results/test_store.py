@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from openwrt_wolf.results.store import FileStore, Record
+from tests.records import footprint_data
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -25,15 +26,7 @@ GOOD: dict[str, Any] = {
     "release": "25.12.5",
     "device": None,
     "flavour": "wolfssl",
-    "data": {
-        "library": "wolfssl",
-        "version": "5.9.2",
-        "config": "openwrt",
-        "arch": "mips_24kc",
-        "installed": 1_399_304,
-        "xz": 431_484,
-        "squashfs_cost": 440_001,
-    },
+    "data": footprint_data("wolfssl", installed=1_399_304, xz=431_484, squashfs_cost=440_001),
     "created": "2026-11-30T12:00:00Z",
     "schema_version": 1,
 }

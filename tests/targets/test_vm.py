@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.measure import free_memory
+from openwrt_wolf.results.memory import MemoryResult
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM, BootError, StateUnavailable
@@ -160,7 +161,7 @@ def test_measure_memory_cli_records_each_boot(guest: malta_guest.StandIn, tmp_pa
     assert len(files) == 1
     rec = json.loads(files[0].read_text())
     assert (rec["kind"], rec["device"], rec["flavour"]) == ("memory", "malta-le", "mbedtls")
-    d = free_memory.MemoryResult.from_dict(rec["data"])
+    d = MemoryResult.from_dict(rec["data"])
     assert d.boots == 2 and len(d.per_boot) == 2 and d.qemu_memory_mb == 64
     assert d.kernel_release == guest.kernel.release and d.arch == "mipsel"
     assert d.image_sha256 == hashlib.sha256(guest.kernel.vmlinuz.read_bytes()).hexdigest()

@@ -65,9 +65,10 @@ def table_cells(dev: DeviceReport) -> list[tuple[str, list[tuple[str, str]]]]:
             (label, [(cell_text(dev, dev.cells[f], row), delta_text(dev, f, row).strip())
                      for f in dev.flavours])
         )  # fmt: skip
+    booted = [dev.cells[f].memory.get("boot") for f in dev.flavours]  # not the disk boot
     for key in MEMORY_FIELDS:
-        if any(key in dev.cells[f].mem_kb for f in dev.flavours):
-            vals = [dev.cells[f].mem_kb.get(key) for f in dev.flavours]
+        if any(m and key in m.kb for m in booted):
+            vals = [m.kb.get(key) if m else None for m in booted]
             out.append((f"{key} (median, kB)", [(num(v), "") for v in vals]))
     return out
 

@@ -35,7 +35,8 @@ def render_csv(report: SizeReport) -> str:
             c = dev.cells[f]
             rows: list[tuple[str, object]] = [(r, c.value(r)) for r, _label in ROWS]
             rows += [("headroom_blocks", c.headroom_blocks)]
-            rows += [(f"mem_{k}_kb", c.mem_kb[k]) for k in MEMORY_FIELDS if k in c.mem_kb]
+            mem = c.memory["boot"].kb if "boot" in c.memory else {}
+            rows += [(f"mem_{k}_kb", mem[k]) for k in MEMORY_FIELDS if k in mem]
             base = report.baseline.deltas.get(dev.profile, {}).get(f) if report.baseline else None
             for name, v in rows:
                 d = dev.deltas.get(f, {}).get(name)

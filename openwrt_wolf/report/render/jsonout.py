@@ -1,4 +1,4 @@
-"""JSON: the whole model, schema "openwrt-wolf/size-report/1" (docs/results.md)."""
+"""JSON: the whole model, schema "openwrt-wolf/size-report/2" (docs/results.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The footprint result model, stored as store.Record(kind="footprint", data=asdict(...))."""
+"""The footprint record (kind "footprint"): a TLS library cross-built at OpenWrt's settings,
+its files as installed, xz and squashfs cost (footprint/lab.py writes it; the size report
+reads it). Stored as store.Record(kind="footprint", data=asdict(...))."""
 
 from __future__ import annotations
 
@@ -101,6 +103,7 @@ class Footprint:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "footprint record") -> Footprint:
-        """Read back from the store or the lab's cache: every field checked."""
-        return untrusted.typed(cls, d, where)
+    def from_dict(cls, d: Any, where: str = "footprint record", path: str = "") -> Footprint:
+        """Read back from the store or the lab's cache: every field checked; ``path`` names
+        where ``d`` sits in the file (a record's "data")."""
+        return untrusted.typed(cls, d, where, path)
