@@ -6,10 +6,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
-import os
 from pathlib import Path
 
-from . import term
+from . import outputs, term
 
 CONNECT_TIMEOUT = 15.0
 READ_TIMEOUT = 60.0
@@ -39,7 +38,7 @@ def download(url: str, dest: Path, label: str, *, max_bytes: int | None = None) 
         with contextlib.suppress(FileNotFoundError):
             part.unlink()
         raise
-    os.replace(part, dest)
+    outputs.publish(part, dest)
     return h.hexdigest()
 
 

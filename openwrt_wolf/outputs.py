@@ -1,5 +1,6 @@
 """Writing a file: every --output (size-report, history, what-if) and every record, stamp and
-list we keep, through one writer.
+list we keep, through one writer; and every finished file or tree a task built under a work
+name (downloads, unpacked trees, compiled programs) put in place by one rename, ``publish``.
 
 - A regular file, or a new path, is replaced atomically: a temporary file in the same
   directory (O_TMPFILE: it has no name while it is written, so a SIGKILL leaves nothing;
@@ -169,6 +170,17 @@ def replace_link(path: Path, target: str) -> None:
                 made.append(name)
 
     _renamed_over(path, make)
+
+
+def publish(made: Path | str, path: Path | str) -> None:
+    """A finished file or directory ``made`` (built under a temporary name beside ``path``, on
+    the same file system: a download's .part, a tree unpacked or compiled into a work name)
+    renamed over ``path`` in one step: readers see the old one or the new one, never half.
+    Nothing is published after a termination signal: the caller's cleanup removes ``made``.
+    A directory replaces only a missing path or an empty directory (rename(2)'s rule); errors
+    are the OSError the caller already handles (ENOSPC, ENOTEMPTY, EXDEV)."""
+    signals.check()
+    os.replace(made, path)
 
 
 def write_text(path: Path | str, text: str, *, inputs: Sequence[Path | str] = ()) -> None:

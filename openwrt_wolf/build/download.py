@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import archive as archives
-from .. import paths, term
+from .. import outputs, paths, term
 from ..catalogue import releases
 from ..errors import WolfError
 from ..firmware.artifacts import parse_sha256sums
@@ -211,7 +211,7 @@ def _fetch_locked(a: Archive, dest: Path) -> Path:
             f"{a.sha256}; the bad file was removed",
             hint="re-run to download it again, or use another --mirror",
         )
-    os.replace(part, dest)
+    outputs.publish(part, dest)
     return dest
 
 
@@ -315,7 +315,7 @@ def extract(archive: Path, into: Path, digest: str | None = None) -> Path:
             (tmp / FILES_MARK).write_text("\n".join(_file_list(tmp)) + "\n")
             (tmp / EXTRACTED_MARK).write_text(digest + "\n")
             shutil.rmtree(into, ignore_errors=True)
-            os.replace(tmp, into)
+            outputs.publish(tmp, into)
         except (OSError, archives.WriteFailed) as e:
             shutil.rmtree(tmp, ignore_errors=True)
             cause = e.cause if isinstance(e, archives.WriteFailed) else e

@@ -13,7 +13,6 @@ import contextlib
 import fnmatch
 import hashlib
 import json
-import os
 import queue
 import re
 import shutil
@@ -25,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc, signals, term
+from .. import outputs, paths, proc, signals, term
 from ..catalogue import flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
@@ -726,7 +725,7 @@ def _store(
     """Move the finished output into place and write the record (atomically, last: a
     killed build leaves none)."""
     shutil.rmtree(final, ignore_errors=True)
-    os.replace(partial, final)
+    outputs.publish(partial, final)
     files = [{**a, "path": str(final / a["name"])} for a in files]
     rel = releases.get(job.request.release)
     dev = job.device

@@ -5,13 +5,12 @@ that keeps two runs out of one tree."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import paths
+from .. import outputs, paths
 from ..catalogue import releases
 from ..errors import WolfError
 from ..locks import locked
@@ -93,7 +92,7 @@ def slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Pa
             try:
                 shutil.copytree(ib.top, tmp, symlinks=True)
                 (tmp / ".openwrt-wolf-slot").write_text(stamp_src)
-                os.replace(tmp, d)
+                outputs.publish(tmp, d)
             except OSError as e:
                 shutil.rmtree(tmp, ignore_errors=True)
                 if e.errno == 28:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc
+from .. import outputs, paths, proc
 from ..errors import CommandError, WolfError
 from ..host import upstream
 from ..locks import locked
@@ -135,7 +135,7 @@ def zlib(tc: Toolchain, arch: spec.Arch, cflags: tuple[str, ...]) -> tuple[Path,
                 (tmp / f.name).symlink_to(f.readlink())
             else:
                 shutil.copy2(f, tmp / f.name)
-        tmp.rename(lib)
+        outputs.publish(tmp, lib)
         shutil.rmtree(out / "src", ignore_errors=True)
         return out / "include", lib
 
@@ -252,7 +252,7 @@ def build_apk(
                 f"apk ({v['package']}, {bs.arch.name}): build failed", tail=e.tail, log=e.log
             ) from None
         shutil.copy2(out / "build" / "src" / "apk", out / "apk.tmp")
-        (out / "apk.tmp").rename(binary)
+        outputs.publish(out / "apk.tmp", binary)
         shutil.rmtree(out / "src", ignore_errors=True)
     return result
 

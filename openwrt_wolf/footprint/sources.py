@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .. import downloads, paths
+from .. import downloads, outputs, paths
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..host.upstream import Unavailable
@@ -74,9 +74,7 @@ def _fetch(
                 got = file_sha256(cand)
                 if got != src.sha256:
                     raise _mismatch(src, str(cand), got)
-                tmp = dest.with_name(dest.name + ".part")
-                tmp.write_bytes(cand.read_bytes())
-                os.replace(tmp, dest)
+                outputs.copy_file(cand, dest)
                 return dest
 
     import requests  # here: a run that fetches nothing does not load it

@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc
+from .. import outputs, paths, proc
 from ..catalogue.flavours import names as flavour_names
 from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
@@ -488,7 +488,7 @@ def build(
         ub = _describe(fv, a, tc, fp, tmp, entry, notes, has_uencrypt, work)
         store.write_atomic(tmp / RESULT, json.dumps(_to_dict(ub), indent=2) + "\n")
         shutil.copy2(ctx.log, tmp / "build.log")
-        os.replace(tmp, entry)
+        outputs.publish(tmp, entry)
         shutil.rmtree(work, ignore_errors=True)
         loaded = _load(entry)
         assert loaded is not None  # just written

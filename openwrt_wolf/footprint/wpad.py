@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import paths, proc
+from .. import outputs, paths, proc
 from ..errors import CommandError, WolfError
 from ..host import hosttools, upstream
 from ..locks import locked
@@ -202,7 +202,7 @@ def build(flavour: str, *, say: Callable[[str], None] = print, rebuild: bool = F
                                log=str(work / "build.log")) from None  # fmt: skip
         store.write_atomic(tmp / RESULT, json.dumps(wb.to_dict(), indent=2) + "\n")
         shutil.copy2(work / "build.log", tmp / "build.log")
-        os.replace(tmp, entry)
+        outputs.publish(tmp, entry)
         shutil.rmtree(work, ignore_errors=True)
         return wb
 

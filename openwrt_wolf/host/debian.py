@@ -26,7 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from .. import paths, proc
+from .. import outputs, paths, proc
 from ..errors import CommandError, WolfError
 from ..locks import locked
 from ..results.store import write_atomic
@@ -203,7 +203,7 @@ class AptRoot:
                 (tmp / ".complete").write_text(f"{package} {version} {self.arch}\n")
                 if dest.exists():
                     shutil.rmtree(dest)
-                os.replace(tmp, dest)
+                outputs.publish(tmp, dest)
                 deb.unlink()  # the unpacked tree is the cache; the .deb would double it
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import locks, proc
+from .. import locks, outputs, proc
 from ..errors import WolfError
 from ..paths import cache_dir
 from . import hosttools, upstream
@@ -224,6 +224,6 @@ def ensure(progress: Callable[[str], None] | None = None) -> OpenWrtTools:
             (bin_dir / ".complete").write_text("\n".join(names) + "\n")
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir()
-            (work / "bin").rename(dest / "bin")
-            (work / "build.log").rename(dest / "build.log")
+            outputs.publish(work / "bin", dest / "bin")
+            outputs.publish(work / "build.log", dest / "build.log")
     return OpenWrtTools(dest / "bin", names)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import downloads, paths, proc
+from .. import downloads, outputs, paths, proc
 from ..errors import WolfError
 from ..hashing import file_sha256
 from ..locks import locked
@@ -151,9 +151,7 @@ def _tree(path: Path, sha256: str) -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    outputs.write_text(path, text)
 
 
 def verify(p: Pin, path: Path, where: str) -> str:
@@ -260,7 +258,7 @@ def source_dir(name: str) -> Path:
             if len(tops) != 1:
                 raise WolfError(f"{src}: expected one top folder, found {len(tops)}")
             (tops[0] / STAMP).write_text(p.sha256 + "\n")
-            os.replace(tops[0], dest)
+            outputs.publish(tops[0], dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return dest

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc, signals
+from .. import outputs, proc, signals
 from ..errors import WolfError
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain
@@ -120,7 +120,7 @@ def probe() -> Probe:
                       f"-I{libroot / 'include'}", "-o", tmp, src, f"-L{libroot / 'lib'}",
                       f"-Wl,-rpath,{libroot / 'lib'}", "-lssl", "-lcrypto", "-pthread"],
                      timeout=programs.COMPILE_TIMEOUT)  # fmt: skip
-            tmp.rename(out)
+            outputs.publish(tmp, out)
     app = programs.bench_program(bs, tc, fp, libroot, quick=False,
                                  tool=settings()["tool"]["openssl"]).exes["all"]  # fmt: skip
     return Probe(out, f"OpenSSL {fp.version} ({fp.config} config, footprint lab, x86_64)", app,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import paths, proc
+from .. import outputs, paths, proc
 from ..errors import WolfError
 from ..footprint import build as fp_build
 from ..footprint import sources
@@ -67,7 +67,7 @@ def shim(name: str, bs: BuildSpec, tc: Toolchain) -> Path:
             tmp = out.with_suffix(".tmp")
             proc.run([tc.tool("gcc"), *flags, "-o", tmp, src, "-ldl", "-lrt"],
                      timeout=COMPILE_TIMEOUT)  # fmt: skip
-            tmp.rename(out)
+            outputs.publish(tmp, out)
     return out
 
 

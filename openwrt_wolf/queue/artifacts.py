@@ -14,6 +14,7 @@ from typing import Any
 
 import requests
 
+from .. import outputs
 from ..build.record import BuildRecord
 from ..errors import WolfError
 from ..hashing import file_sha256
@@ -48,7 +49,7 @@ def _copy_all(files: list[Path], names: list[str], into: Path) -> str:
             if n != "build.log" and file_sha256(tmp / n) != file_sha256(f):
                 raise WolfError(f"--artifacts: {tmp / n} differs from {f} after copying")
         shutil.rmtree(into, ignore_errors=True)
-        os.replace(tmp, into)
+        outputs.publish(tmp, into)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise WolfError(

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -117,7 +116,7 @@ class Filler:
         if move:  # our own work file: renamed in
             part = self.dl / f".{name}.part"
             shutil.move(str(src), part)
-            os.replace(part, dest)
+            outputs.publish(part, dest)
         else:
             outputs.copy_file(src, dest)
         return dest

@@ -5,7 +5,6 @@ PKG_HASH before anything is downloaded, and a download is checked against the in
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -15,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ... import downloads, paths, proc
+from ... import downloads, outputs, paths, proc
 from ...errors import WolfError
 from ...host.debian import AptRoot
 from ...locks import locked
@@ -205,7 +204,7 @@ def pip_sdist(project: str, version: str, into: Path) -> Path | None:
         shutil.rmtree(dest, ignore_errors=True)
         return None
     out = into / found[0].name
-    os.replace(found[0], out)
+    outputs.publish(found[0], out)
     shutil.rmtree(dest, ignore_errors=True)
     return out
 

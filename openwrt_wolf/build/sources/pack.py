@@ -13,7 +13,6 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
-import os
 import re
 import shutil
 import tempfile
@@ -21,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from ... import archive, proc
+from ... import archive, outputs, proc
 from ...errors import WolfError
 
 GIT_TIMEOUT = 600.0
@@ -140,7 +139,7 @@ def pack_dir(parent: Path, subdir: str, mtime: int, dest: Path, *, fast: bool = 
     part = dest.with_name(dest.name + ".part")
     compress(raw, part, extension(dest.name), fast=fast)
     raw.unlink()
-    os.replace(part, dest)
+    outputs.publish(part, dest)
 
 
 def _extract(tarball: Path, into: Path) -> None:

@@ -5,12 +5,11 @@ just header fields)."""
 from __future__ import annotations
 
 import gzip
-import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ... import outputs
 from ...errors import WolfError
 
 _MAGIC = b"070701"
@@ -126,13 +125,5 @@ class Archive:
         """Write the gzip-compressed archive atomically."""
         blob = gzip.compress(self.to_cpio(), compresslevel=6, mtime=0)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        outputs.replace_bytes(path, blob, mode=0o644)
         return path
