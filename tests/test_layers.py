@@ -94,3 +94,54 @@ def test_no_stage_imports_a_stage_above_it_or_another_stages_cli() -> None:
     )
     gone = sorted(KNOWN - found)
     assert gone == [], f"listed in KNOWN but no longer there: strike them: {gone}"
+
+
+# --- one writer: a finished file or tree is put in place by outputs.py alone -------------
+
+WRITER = PACKAGE / "outputs.py"
+
+
+def renames(path: Path) -> list[int]:
+    """Lines of ``path`` that rename a file themselves: os.replace, os.rename, or a
+    ``.rename(…)``/``.replace(…)`` call with one argument on something that is not a string
+    (a Path's; str.replace takes two)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        f = node.func
+        on_os = isinstance(f.value, ast.Name) and f.value.id == "os"
+        if (on_os and f.attr in ("replace", "rename", "renames")) or (
+            f.attr in ("rename", "replace")
+            and len(node.args) == 1
+            and not node.keywords  # dataclasses.replace(obj, field=...)
+            and not isinstance(f.value, ast.Constant)
+            and not (isinstance(f.value, ast.Name) and f.value.id == "dataclasses")
+        ):
+            out.append(node.lineno)
+    return sorted(out)
+
+
+def test_the_rename_reader_sees_each_way_of_renaming(tmp_path: Path) -> None:
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "import os\nfrom pathlib import Path\n"
+        "os.replace('a', 'b')\n"  # 3
+        "os.rename('a', 'b')\n"  # 4
+        "Path('a').rename(Path('b'))\n"  # 5
+        "Path('a').replace('b')\n"  # 6
+        "'x-y'.replace('-', '_')\n"  # a string's replace: not a rename
+        "name.replace('-', '_')\n"
+        "dataclasses.replace(rec, path='x')\n"
+        "import dataclasses\ndataclasses.replace(rec)\n"
+    )
+    assert renames(planted) == [3, 4, 5, 6]
+
+
+def test_only_the_writer_renames_files_into_place() -> None:
+    found = {
+        f.relative_to(PACKAGE).as_posix(): lines
+        for f in sorted(PACKAGE.rglob("*.py"))
+        if f != WRITER and (lines := renames(f))
+    }
+    assert found == {}, "rename a finished file or tree with outputs.publish: " + str(found)

@@ -125,7 +125,7 @@ def prepare(
             for o in series.apply(work, series.load(patches_dir)):
                 show(f"base feed: {o.action} {o.series} ({len(o.patches)} patches)")
             outputs.write_text(work / STAMP, _json(want))
-            work.replace(dest)
+            outputs.publish(work, dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return Base(dest, ident, f"{origin}, patched copy {dest}", _dl(dest, tree))

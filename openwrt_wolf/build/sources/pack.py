@@ -356,7 +356,7 @@ def repack(src: Path, dest: Path, topdir: str) -> None:
         _extract(raw, work)
         raw.unlink()
         if top != topdir:
-            (work / top).rename(work / topdir)
+            outputs.publish(work / top, work / topdir)
         # the unpacker sets files' and directories' times, not a symbolic link's (its time is
         # now): counted, a link made every repack differ (two hashes for one file name)
         files = (p for p in (work / topdir).rglob("*") if not p.is_symlink())
