@@ -59,7 +59,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf import paths
-from openwrt_wolf.hashing import file_sha256
+from openwrt_wolf.files.hashing import file_sha256
 from openwrt_wolf.perf import image_boot, image_heap
 from openwrt_wolf.perf.image_heap import https_get, insecure_context
 from openwrt_wolf.perf.image_tls import uhttpd_cpu, uhttpd_ticks

@@ -80,7 +80,7 @@ def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path],
     """run_shared()/name, filled by make(dir) once per test run: the first worker to ask makes
     it under a lock, the others wait for it and reuse it (a session fixture is otherwise made
     again by each worker). A make that fails marks nothing done: the next asker starts anew."""
-    from openwrt_wolf.locks import locked
+    from openwrt_wolf.files.locks import locked
 
     top = run_shared(factory) / name
     with locked(top.parent / f"{name}.lock"):
@@ -223,7 +223,7 @@ def standin_kit(tmp_path_factory: pytest.TempPathFactory, openwrt_tree_25125: Pa
     """apk-tools 3.0.5 (host), the test's signing key and the TLS packages' payloads (the
     footprint lab's MIPS builds): built once per machine (cached), shared by the xdist workers."""
     from openwrt_wolf.errors import WolfError
-    from openwrt_wolf.locks import locked
+    from openwrt_wolf.files.locks import locked
     from tests.standin import kit
 
     need_tools(*KIT_TOOLS)

@@ -1,7 +1,8 @@
-"""openwrt_wolf.archive, the one way an archive from outside is unpacked. The oracles: a victim
-directory beside the root (its files' bytes, modes and existence), every path outside the root,
-Python's own ``data`` extraction filter where this Python has it (3.11.4+; Debian 12's 3.11.2
-has none, and the same code runs there), the peak RSS of a child process (tests/peak.py)."""
+"""openwrt_wolf.files.archive, the one way an archive from outside is unpacked. The oracles:
+a victim directory beside the root (its files' bytes, modes and existence), every path outside
+the root, Python's own ``data`` extraction filter where this Python has it (3.11.4+; Debian
+12's 3.11.2 has none, and the same code runs there), the peak RSS of a child process
+(tests/peak.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf import archive
 from openwrt_wolf.errors import WolfError
+from openwrt_wolf.files import archive
 from tests import hostile_archives as hostile
 from tests import peak
 
@@ -142,7 +143,7 @@ def test_limits_on_bytes_and_members(tmp_path: Path) -> None:
 CHILD = textwrap.dedent("""
     import sys
     from pathlib import Path
-    from openwrt_wolf import archive
+    from openwrt_wolf.files import archive
     from openwrt_wolf.whatif import pkgsource
     path, how = Path(sys.argv[1]), sys.argv[2]
     try:

@@ -132,3 +132,9 @@ def test_the_doc_check_fails_on_what_it_should() -> None:
         "queue/url.py is named but does not exist",
         "stage newstage/ is not in the diagram",
     ]
+
+
+def test_at_most_eight_loose_modules_at_the_package_root() -> None:
+    """docs/conventions.md: what is not a stage lives in a folder that says what it is."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert len(loose) <= 8, f"{len(loose)} loose modules at openwrt_wolf/: {loose}"

@@ -12,13 +12,13 @@ import textwrap
 import time
 from pathlib import Path
 
-from openwrt_wolf import locks
+from openwrt_wolf.files import locks
 
 ROOT = Path(__file__).resolve().parent.parent
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from openwrt_wolf import locks
+    from openwrt_wolf.files import locks
     with locks.work_dir(Path(sys.argv[1]), "run-") as d:
         (d / "work").write_text("x")
         print(d, flush=True)
@@ -76,7 +76,7 @@ def test_older_versions_dirs_and_planted_links(tmp_path: Path) -> None:
 
 def _one_line(top: Path, lock: str) -> str:
     """Take the lock in a child (a FIFO would block it for ever: the timeout is the oracle)."""
-    code = ("import sys\nfrom pathlib import Path\nfrom openwrt_wolf import locks\n"
+    code = ("import sys\nfrom pathlib import Path\nfrom openwrt_wolf.files import locks\n"
             "from openwrt_wolf.errors import WolfError\n"
             "try:\n    with locks.locked(Path(sys.argv[1])):\n        print('held')\n"
             "except WolfError as e:\n    print('error:', e)\n    sys.exit(2)\n")  # fmt: skip

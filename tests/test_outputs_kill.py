@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WRITER = """
 import sys, time
 from pathlib import Path
-from openwrt_wolf import outputs
+from openwrt_wolf.files import outputs
 from openwrt_wolf.results import store
 
 def fill(out):
@@ -54,7 +54,7 @@ def test_sigkill_while_writing_leaves_the_old_file_and_nothing_else(
 
 
 def test_a_whole_file_still_replaces_the_old_one(tmp_path: Path) -> None:
-    from openwrt_wolf import outputs
+    from openwrt_wolf.files import outputs
 
     out = tmp_path / "r.md"
     out.write_text("old")
@@ -77,7 +77,7 @@ def test_without_linkat_the_bytes_are_copied(
 ) -> None:
     # where neither linkat(AT_EMPTY_PATH) nor /proc/self/fd may name the file, its bytes are
     # copied into a named temporary file: the result is the same
-    from openwrt_wolf import outputs
+    from openwrt_wolf.files import outputs
 
     monkeypatch.setattr(outputs._libc, "linkat", lambda *a: -1)
     monkeypatch.setattr(os, "link", lambda *a, **k: (_ for _ in ()).throw(OSError(18, "no")))

@@ -20,12 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import outputs, paths
+from .. import paths
 from ..catalogue import releases
 from ..errors import WolfError
+from ..files import outputs
+from ..files.locks import locked
 from ..firmware.imageformats import bounded
 from ..host import upstream
-from ..locks import locked
 from ..patchset import series
 from ..trust import untrusted
 from .buildroot import Tree, patch_set_hash

@@ -24,7 +24,7 @@ from .. import proc
 from ..catalogue import names
 from ..catalogue.devices import Device
 from ..errors import CommandError, WolfError
-from ..locks import locked
+from ..files.locks import locked
 from ..patchset import series
 from ..paths import DATA_DIR
 from . import packages

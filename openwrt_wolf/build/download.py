@@ -1,7 +1,7 @@
 """Getting OpenWrt's ImageBuilder and SDK archives: names from data (data/imagebuilders.toml
 and the release's sha256sums), streamed download with progress and resume (HTTP Range),
 sha256 check against sha256sums, a cache by release/target, and extraction of .tar.zst by
-openwrt_wolf.archive's rules (a mirror is not trusted: nothing is written outside the tree).
+openwrt_wolf.files.archive's rules (a mirror is not trusted: nothing is written outside the tree).
 
 Sources: OpenWrt's download server (data/releases.toml [server]), or --mirror URL|DIR laid out
 like it (<base>/<release download path>/targets/<target>/<subtarget>/...)."""
@@ -23,14 +23,15 @@ from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
-from .. import archive as archives
-from .. import outputs, paths, term
+from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
+from ..files import archive as archives
+from ..files import outputs
+from ..files.hashing import file_sha256
+from ..files.locks import locked
 from ..firmware.artifacts import parse_sha256sums
 from ..firmware.imageformats import bounded
-from ..hashing import file_sha256
-from ..locks import locked
 from ..trust import secrets, untrusted
 
 CHUNK = 1 << 16

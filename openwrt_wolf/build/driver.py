@@ -24,13 +24,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import outputs, paths, proc, signals, term
+from .. import paths, proc, signals, term
 from ..catalogue import flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..files import outputs
+from ..files.hashing import file_sha256
 from ..firmware import artifacts, fit
 from ..firmware.imageformats import squashfs_sb
-from ..hashing import file_sha256
 from ..host import hosttools
 from ..patchset import series
 from ..results import store

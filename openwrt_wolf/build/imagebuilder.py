@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import outputs, proc
+from .. import proc
 from ..catalogue import names
 from ..errors import CommandError, WolfError
+from ..files import outputs
 from ..host import hosttools
 from ..paths import DATA_DIR
 from ..trust import untrusted

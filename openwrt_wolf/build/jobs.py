@@ -13,10 +13,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import hashing, paths
+from .. import paths
 from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..files import hashing
 from ..patchset import series
 from ..trust import untrusted
 from . import basefeed, buildroot, download, packages

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files.hashing import file_sha256
 from ..firmware import fit
-from ..hashing import file_sha256
 from ..trust import untrusted
 
 KIND = "build"

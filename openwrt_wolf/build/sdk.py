@@ -282,7 +282,7 @@ class SDK:
         return {ln.strip() for ln in text.splitlines() if ln.strip()}
 
     def _mark(self, files: list[Path]) -> None:
-        from .. import outputs
+        from ..files import outputs
 
         mine = self._mine() | {str(f.relative_to(self.top / "bin" / "packages")) for f in files}
         outputs.write_text(self._mark_file(), "".join(f"{n}\n" for n in sorted(mine)))
@@ -306,7 +306,7 @@ class SDK:
         removed, so only this run's file can be taken; one that no run of ours made (the
         user's own compile, another tool) is refused in one line rather than guessed about.
         Then this run's packages are written down as pending until it has marked its files."""
-        from .. import outputs
+        from ..files import outputs
 
         pkgdir = self.top / "bin" / "packages"
         mine, pending = self._mine(), self._pending()
@@ -423,8 +423,8 @@ def keep_packages(into: Path, files: list[Path], sdk: tuple[str, str | None]) ->
     """The SDK's package files copied into ``into`` (the cache, keyed by what made them),
     listed last with their sha256 and the SDK's name and sha256: a folder without the list,
     or with other bytes, is never served."""
-    from .. import outputs
-    from ..hashing import file_sha256
+    from ..files import outputs
+    from ..files.hashing import file_sha256
 
     into.mkdir(parents=True, exist_ok=True)
     out = []
@@ -439,7 +439,7 @@ def keep_packages(into: Path, files: list[Path], sdk: tuple[str, str | None]) ->
 def kept_packages(into: Path) -> tuple[list[Path], tuple[str, str | None]] | None:
     """What keep_packages put in ``into``, when every file is there with its bytes: the
     files and the SDK that made them."""
-    from ..hashing import file_sha256
+    from ..files.hashing import file_sha256
     from ..trust import untrusted
 
     d = untrusted.load_cached(into / KEPT, "kept SDK packages", lambda d: d)

@@ -10,10 +10,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import outputs, paths
+from .. import paths
 from ..catalogue import releases
 from ..errors import WolfError
-from ..locks import locked
+from ..files import outputs
+from ..files.locks import locked
 from . import download
 from . import sdk as sdk_mod
 from .imagebuilder import ImageBuilder

@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import archive, paths
+from .. import paths
 from ..catalogue import flavours
 from ..errors import WolfError
+from ..files import archive
 from ..results.store import write_atomic
 from ..trust import untrusted
 from .imageformats.bounded import MAX_IMAGE

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import outputs, paths, proc
+from .. import paths, proc
 from ..errors import CommandError, WolfError
+from ..files import outputs
+from ..files.locks import locked
 from ..host import upstream
-from ..locks import locked
 from ..results import store
 from ..results.footprint import Component, Footprint
 from . import build, sources, spec

@@ -15,8 +15,8 @@ from pathlib import Path
 from .. import paths, proc
 from ..catalogue import releases
 from ..errors import WolfError
+from ..files.locks import locked as _locked
 from ..host import hosttools
-from ..locks import locked as _locked
 from ..results import store
 from ..results.footprint import KIND, XZ_SETTINGS, Footprint
 from ..term import progress

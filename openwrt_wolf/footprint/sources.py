@@ -9,11 +9,12 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .. import downloads, outputs, paths
+from .. import paths
 from ..errors import WolfError
-from ..hashing import file_sha256
+from ..files import downloads, outputs
+from ..files.hashing import file_sha256
+from ..files.locks import locked
 from ..host.upstream import Unavailable
-from ..locks import locked
 from .spec import Source
 
 SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated directories holding tarballs

@@ -35,11 +35,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .. import outputs, paths, proc
+from .. import paths, proc
 from ..catalogue.flavours import names as flavour_names
 from ..errors import CommandError, WolfError
+from ..files import outputs
+from ..files.locks import locked
 from ..host import hosttools, upstream
-from ..locks import locked
 from ..results import store
 from ..results.footprint import Footprint, LibraryFile
 from ..trust import untrusted

@@ -27,10 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import outputs, paths, proc
+from .. import paths, proc
 from ..errors import CommandError, WolfError
+from ..files import outputs
+from ..files.locks import locked
 from ..host import hosttools, upstream
-from ..locks import locked
 from ..results import store
 from ..results.footprint import Footprint, LibraryFile
 from . import lab, measure, sources, spec, toolchain, userland

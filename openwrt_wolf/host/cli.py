@@ -41,7 +41,7 @@ def sources(
     archive's sha256 and tree-sha256 and the pin they match."""
     from pathlib import Path
 
-    from ..hashing import file_sha256
+    from ..files.hashing import file_sha256
     from . import treedigest, upstream
 
     upstream.use_mirrors(split(dirs), split(urls))

@@ -26,9 +26,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from .. import outputs, paths, proc
+from .. import paths, proc
 from ..errors import CommandError, WolfError
-from ..locks import locked
+from ..files import outputs
+from ..files.locks import locked
 from ..results.store import write_atomic
 from . import hosttools
 

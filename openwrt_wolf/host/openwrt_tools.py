@@ -30,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import locks, outputs, proc
+from .. import proc
 from ..errors import WolfError
+from ..files import locks, outputs
 from ..paths import cache_dir
 from . import hosttools, upstream
 

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from .. import downloads, outputs, paths, proc
+from .. import paths, proc
 from ..errors import WolfError
-from ..hashing import file_sha256
-from ..locks import locked
+from ..files import downloads, outputs
+from ..files.hashing import file_sha256
+from ..files.locks import locked
 from ..trust import secrets
 from .treedigest import tree_sha256
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import term
 from ..catalogue import releases
 from ..errors import WolfError
-from ..hashing import file_sha256
+from ..files.hashing import file_sha256
 from ..results.memory import KIND, BootMemory, MemoryResult, Spread, record_key
 from ..results.store import FileStore, Record
 from ..targets.router.board import Board, board

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import paths, proc
 from ..errors import WolfError
-from ..locks import locked
+from ..files.locks import locked
 from . import series
 
 READY = ".wolf-kconfig-ready"

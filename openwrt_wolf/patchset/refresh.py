@@ -22,8 +22,9 @@ import stat
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import outputs, proc
+from .. import proc
 from ..errors import CommandError, WolfError
+from ..files import outputs
 from . import series as patchset
 from . import staging
 

@@ -19,8 +19,8 @@ import os
 import stat
 from pathlib import Path
 
-from .. import outputs
 from ..errors import WolfError
+from ..files import outputs
 from ..trust import untrusted
 from .diff import tree_path
 

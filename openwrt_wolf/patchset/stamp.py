@@ -19,8 +19,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import outputs
 from ..errors import WolfError
+from ..files import outputs
 from ..trust import untrusted
 from . import diff, staging
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WolfError
+from ..files.hashing import file_sha256
 from ..footprint import spec, toolchain
-from ..hashing import file_sha256
 from ..host import hosttools
 from ..results import store
 from ..targets.vm.image import private_disk

@@ -14,11 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import outputs, proc, signals
+from .. import proc, signals
 from ..errors import WolfError
+from ..files import outputs
+from ..files.locks import locked
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain
-from ..locks import locked
 from . import programs
 from .crypto import settings
 from .runner import free_port, wait_listening

@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .. import outputs, paths, proc
+from .. import paths, proc
 from ..errors import WolfError
+from ..files import outputs
+from ..files.locks import locked
 from ..footprint import build as fp_build
 from ..footprint import sources
 from ..footprint.spec import BuildSpec
 from ..footprint.toolchain import Toolchain
-from ..locks import locked
 from ..results.footprint import Footprint
 
 RECIPE_VERSION = 1

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .. import paths, proc
 from ..errors import WolfError
-from ..hashing import file_sha256
+from ..files.hashing import file_sha256
 from ..results import store
 from ..targets.vm.machine import VM, lan_host, served
 from . import image_boot, wifi

@@ -14,10 +14,10 @@ from typing import Any
 
 import requests
 
-from .. import outputs
 from ..build.record import BuildRecord
 from ..errors import WolfError
-from ..hashing import file_sha256
+from ..files import outputs
+from ..files.hashing import file_sha256
 from .url import redact
 
 

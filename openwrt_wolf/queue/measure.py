@@ -18,7 +18,7 @@ from typing import Any
 from rq import get_current_job
 
 from ..errors import WolfError
-from ..hashing import file_sha256
+from ..files.hashing import file_sha256
 from ..results import store
 from . import artifacts, jobs
 

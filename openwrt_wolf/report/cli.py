@@ -6,9 +6,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import outputs, paths, term
+from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
+from ..files import outputs
 from . import history, sizereport
 from .render import FORMATS, render
 

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from .. import outputs
+from ..files import outputs
 from ..errors import WolfError
-from ..outputs import WriteError as WriteError  # callers catch store.WriteError
+from ..files.outputs import WriteError as WriteError  # callers catch store.WriteError
 from ..trust import untrusted
 
 SCHEMA_VERSION = 1

@@ -5,7 +5,7 @@ profiles.json, manifests, sha256sums, package indexes. Nothing in them is truste
 - ``read_bytes``: a regular file only (a FIFO would hang the read, /dev/zero never ends, a
   directory or a symlink loop is no file), its size checked before reading and while
   reading, every failure one line naming the file. ``open_file``: the same checks for a
-  reader that streams and bounds what it reads (openwrt_wolf/archive.py).
+  reader that streams and bounds what it reads (openwrt_wolf/files/archive.py).
 - ``load_json``/``loads_json``: JSON whose numbers are finite and fit in 64 bits: NaN,
   Infinity, 1e400 and a 5,000-digit integer (Python's int-str limit raises on it) are
   refused with the field's path, never passed on.

@@ -62,8 +62,9 @@ def main(
     as_json: bool = False,
     check: bool = False,
 ) -> None:
-    from .. import hashing, paths
+    from .. import paths
     from ..catalogue import flavours
+    from ..files import hashing
     from ..results import store
     from ..term import progress
 

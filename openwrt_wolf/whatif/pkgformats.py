@@ -7,7 +7,7 @@
   (staging_dir/host/bin/apk), else the one the footprint lab builds from ../shared.
 - 24.10 (opkg): the ``Packages`` index (control paragraphs: Package, Version, Depends,
   Provides, ABIVersion, Filename) beside ``.ipk`` files (a gzip'd tar holding data.tar.gz,
-  read and unpacked by openwrt_wolf.archive, ``inner="data.tar.gz"``).
+  read and unpacked by openwrt_wolf.files.archive, ``inner="data.tar.gz"``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ holds them: OpenWrt 25.12's ``packages.adb`` with APK v3 (ADB) packages, 24.10's
 list (name, version, depends, conflicts, provides, file) beside gzip'd tars of the files each
 package installs. A package is found by its name or by what it provides: OpenWrt names a
 package with its ABI version (libmbedtls21) and has it provide the plain name (libmbedtls).
-Tar and .ipk packages are read and unpacked only by openwrt_wolf.archive; what apk extracts
+Tar and .ipk packages are read and unpacked only by openwrt_wolf.files.archive; what apk extracts
 from an ADB package goes into the image through it too (archive.place_tree): nothing outside
 the root, no devices, bounded size and ratio."""
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from .. import archive
 from ..errors import WolfError
+from ..files import archive
 from ..trust import untrusted
 
 MAX_INDEX = 64 << 20  # bytes of index.json we read

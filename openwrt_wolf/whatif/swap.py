@@ -19,14 +19,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import archive, locks, outputs, paths, proc
+from .. import paths, proc
 from ..build import packages as flavour_rules
 from ..catalogue import devices, flavours, releases
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..files import archive, locks, outputs
+from ..files.hashing import file_sha256
 from ..firmware import artifacts, fit
 from ..firmware.imageformats import bounded, squashfs_sb
-from ..hashing import file_sha256
 from ..host import openwrt_tools
 from ..trust import untrusted
 from . import pkgsource

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.hashing import file_sha256
+from openwrt_wolf.files.hashing import file_sha256
 from openwrt_wolf.host import treedigest, upstream
 from tests.conftest import need_tools, offline_upstream, unavailable
 from tests.standin.server import serve

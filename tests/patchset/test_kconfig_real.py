@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.build import sdk
-from openwrt_wolf.locks import locked
+from openwrt_wolf.files.locks import locked
 from openwrt_wolf.patchset import kconfig, series
 from tests.conftest import need_tools
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.locks import locked
+from openwrt_wolf.files.locks import locked
 
 ROOT = Path(__file__).resolve().parents[2]
 Run = tuple[subprocess.CompletedProcess[str], Path]

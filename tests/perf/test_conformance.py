@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
+from openwrt_wolf.files.locks import locked
 from openwrt_wolf.footprint import userland
 from openwrt_wolf.host import upstream
-from openwrt_wolf.locks import locked
 from openwrt_wolf.paths import PROJECT_ROOT
 from openwrt_wolf.perf import conformance
 from tests.conftest import need_tools, unavailable

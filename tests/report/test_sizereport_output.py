@@ -110,7 +110,7 @@ def test_output_on_a_full_disk(store: Path, tmp_path: Path) -> None:
     assert left == ["fill"], p.stdout  # no temporary file left on the full disk
 
 
-# --- --output targets of each kind (openwrt_wolf/outputs.py) -----------------------------
+# --- --output targets of each kind (openwrt_wolf/files/outputs.py) -----------------------------
 
 
 def _mknod(path: Path, kind: int, major: int, minor: int) -> None:

@@ -381,7 +381,7 @@ def _tree_infos(top: Path, tree: Path, rel: dict[str, Any], arch: str) -> dict[s
     from dataclasses import asdict
 
     from openwrt_wolf import paths
-    from openwrt_wolf.locks import locked
+    from openwrt_wolf.files.locks import locked
 
     h = hashlib.sha256(str(tree.resolve()).encode())
     for part in ((top / ".config").read_bytes(), json.dumps(rel["tree_packages"]).encode(),

@@ -23,8 +23,8 @@ from typing import Any
 
 from openwrt_wolf import paths
 from openwrt_wolf.errors import WolfError
+from openwrt_wolf.files.locks import locked
 from openwrt_wolf.host.debian import AptRoot
-from openwrt_wolf.locks import locked
 from openwrt_wolf.targets.vm.initramfs import Archive, init_script
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from openwrt_wolf import paths
-from openwrt_wolf.locks import locked
+from openwrt_wolf.files.locks import locked
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -26,8 +26,9 @@ from typing import Any
 
 import pytest
 
-from openwrt_wolf import locks, paths
+from openwrt_wolf import paths
 from openwrt_wolf.errors import WolfError
+from openwrt_wolf.files import locks
 from openwrt_wolf.host.openwrt_tools import OpenWrtTools
 from openwrt_wolf.whatif import pkgsource, swap
 from tests.conftest import free_port, need_tools, preparing, standin_ib

@@ -139,7 +139,7 @@ def test_a_package_without_links_or_folders_is_read_once(
     read from its archive again on every question."""
     import io
 
-    from openwrt_wolf import archive
+    from openwrt_wolf.files import archive
 
     pkg_file = tmp_path / "plain-1.tar.gz"
     with tarfile.open(pkg_file, "w:gz") as t:

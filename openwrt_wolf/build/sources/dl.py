@@ -32,11 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
-from ... import downloads, outputs, proc, term
+from ... import proc, term
 from ...errors import WolfError
-from ...hashing import file_sha256
+from ...files import downloads, outputs
+from ...files.hashing import file_sha256
+from ...files.locks import locked
 from ...host import hosttools
-from ...locks import locked
 from ...patchset import series
 from ...trust import untrusted
 from .. import packages

@@ -14,10 +14,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from ... import downloads, outputs, paths, proc
+from ... import paths, proc
 from ...errors import WolfError
+from ...files import downloads, outputs
+from ...files.locks import locked
 from ...host.debian import AptRoot
-from ...locks import locked
 from ...trust import untrusted
 from . import facts
 

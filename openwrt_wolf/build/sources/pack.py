@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from ... import archive, outputs, proc
+from ... import proc
 from ...errors import WolfError
+from ...files import archive, outputs
 
 GIT_TIMEOUT = 600.0
 MAX_MISSING = 50

@@ -15,9 +15,9 @@ from ...build.sdk import package_name
 from ...catalogue import flavours
 from ...catalogue.devices import Device
 from ...errors import WolfError
+from ...files.hashing import file_sha256
 from ...firmware import artifacts
 from ...firmware.imageformats import fwtool
-from ...hashing import file_sha256
 from ...results.store import Record, Store
 
 

@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import archive, paths
+from ... import paths
 from ...errors import WolfError
+from ...files import archive
 from ...trust.untrusted import os_reason
 
 _EM_MIPS = 8

@@ -9,8 +9,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ... import outputs
 from ...errors import WolfError
+from ...files import outputs
 
 _MAGIC = b"070701"
 

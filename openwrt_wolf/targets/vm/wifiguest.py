@@ -27,8 +27,8 @@ from elftools.elf.segments import InterpSegment
 
 from ... import paths, proc
 from ...errors import WolfError
+from ...files.locks import locked
 from ...host import debian
-from ...locks import locked
 from .image import Kernel, inspect_bzimage
 from .initramfs import Archive, init_script
 

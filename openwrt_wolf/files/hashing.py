@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from .errors import WolfError
+from ..errors import WolfError
 
 
 def file_sha256(path: Path) -> str:

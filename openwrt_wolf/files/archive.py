@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, cast
 
-from .errors import WolfError
-from .trust import untrusted
+from ..errors import WolfError
+from ..trust import untrusted
 
 CHUNK = 1 << 16
 RATIO_FLOOR = 64 << 20  # below this many bytes unpacked any ratio is fine (a file of zeros)

@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import WolfError
-from .paths import writable_dir
+from ..errors import WolfError
+from ..paths import writable_dir
 
 
 @contextlib.contextmanager

@@ -8,7 +8,8 @@ import errno
 import hashlib
 from pathlib import Path
 
-from . import outputs, term
+from .. import term
+from . import outputs
 
 CONNECT_TIMEOUT = 15.0
 READ_TIMEOUT = 60.0

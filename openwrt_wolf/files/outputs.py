@@ -32,8 +32,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
-from . import signals
-from .errors import WolfError
+from .. import signals
+from ..errors import WolfError
 
 Fill = Callable[[IO[bytes]], None]
 
