@@ -30,7 +30,7 @@ Run (after `./wolf build --tree T --device malta-be --flavour F`):
       --packages T/bin/packages/mips_24kc --flavour wolfssl [--json out.json] \\
       [--apk T/staging_dir/host/bin/apk] [--store DIR]
 With --store (or $OPENWRT_WOLF_STORE) the figures become a "perf-image" record
-(openwrt_wolf/perf/model.py ImageServer), which `./wolf size-report` shows in its Memory
+(openwrt_wolf/results/perf.py ImageServer), which `./wolf size-report` shows in its Memory
 and Performance tables beside the lab's. Emulated (TCG): times are QEMU's, not a router's.
 """
 
@@ -63,7 +63,7 @@ from openwrt_wolf.files.hashing import file_sha256
 from openwrt_wolf.perf import image_boot, image_heap
 from openwrt_wolf.perf.image_heap import https_get, insecure_context
 from openwrt_wolf.perf.image_tls import uhttpd_cpu, uhttpd_ticks
-from openwrt_wolf.perf.model import (
+from openwrt_wolf.results.perf import (
     IMAGE,
     MEMORY,
     HeapPhase,

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from openwrt_wolf.perf import lab
-from openwrt_wolf.perf.model import CryptoSpeed
+from openwrt_wolf.results.perf import CryptoSpeed
 
 
 def _cpu() -> float:

@@ -9,9 +9,9 @@ from .. import paths
 from ..catalogue import releases
 from ..errors import WolfError
 from ..results import store
+from ..results.perf import Handshakes, HeapUse, WifiConnections
 from ..term import console
 from . import lab, report
-from .model import Handshakes, HeapUse, WifiConnections
 
 
 def _list(value: str | None, every: tuple[str, ...], what: str) -> tuple[str, ...]:

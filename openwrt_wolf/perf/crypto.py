@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CommandError, WolfError
+from ..results.perf import CryptoSpeed, Where
 from . import parse
-from .model import CryptoSpeed, Where
 from .place import Place
 from .programs import BenchProgram, data_file
 

@@ -13,8 +13,8 @@ import re
 import statistics
 import time
 
+from ..results.perf import Handshakes, metric
 from . import net
-from .model import Handshakes, metric
 from .netlab import NetLab
 
 # what `s_client -brief` prints for each group: 3.0's "Server Temp Key", 3.5's line for a KEM

@@ -13,8 +13,8 @@ import time
 from typing import Any
 
 from ..errors import WolfError
+from ..results.perf import HeapPhase, HeapUse, metric
 from . import heap, net
-from .model import HeapPhase, HeapUse, metric
 from .netlab import NetLab, mark
 
 

@@ -22,11 +22,11 @@ from ..files.hashing import file_sha256
 from ..footprint import spec, toolchain
 from ..host import hosttools
 from ..results import store
+from ..results.perf import NetCommon, Where, record_key
 from ..targets.vm.image import private_disk
 from ..targets.vm.machine import VM
 from ..targets.vm.qemu import binary, free_port, spec_for
 from . import open_place, programs
-from .model import NetCommon, Where, record_key
 from .place import TargetPlace
 
 TLS = re.compile(r"^(lib(wolfssl|mbedtls|mbedcrypto|openssl)|libustream-)")  # package names

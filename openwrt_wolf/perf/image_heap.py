@@ -24,9 +24,9 @@ from typing import Any
 from .. import paths
 from ..errors import WolfError
 from ..results import store
+from ..results.perf import MEMORY, HeapPhase, HeapUse
 from ..targets.vm.machine import VM, lan_host
 from . import heap, heap_use, image_boot, net
-from .model import MEMORY, HeapPhase, HeapUse
 
 WOLF_HOST = "wolf-host"  # the host, as the guest's /etc/hosts names it for the download's SAN
 DOWNLOAD_BYTES = 1 << 20

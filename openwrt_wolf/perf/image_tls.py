@@ -22,9 +22,9 @@ from pathlib import Path
 from .. import paths
 from ..errors import WolfError
 from ..results import store
+from ..results.perf import HANDSHAKE, Handshakes, metric
 from ..targets.vm.machine import VM
 from . import crypto, handshake, image_boot, net
-from .model import HANDSHAKE, Handshakes, metric
 
 TICK_MS = 10  # USER_HZ
 

@@ -22,6 +22,18 @@ from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
 from ..host import hosttools
 from ..results import store
+from ..results.perf import (
+    CRYPTO,
+    HANDSHAKE,
+    MEMORY,
+    SOAK,
+    CryptoSpeed,
+    Handshakes,
+    HeapUse,
+    Soak,
+    WifiConnections,
+    record_key,
+)
 from ..targets.router.login import Login
 from ..targets.vm.wifiguest import elf_needs
 from . import (
@@ -38,18 +50,6 @@ from . import (
     soak,
     wifi,
     wifi_image,
-)
-from .model import (
-    CRYPTO,
-    HANDSHAKE,
-    MEMORY,
-    SOAK,
-    CryptoSpeed,
-    Handshakes,
-    HeapUse,
-    Soak,
-    WifiConnections,
-    record_key,
 )
 from .place import Place, QemuPlace
 from .runner import QemuRunner

@@ -13,8 +13,8 @@ from typing import Any
 
 from ..errors import WolfError
 from ..footprint import userland
+from ..results.perf import NetCommon
 from . import heap, net
-from .model import NetCommon
 from .runner import Runner, Served, free_port
 
 

@@ -23,8 +23,8 @@ from typing import Protocol
 
 from .. import proc
 from ..errors import CommandError, WolfError
+from ..results.perf import Where
 from ..targets.target import Target
-from .model import Where
 from .qemu import QemuUser
 
 log = logging.getLogger("openwrt_wolf.perf.place")

@@ -11,7 +11,7 @@ from .. import proc
 from ..errors import WolfError
 from ..footprint.spec import Arch
 from ..footprint.toolchain import Toolchain
-from .model import Where
+from ..results.perf import Where
 
 
 @dataclass(frozen=True)

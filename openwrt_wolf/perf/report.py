@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ..errors import WolfError
 from ..results import store
-from .model import (
+from ..results.perf import (
     CRYPTO,
     HANDSHAKE,
     MEMORY,

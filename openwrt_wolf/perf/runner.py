@@ -22,7 +22,7 @@ from typing import Protocol
 
 from .. import proc
 from ..errors import WolfError
-from .model import Where
+from ..results.perf import Where
 from .qemu import QemuUser
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
+from ..results.perf import Soak, metric
 from . import net
-from .model import Soak, metric
 from .netlab import NetLab, mark
 
 KEEP_ERRORS = 10

@@ -38,11 +38,20 @@ from ..errors import CommandError, WolfError
 from ..footprint import spec, toolchain, wpad
 from ..host import hosttools
 from ..results import store
+from ..results.perf import (
+    WIFI,
+    HeapPhase,
+    NetCommon,
+    Where,
+    WifiConnections,
+    WifiMode,
+    metric,
+    record_key,
+)
 from ..targets.vm import wifiguest
 from ..targets.vm.machine import VM
 from ..targets.vm.qemu import VmSpec, binary
 from . import heap, programs
-from .model import WIFI, HeapPhase, NetCommon, Where, WifiConnections, WifiMode, metric, record_key
 from .place import Server, TargetPlace
 from .wpalines import connection_times, negotiated, spread
 

@@ -34,9 +34,9 @@ from .. import paths, proc
 from ..errors import WolfError
 from ..files.hashing import file_sha256
 from ..results import store
+from ..results.perf import WIFI, WifiConnections
 from ..targets.vm.machine import VM, lan_host, served
 from . import image_boot, wifi
-from .model import WIFI, WifiConnections
 from .place import TargetPlace
 
 CLI = {"hostapd_cli": "hostapd", "wpa_cli": "wpa_supplicant"}  # program: its build subfolder

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..perf.model import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI, comparison_rows
+from ..results.perf import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI, comparison_rows
 from ..results.store import FileStore, Record
 from .model import Figure, Row, Source, Table
 from .sizereport import Cell, DeviceReport, FootprintRow
@@ -98,7 +98,7 @@ def _memory_rows(devices: list[DeviceReport]) -> list[Row]:
 
 
 def _crypto_metrics(data: dict[str, Any]) -> list[tuple[str, float, str | None]]:
-    """(name, value, unit) of the performance lab's crypto record (perf.model.CryptoSpeed,
+    """(name, value, unit) of the performance lab's crypto record (results.perf.CryptoSpeed,
     kind "perf-crypto"): ms per public-key operation, MiB/s per cipher and block size."""
     out: list[tuple[str, float, str | None]] = []
     for op, ms in (data.get("ms_per_op") or {}).items():
@@ -189,7 +189,7 @@ def tables(
     """The three tables; a table with no rows is still listed (the renderers say 'no records')."""
     perf = [
         r
-        for kind in ("perf", CRYPTO, HANDSHAKE, MEMORY, SOAK, WIFI, IMAGE)  # perf.model's kinds
+        for kind in ("perf", CRYPTO, HANDSHAKE, MEMORY, SOAK, WIFI, IMAGE)  # results.perf's kinds
         for r in store.query(kind)
         if not wanted_devices or r.device is None or r.device in wanted_devices
     ]

@@ -15,8 +15,8 @@ import pytest
 
 from openwrt_wolf.footprint import lab as fp_lab
 from openwrt_wolf.perf import crypto
-from openwrt_wolf.perf.model import CRYPTO, CryptoSpeed
 from openwrt_wolf.results import store
+from openwrt_wolf.results.perf import CRYPTO, CryptoSpeed
 from tests.conftest import need_tools
 from tests.perf import labrun
 from tests.perf.labrun import Run

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.footprint import lab as fp_lab
-from openwrt_wolf.perf.model import HANDSHAKE, MEMORY, SOAK, Handshakes, HeapUse, Soak
 from openwrt_wolf.report import comparison
 from openwrt_wolf.results import store
+from openwrt_wolf.results.perf import HANDSHAKE, MEMORY, SOAK, Handshakes, HeapUse, Soak
 from tests.conftest import need_tools, userland_sources
 from tests.perf import labrun
 from tests.perf.labrun import Run

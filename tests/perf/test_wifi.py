@@ -22,11 +22,11 @@ import pytest
 from openwrt_wolf.footprint import lab as fp_lab
 from openwrt_wolf.footprint import wpad
 from openwrt_wolf.host.upstream import Unavailable
-from openwrt_wolf.perf.model import WIFI, WifiConnections
 from openwrt_wolf.report import comparison
 from openwrt_wolf.report.render.html import render_html
 from openwrt_wolf.report.sizereport import SizeReport
 from openwrt_wolf.results import store
+from openwrt_wolf.results.perf import WIFI, WifiConnections
 from tests.conftest import need_tools, unavailable
 from tests.perf import labrun
 from tests.perf.labrun import Run

@@ -1,11 +1,12 @@
 """The comparison's Performance table fills from the performance lab's own crypto records
-(kind perf-crypto, perf.model.CryptoSpeed), labelled emulated, with the lab's units."""
+(kind perf-crypto, results.perf.CryptoSpeed), labelled emulated, with the lab's units."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from openwrt_wolf.perf.model import (
+from openwrt_wolf.report import comparison
+from openwrt_wolf.results.perf import (
     CRYPTO,
     HANDSHAKE,
     IMAGE,
@@ -18,7 +19,6 @@ from openwrt_wolf.perf.model import (
     NetCommon,
     Where,
 )
-from openwrt_wolf.report import comparison
 from openwrt_wolf.results.store import FileStore, Record
 
 # what the test writes is the oracle: figures of the shape the lab stores
@@ -63,7 +63,7 @@ def _common(flavour: str, metrics: dict[str, dict[str, object]]) -> NetCommon:
 
 
 def test_network_records_fill_memory_and_performance(tmp_path: Path) -> None:
-    """perf-memory and perf-handshake records (perf.model.HeapUse, Handshakes): their metrics
+    """perf-memory and perf-handshake records (results.perf.HeapUse, Handshakes): their metrics
     land in the Memory and Performance tables, labelled emulated."""
     st = FileStore(tmp_path / "results")
     peaks = {"mbedtls": 439572, "wolfssl": 244172}  # what the test writes is the oracle
@@ -89,7 +89,7 @@ def test_network_records_fill_memory_and_performance(tmp_path: Path) -> None:
 
 
 def test_image_records_fill_memory_and_performance(tmp_path: Path) -> None:
-    """perf-image records (perf.model.ImageServer, bench/openwrt_vm.py on a real image): the
+    """perf-image records (results.perf.ImageServer, bench/openwrt_vm.py on a real image): the
     image's uhttpd per held session in Memory, the handshake median in Performance, each
     labelled emulated (vm) with the device."""
     st = FileStore(tmp_path / "results")

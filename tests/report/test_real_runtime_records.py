@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.perf import heap
-from openwrt_wolf.perf.model import (
+from openwrt_wolf.report import comparison
+from openwrt_wolf.results.perf import (
     HANDSHAKE,
     IMAGE,
     MEMORY,
@@ -24,7 +25,6 @@ from openwrt_wolf.perf.model import (
     ImageServer,
     WifiConnections,
 )
-from openwrt_wolf.report import comparison
 from openwrt_wolf.results.store import FileStore, Record
 
 RUN = Path(__file__).resolve().parents[2] / "docs" / "records" / "openwrt-25.12.5-malta-be-runtime"

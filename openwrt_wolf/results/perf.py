@@ -1,5 +1,8 @@
-"""The lab's record kinds, one typed dataclass each, stored as
-store.Record(kind=<KIND>, flavour=<flavour>, key=<flavour>-<target>-<test>, data=asdict(...))."""
+"""The performance lab's record kinds (perf-crypto, perf-handshake, perf-memory, perf-soak,
+perf-wifi, perf-image), one typed dataclass each: the one model of each, written by perf/ and
+read by the report. Stored as store.Record(kind=<KIND>, flavour=<flavour>,
+key=<flavour>-<target>-<test>, data=asdict(...)). The comparison's rows (data/comparison.toml)
+name the metrics these records carry."""
 
 from __future__ import annotations
 
