@@ -14,8 +14,9 @@ PACKAGE = ROOT / "openwrt_wolf"
 
 # lowest first; a stage may import the ones before it (docs/architecture.md, the flow:
 # catalogue → patchset → build → firmware → footprint → targets → measure → perf → queue →
-# report, on the floors trust, files, results and host)
-LAYERS = ("trust", "files", "results", "catalogue", "host", "patchset", "firmware", "build",
+# report, on the floors trust, files, catalogue (the facts a record refers to), results and
+# host)
+LAYERS = ("trust", "files", "catalogue", "results", "host", "patchset", "firmware", "build",
           "footprint", "whatif", "targets", "measure", "perf", "queue", "report")  # fmt: skip
 
 # (importing file, imported module) that may break the contract: none since issue 33's moves

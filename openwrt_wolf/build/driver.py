@@ -35,12 +35,13 @@ from ..firmware.imageformats import squashfs_sb
 from ..host import hosttools
 from ..patchset import series
 from ..results import store
+from ..results.build import KIND, Artifact, BuildRecord
+from ..results.fit import FitReport
 from ..trust import untrusted
 from . import basefeed, buildroot, download, packages
 from . import sdk as sdk_mod
 from .imagebuilder import PHASES, ImageBuilder, Info
 from .jobs import Job, Options, Outcome, _sources_digest, plan
-from .record import KIND, Artifact, BuildRecord
 from .sources import dl
 from .trees import obtain_imagebuilder, obtain_sdk, slot_dirs, tree_lock
 
@@ -720,7 +721,7 @@ def _store(
     phases: dict[str, float],
     make_seconds: float,
     log: Path,
-    report: fit.FitReport,
+    report: FitReport,
     **fields: Any,
 ) -> Outcome:
     """Move the finished output into place and write the record (atomically, last: a
@@ -759,7 +760,7 @@ def _store(
 
 def _measure(
     kdir: Path, dev: Device, bin_dir: Path
-) -> tuple[fit.FitReport, list[dict[str, Any]], bool, list[str]]:
+) -> tuple[FitReport, list[dict[str, Any]], bool, list[str]]:
     """Fit from the kernel and rootfs pieces in KDIR (present even when OpenWrt deleted the
     image), the files with their sha256, and where the model and OpenWrt disagree.
 

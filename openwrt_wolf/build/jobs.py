@@ -19,10 +19,10 @@ from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..files import hashing
 from ..patchset import series
+from ..results.build import BACKENDS, BuildRecord, BuildRequest
 from ..trust import untrusted
 from . import basefeed, buildroot, download, packages
 from . import sdk as sdk_mod
-from .record import BACKENDS, BuildRecord, BuildRequest
 from .sources import dl
 
 
@@ -53,7 +53,7 @@ class Options:
     allow: tuple[str, ...] = ()
     # the request names the ImageBuilder's and SDK's archive sha256 (read from the server);
     # off for a build farm's coordinator, which has no mirror: each worker names its own (the
-    # request hash leaves them out, build/record.py)
+    # request hash leaves them out, results/build.py)
     identify: bool = True
 
     def local_feed(self) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WolfError
-from ..results.store import write_atomic
+from ..files import outputs
 from ..units import kib, parse_size
 from .devices import Device, device_from_dict
 from .devtree import Subtarget, TreeDevice, TreeRead
@@ -304,5 +304,5 @@ def write(path: Path, read: TreeRead, release: str, add: Sequence[TreeDevice] = 
     except tomllib.TOMLDecodeError as e:  # a bug of ours: never write a broken catalogue
         raise WolfError(f"refusing to write {path}: the updated text is not TOML ({e})") from None
     if new_text != text:
-        write_atomic(path, new_text)
+        outputs.write_text(path, new_text)
     return report

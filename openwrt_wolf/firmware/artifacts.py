@@ -20,6 +20,7 @@ from typing import Any
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..results.fit import FitReport
 from ..trust import untrusted
 from . import fit, imageformats
 from .rootfs import RootfsInfo, measure_rootfs
@@ -61,7 +62,7 @@ class Artifacts:
     metadata_size: int | None = None  # append-metadata trailer, when a split found it
     split: dict[str, Any] | None = None  # imageformats.SplitImage as a dict
     rootfs: RootfsInfo | None = None
-    fit: fit.FitReport | None = None
+    fit: FitReport | None = None
     flavour: str | None = None  # the TLS flavour the rootfs shows (rootfs.flavour_guess)
     manifest: list[PackageFile] = field(default_factory=list)  # from <image prefix>.manifest
     notes: list[str] = field(default_factory=list)
@@ -104,7 +105,7 @@ def find_device(profile: str, release: str | None) -> tuple[Device | None, str |
     return None, f"{profile} is not in the device catalogue: no fit verdict"
 
 
-def _evaluate(a: Artifacts, device: Device | None) -> fit.FitReport | None:
+def _evaluate(a: Artifacts, device: Device | None) -> FitReport | None:
     if device is None:
         return None
     return fit.evaluate(
@@ -494,7 +495,7 @@ def output_files(outdir: Path, profile: str, *, skip: tuple[str, ...] = ()) -> l
 
 def from_build_files(
     files: list[dict[str, Any]],
-    fit_report: fit.FitReport | None,
+    fit_report: FitReport | None,
     *,
     profile: str,
     release: str | None,

@@ -9,12 +9,13 @@ from rich.table import Table
 
 from ..catalogue import devices
 from ..errors import WolfError
+from ..results.fit import FitReport
 from ..term import console
 from ..units import figure as _n
 from . import fit
 
 
-def report_table(rep: fit.FitReport, title: str) -> Table:
+def report_table(rep: FitReport, title: str) -> Table:
     t = Table(title=title, show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value", justify="right")

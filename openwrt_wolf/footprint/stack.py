@@ -6,81 +6,15 @@ flash, read off one table (`invoke footprint --stack`)."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
 from .. import paths
 from ..results import store
-from ..results.footprint import LibraryFile
+from ..results.footprint import STACK_KIND as KIND
+from ..results.footprint import Stack, StackPart
 from . import apk, lab, measure, spec, userland
-
-KIND = "tls-stack"
-
-
-@dataclass(frozen=True)
-class StackPart:
-    component: str  # "TLS library", "libustream-ssl", "px5g", "uencrypt", "apk"
-    package: str  # the OpenWrt package name of this flavour
-    files: list[LibraryFile]
-    note: str = ""
-
-    @property
-    def installed(self) -> int:
-        return sum(f.installed for f in self.files)
-
-    @property
-    def xz(self) -> int:
-        return sum(f.xz for f in self.files)
-
-
-@dataclass(frozen=True)
-class Stack:
-    flavour: str
-    arch: str
-    library: str  # "wolfSSL 5.9.2 minimal"
-    parts: list[StackPart]
-    squashfs_cost: int  # an xz squashfs grows by this when the whole stack is added
-    squashfs_block: int
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def installed(self) -> int:
-        return sum(p.installed for p in self.parts)
-
-    @property
-    def xz(self) -> int:
-        return sum(p.xz for p in self.parts)
-
-    def part(self, component: str) -> StackPart | None:
-        return next((p for p in self.parts if p.component == component), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Stack:
-        parts = [
-            StackPart(
-                p["component"],
-                p["package"],
-                [LibraryFile(**f) for f in p["files"]],
-                p.get("note", ""),
-            )
-            for p in d["parts"]
-        ]
-        return cls(
-            d["flavour"],
-            d["arch"],
-            d["library"],
-            parts,
-            d["squashfs_cost"],
-            d["squashfs_block"],
-            list(d.get("notes", [])),
-        )
-
 
 PACKAGES = {  # OpenWrt package per component and flavour (package/*/Makefile)
     "mbedtls": {

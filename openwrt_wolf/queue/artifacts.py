@@ -14,10 +14,10 @@ from typing import Any
 
 import requests
 
-from ..build.record import BuildRecord
 from ..errors import WolfError
 from ..files import outputs
 from ..files.hashing import file_sha256
+from ..results.build import BuildRecord
 from .url import redact
 
 

@@ -22,12 +22,12 @@ from rq.registry import StartedJobRegistry
 
 from .. import paths, term
 from ..build.jobs import Job, Options, Outcome, plan
-from ..build.record import KIND, BuildRecord
 from ..errors import WolfError
 from ..results import store
+from ..results.build import KIND, BuildRecord
+from ..results.build_failure import KIND as FAILED_KIND
+from ..results.build_failure import QueueFailure
 from . import engine, jobs
-from .record import KIND as FAILED_KIND
-from .record import QueueFailure
 from .url import QueueURL
 
 KEEP = 7 * 24 * 3600  # seconds Redis keeps results and failures for a coordinator to collect

@@ -15,9 +15,9 @@ from typing import Any
 
 from ..build import driver
 from ..build.jobs import Job, Options, plan
-from ..build.record import BuildRecord
 from ..catalogue import devices, flavours, names, releases
 from ..errors import WolfError
+from ..results.build import BuildRecord
 from . import artifacts
 
 QUEUE_BACKENDS = ("imagebuilder", "sdk")  # buildroot needs a tree: not a queue job

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..build.record import Artifact, variant_in
 from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
-from ..firmware import artifacts, fit
+from ..firmware import artifacts
 from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results import footprint, memory
+from ..results.build import Artifact, variant_in
+from ..results.fit import FitReport
 from ..results.store import FileStore, Record, now_utc, skipped
 from ..trust import untrusted
 from .model import Baseline, GateResult, MatrixRow, Table
@@ -98,7 +99,7 @@ class Cell:
     substitutions: list[dict[str, Any]] = field(default_factory=list)
     created: str | None = None  # the build record's date (or when --from was measured)
     # "patch-set" (the USE_WOLFSSL patch set's packages) or "stock" (OpenWrt's own), from the
-    # build record (build/record.py VARIANTS); None for a directory measured with --from
+    # build record (results/build.py VARIANTS); None for a directory measured with --from
     variant: str | None = None
 
     @property
@@ -279,7 +280,7 @@ class _Collected:
 
 @dataclass(frozen=True)
 class BuildJobData:
-    """A build job's record as the report reads it (build.record.BuildRecord)."""
+    """A build job's record as the report reads it (results.build.BuildRecord)."""
 
     artifacts: list[Artifact]
     fit: dict[str, Any] | None = None
@@ -303,7 +304,7 @@ def _build_artifacts(rec: Record) -> Artifacts | None:
         job = untrusted.typed(BuildJobData, rec.data, where, "data")
         a = artifacts.from_build_files(
             [asdict(f) for f in job.artifacts],
-            fit.FitReport.from_dict(job.fit, where, "data.fit") if job.fit else None,
+            FitReport.from_dict(job.fit, where, "data.fit") if job.fit else None,
             profile=rec.device,
             release=rec.release,
             flavour=rec.flavour,

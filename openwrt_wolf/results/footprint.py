@@ -1,6 +1,7 @@
-"""The footprint record (kind "footprint"): a TLS library cross-built at OpenWrt's settings,
+"""The footprint records: kind "footprint", a TLS library cross-built at OpenWrt's settings,
 its files as installed, xz and squashfs cost (footprint/lab.py writes it; the size report
-reads it). Stored as store.Record(kind="footprint", data=asdict(...))."""
+reads it); kind "tls-stack", the whole TLS stack of a flavour (footprint/stack.py). Stored as
+store.Record(kind=..., data=asdict(...))."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 from ..trust import untrusted
 
 KIND = "footprint"
+STACK_KIND = "tls-stack"
 XZ_SETTINGS = "xz -9e (LZMA2 preset 9 extreme, CRC64), each file compressed on its own, summed"
 
 
@@ -107,3 +109,49 @@ class Footprint:
         """Read back from the store or the lab's cache: every field checked; ``path`` names
         where ``d`` sits in the file (a record's "data")."""
         return untrusted.typed(cls, d, where, path)
+
+
+@dataclass(frozen=True)
+class StackPart:
+    component: str  # "TLS library", "libustream-ssl", "px5g", "uencrypt", "apk"
+    package: str  # the OpenWrt package name of this flavour
+    files: list[LibraryFile]
+    note: str = ""
+
+    @property
+    def installed(self) -> int:
+        return sum(f.installed for f in self.files)
+
+    @property
+    def xz(self) -> int:
+        return sum(f.xz for f in self.files)
+
+
+@dataclass(frozen=True)
+class Stack:
+    flavour: str
+    arch: str
+    library: str  # "wolfSSL 5.9.2 minimal"
+    parts: list[StackPart]
+    squashfs_cost: int  # an xz squashfs grows by this when the whole stack is added
+    squashfs_block: int
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def installed(self) -> int:
+        return sum(p.installed for p in self.parts)
+
+    @property
+    def xz(self) -> int:
+        return sum(p.xz for p in self.parts)
+
+    def part(self, component: str) -> StackPart | None:
+        return next((p for p in self.parts if p.component == component), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "tls-stack record") -> Stack:
+        """Read back from the store or the lab's cache: every field checked."""
+        return untrusted.typed(cls, d, where)

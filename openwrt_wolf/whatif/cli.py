@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from ..results import whatif
 from ..term import console
 from ..units import figure as _n
 from . import swap
@@ -16,7 +17,7 @@ def _verdict(v: str | None) -> str:
     return {"FITS": "[green]FITS[/]", "TOO_BIG": "[red]TOO BIG[/]"}.get(v or "", "UNKNOWN")
 
 
-def table(w: swap.WhatIf) -> Table:
+def table(w: whatif.WhatIf) -> Table:
     """The image as built beside the prediction: rootfs, image, blocks, headroom, verdicts."""
     t = Table(title=f"{w.profile} ({w.release}): {w.flavour_from} image → {w.flavour_to}?")
     t.add_column("", style="bold")
@@ -84,7 +85,7 @@ def main(
         f"{w.profile}-{w.flavour_from}-to-{w.flavour_to}-{hashing.file_sha256(Path(w.source))[:12]}"
     )
     store.FileStore(paths.store_dir(store_dir)).put(
-        store.Record(swap.KIND, key, w.release, w.profile, w.flavour_to, w.to_dict())
+        store.Record(whatif.KIND, key, w.release, w.profile, w.flavour_to, w.to_dict())
     )
     if as_json:
         print(json.dumps({"schema": 1, "what_if": w.to_dict()}, indent=2))

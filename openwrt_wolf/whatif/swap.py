@@ -15,9 +15,8 @@ import re
 import shutil
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import paths, proc
 from ..build import packages as flavour_rules
@@ -29,10 +28,10 @@ from ..files.hashing import file_sha256
 from ..firmware import artifacts, fit
 from ..firmware.imageformats import bounded, squashfs_sb
 from ..host import openwrt_tools
+from ..results.whatif import WhatIf
 from ..trust import untrusted
 from . import pkgsource
 
-KIND = "what-if"
 # include/image.mk (25.12.5): Image/mkfs/squashfs-common and SQUASHFSOPT with CONFIG_SQUASHFS_XZ,
 # no BCJ filter on MIPS (LINUX_KARCH mips), no SELinux, 4 block and 4 small readers
 # (config/Config-images.in defaults). "-b" is the image's own block size.
@@ -52,30 +51,6 @@ class Swap:
     added: tuple[str, ...]  # packages that come in
     asked_out: tuple[str, ...] = field(default=(), compare=False)  # of removed: no longer asked for
     asked_in: tuple[str, ...] = field(default=(), compare=False)  # what it asks for instead
-
-
-@dataclass(frozen=True)
-class WhatIf:
-    profile: str
-    release: str
-    source: str  # the image or directory read
-    flavour_from: str
-    flavour_to: str
-    installed_from: str  # where the installed package list came from
-    package_source: str
-    removed: list[str]
-    added: list[str]
-    squashfs_block: int
-    rootfs_from: int  # bytes of the image's squashfs
-    rootfs_to: int  # bytes of the repacked squashfs (the prediction)
-    fit_from: dict[str, Any]  # fit.FitReport.to_dict() of the image as it is
-    fit_to: dict[str, Any]  # ... with F's rootfs
-    notes: list[str] = field(default_factory=list)
-    # of the repacked squashfs: a build of F by the same ImageBuilder writes these bytes
-    rootfs_to_sha256: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # --- which packages change -------------------------------------------------------------

@@ -15,6 +15,7 @@ import pytest
 from openwrt_wolf.catalogue import devices
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware import fit
+from openwrt_wolf.results.fit import FitReport
 from tests import fitimages as fi
 from tests.conftest import need_tools
 
@@ -210,10 +211,10 @@ def test_malta_has_no_flash_so_unknown() -> None:
 
 def test_report_round_trips_through_json() -> None:
     rep = fit.evaluate(devices.resolve("tl-wr902ac"), kernel_size=1_800_000, rootfs_size=5_700_000)
-    back = fit.FitReport.from_dict(json.loads(json.dumps(rep.to_dict())))
+    back = FitReport.from_dict(json.loads(json.dumps(rep.to_dict())))
     assert back == rep
     with pytest.raises(WolfError, match="unknown fields"):
-        fit.FitReport.from_dict({**rep.to_dict(), "bogus": 1})
+        FitReport.from_dict({**rep.to_dict(), "bogus": 1})
 
 
 def test_safeloader_kernel_beyond_the_split_limit_wraps() -> None:

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 import paramiko
 from rich.console import Console
@@ -30,6 +29,7 @@ from ... import term
 from ...catalogue import devices
 from ...catalogue.releases import parse_openwrt_release
 from ...errors import WolfError
+from ...results.flash import KIND, FlashResult, StateLog
 from ...results.store import FileStore, Record, now_utc
 from . import hostkeys, packages, ssh
 from . import image as images
@@ -74,48 +74,6 @@ class Timeouts:
 
 
 TMP_MARGIN = 512 * 1024  # sysupgrade's config backup and stage2 need some room beside the image
-
-
-@dataclass
-class StateLog:
-    state: str
-    started: str
-    seconds: float
-    note: str = ""
-
-
-@dataclass
-class FlashResult:
-    """What one flash did; stored as a record of kind "flash"."""
-
-    device: str
-    host: str
-    port: int
-    image: str
-    image_sha256: str
-    image_size: int
-    devices_from: str
-    flavour: str | None
-    keep_settings: bool
-    board_name: str = ""
-    model: str = ""
-    before: dict[str, str] = field(default_factory=dict)  # /etc/openwrt_release before
-    after: dict[str, str] = field(default_factory=dict)  # and after
-    copy_method: str = ""
-    sysupgrade_test_output: str = ""
-    sysupgrade_output: str = ""  # what `sysupgrade -v` printed before the connection dropped
-    package_manager: str = ""
-    tls_packages: list[str] = field(default_factory=list)
-    host_key_changed: bool = False
-    states: list[StateLog] = field(default_factory=list)
-    session_log: list[str] = field(default_factory=list)  # commands and output, both sessions
-    ok: bool = False
-    error: str = ""
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FlashResult:
-        states = [StateLog(**s) for s in d.get("states", [])]
-        return cls(**{**d, "states": states})
 
 
 def parse_df_available(output: str) -> int:
@@ -576,7 +534,7 @@ def store_result(store: FileStore, device: devices.Device, result: FlashResult) 
     key = f"{device.profile}-{host}-{result.port}-{stamp}"
     return store.put(
         Record(
-            kind="flash",
+            kind=KIND,
             key=key,
             release=device.release,
             device=device.profile,

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...build.record import BuildRecord, variant_in
 from ...build.sdk import package_name
 from ...catalogue import flavours
 from ...catalogue.devices import Device
@@ -18,6 +17,7 @@ from ...errors import WolfError
 from ...files.hashing import file_sha256
 from ...firmware import artifacts
 from ...firmware.imageformats import fwtool
+from ...results.build import BuildRecord, variant_in
 from ...results.store import Record, Store
 
 
@@ -33,7 +33,7 @@ class FlashImage:
     revision: str | None  # e.g. r32000-f0a60eee2f
     target: str | None  # e.g. ath79/generic
     flavour: str | None  # TLS flavour, when a build record says so
-    # "patch-set" or "stock" (build/record.py VARIANTS) and the TLS library packages of the
+    # "patch-set" or "stock" (results/build.py VARIANTS) and the TLS library packages of the
     # build's manifest (name -> version), when a build record says so
     variant: str | None = None
     libraries: tuple[tuple[str, str], ...] = ()

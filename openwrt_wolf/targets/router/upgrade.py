@@ -9,10 +9,11 @@ from pathlib import Path
 from ...catalogue import devices, flavours
 from ...errors import WolfError
 from ...paths import store_dir
+from ...results.flash import FlashResult
 from ...results.store import FileStore
 from . import image as images
 from . import login as router_login
-from .flash import Flasher, FlashRequest, FlashResult, State, Timeouts, store_result
+from .flash import Flasher, FlashRequest, State, Timeouts, store_result
 
 
 def flash(

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from ..build.record import BuildRequest
+from .build import BuildRequest
 from ..trust import untrusted
 
 KIND = "build-failure"

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.hashing import file_sha256
-from ..firmware import fit
+from .fit import FitReport
 from ..trust import untrusted
 
 KIND = "build"
@@ -128,7 +128,7 @@ class BuildRecord:
     make_seconds: float  # wall time of the make runs alone
     log: str  # the full build log
     artifacts: list[dict[str, Any]]  # [{"name","path","sha256","size","type"}] of every file
-    fit: dict[str, Any]  # fit.FitReport.to_dict()
+    fit: dict[str, Any]  # FitReport.to_dict()
     openwrt_warnings: list[str]  # OpenWrt's own "is too big" / "partition too big" lines
     image_deleted: bool  # OpenWrt built no sysupgrade image (too big)
     notes: list[str] = field(default_factory=list)  # the flavour's notes, model disagreements
@@ -164,7 +164,7 @@ class BuildRecord:
         rec = untrusted.typed(cls, d, where)
         for i, a in enumerate(rec.artifacts):
             untrusted.typed(Artifact, a, where, f"artifacts[{i}]")
-        fit.FitReport.from_dict(rec.fit, f"{where}, fit")  # complete, every value typed
+        FitReport.from_dict(rec.fit, f"{where}, fit")  # complete, every value typed
         return rec
 
     def image(self) -> dict[str, Any] | None:
