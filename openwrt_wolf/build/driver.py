@@ -36,7 +36,7 @@ from ..host import hosttools
 from ..patchset import series
 from ..results import store
 from ..results.build import KIND, Artifact, BuildRecord
-from ..results.fit import FitReport
+from ..results.fit_report import FitReport
 from ..trust import untrusted
 from . import basefeed, buildroot, download, packages
 from . import sdk as sdk_mod

@@ -20,7 +20,7 @@ from typing import Any
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
-from ..results.fit import FitReport
+from ..results.fit_report import FitReport
 from ..trust import untrusted
 from . import fit, imageformats
 from .rootfs import RootfsInfo, measure_rootfs

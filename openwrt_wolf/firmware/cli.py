@@ -9,7 +9,7 @@ from rich.table import Table
 
 from ..catalogue import devices
 from ..errors import WolfError
-from ..results.fit import FitReport
+from ..results.fit_report import FitReport
 from ..term import console
 from ..units import figure as _n
 from . import fit

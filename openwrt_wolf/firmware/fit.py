@@ -18,7 +18,7 @@ from pathlib import Path
 from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..paths import DATA_DIR
-from ..results.fit import FactoryFit, FitReport
+from ..results.fit_report import FactoryFit, FitReport
 
 # padjffs2, tplink-safeloader -j and mktplinkfw2 -j all end the image with the JFFS2
 # end-of-filesystem marker de ad c0 de; it begins the first block of the rootfs_data overlay.

@@ -19,8 +19,8 @@ from ..files.locks import locked
 from ..host import upstream
 from ..results import store
 from ..results.footprint import Component, Footprint
-from . import build, sources, spec
-from .measure import strip_and_measure
+from . import recipes, sources, spec
+from .sizes import strip_and_measure
 from .toolchain import Toolchain
 
 RECIPE_VERSION = 1  # bump when the recipe changes what it builds
@@ -105,7 +105,7 @@ def zlib(tc: Toolchain, arch: spec.Arch, cflags: tuple[str, ...]) -> tuple[Path,
         tarball = sources.fetch(src)
         log = out / "build.log"
         out.mkdir(parents=True, exist_ok=True)
-        top = build.unpack(tarball, out / "src")
+        top = recipes.unpack(tarball, out / "src")
         env = {
             "CC": tc.tool("gcc"),
             "AR": tc.tool("gcc-ar"),
@@ -187,7 +187,7 @@ def _flags(arch: spec.Arch, soft_float: bool) -> tuple[tuple[str, ...], tuple[st
 def build_apk(
     bs: spec.BuildSpec,
     lib_key: str,
-    lib_dirs: build.BuildDirs | None,
+    lib_dirs: recipes.BuildDirs | None,
     tc: Toolchain,
     *,
     native: bool,
@@ -259,7 +259,7 @@ def build_apk(
 
 
 def component(
-    bs: spec.BuildSpec, lib_key: str, lib_dirs: build.BuildDirs, tc: Toolchain
+    bs: spec.BuildSpec, lib_key: str, lib_dirs: recipes.BuildDirs, tc: Toolchain
 ) -> Component:
     """The `apk` component of a flavour: apk cross-built as OpenWrt's target build, measured
     like the libraries (strip, sstrip, xz -9e)."""
@@ -299,7 +299,7 @@ def native_build(
                             hint="./wolf hosttools --group test --install")  # fmt: skip
         return build_apk(bs, f"system-{found.output.split()[0]}", None, tc, native=True, jobs=jobs)
     fp = lab.build_one(bs, tc, lab.Request(arch="x86_64", jobs=jobs))
-    dirs = build.BuildDirs(
+    dirs = recipes.BuildDirs(
         lab.build_root() / fp.cache_key, lab.build_root() / fp.cache_key / "build.log"
     )
     return build_apk(bs, fp.cache_key, dirs, tc, native=True, jobs=jobs)
@@ -326,4 +326,4 @@ def for_footprint(fp: Footprint, toolchain_path: str | None = None) -> Component
             hint="rebuild it with `invoke footprint` first",
         )
     root_dir = lab.build_root() / fp.cache_key
-    return component(bs, fp.cache_key, build.BuildDirs(root_dir, root_dir / "build.log"), tc)
+    return component(bs, fp.cache_key, recipes.BuildDirs(root_dir, root_dir / "build.log"), tc)

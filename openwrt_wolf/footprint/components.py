@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 from ..errors import WolfError
 from ..results.footprint import Component
-from . import apk, build, spec
+from . import apk, recipes, spec
 from .toolchain import Toolchain
 
-Builder = Callable[[spec.BuildSpec, str, build.BuildDirs, Toolchain], Component]
+Builder = Callable[[spec.BuildSpec, str, recipes.BuildDirs, Toolchain], Component]
 
 COMPONENTS: dict[str, Builder] = {
     "apk": apk.component,
@@ -33,6 +33,6 @@ def check(requested: tuple[str, ...]) -> None:
 
 
 def build_component(
-    name: str, bs: spec.BuildSpec, key: str, dirs: build.BuildDirs, tc: Toolchain
+    name: str, bs: spec.BuildSpec, key: str, dirs: recipes.BuildDirs, tc: Toolchain
 ) -> Component:
     return COMPONENTS[name](bs, key, dirs, tc)

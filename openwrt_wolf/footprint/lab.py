@@ -21,7 +21,7 @@ from ..results import store
 from ..results.footprint import KIND, XZ_SETTINGS, Footprint
 from ..term import progress
 from ..trust import untrusted
-from . import build, components, measure, smoke, sources, spec, toolchain
+from . import components, recipes, sizes, smoke, sources, spec, toolchain
 
 RESULT = "footprint.json"
 
@@ -95,7 +95,7 @@ def build_one(bs: spec.BuildSpec, tc: toolchain.Toolchain, req: Request) -> Foot
     """Build (or take from the cache) and measure one library configuration, with progress:
     the step and the build's output lines (rich on a terminal, periodic lines in logs)."""
     key = bs.key(tc.identity)
-    dirs = build.BuildDirs(build_root() / key, build_root() / key / "build.log")
+    dirs = recipes.BuildDirs(build_root() / key, build_root() / key / "build.log")
     with progress(bs.label) as bar:
 
         def step(name: str) -> None:
@@ -137,9 +137,9 @@ def _build_and_measure(
     bs: spec.BuildSpec,
     tc: toolchain.Toolchain,
     req: Request,
-    dirs: build.BuildDirs,
+    dirs: recipes.BuildDirs,
     key: str,
-    step: build.Step,
+    step: recipes.Step,
     on_line: Callable[[str], None],
 ) -> Footprint:
     for stale in ("lib", "include", "installed", "stripped", "smoke", RESULT, "build.log"):
@@ -153,16 +153,16 @@ def _build_and_measure(
     tarball = sources.fetch(bs.source, local=req.sources, mirrors=req.mirrors, origins=req.origins)
     start = time.monotonic()
     with proc.recording() as commands:  # the build's own commands, replayable (bench/)
-        libs = build.run(bs, tc, tarball, dirs, jobs=req.jobs or os.cpu_count() or 1,
+        libs = recipes.run(bs, tc, tarball, dirs, jobs=req.jobs or os.cpu_count() or 1,
                          step=step, on_line=on_line)  # fmt: skip
     seconds = time.monotonic() - start
     step("measure")
-    files = measure.strip_and_measure(tc, libs, dirs.root)
+    files = sizes.strip_and_measure(tc, libs, dirs.root)
     installed = dirs.root / "installed"
     for link in dirs.lib.iterdir():  # soname links, so the smoke test loads installed copies
         if link.is_symlink() and not (installed / link.name).exists():
             (installed / link.name).symlink_to(os.readlink(link))
-    cost = measure.squashfs_cost([installed / f.name for f in files], bs.arch.squashfs_block)
+    cost = sizes.squashfs_cost([installed / f.name for f in files], bs.arch.squashfs_block)
     notes = []
     pinned = releases.get(bs.release).versions.get(bs.library)
     if pinned != bs.version:

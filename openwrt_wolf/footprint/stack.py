@@ -14,7 +14,7 @@ from .. import paths
 from ..results import store
 from ..results.footprint import STACK_KIND as KIND
 from ..results.footprint import Stack, StackPart
-from . import apk, lab, measure, spec, userland
+from . import apk, lab, sizes, spec, userland
 
 PACKAGES = {  # OpenWrt package per component and flavour (package/*/Makefile)
     "mbedtls": {
@@ -80,7 +80,7 @@ def collect(
         arch=ub.arch,
         library=f"{fp.title} {fp.version} {fp.config}",
         parts=parts,
-        squashfs_cost=measure.squashfs_cost(installed, block),
+        squashfs_cost=sizes.squashfs_cost(installed, block),
         squashfs_block=block,
         notes=notes,
     )

@@ -44,7 +44,7 @@ from ..host import hosttools, upstream
 from ..results import store
 from ..results.footprint import Footprint, LibraryFile
 from ..trust import untrusted
-from . import lab, measure, spec, toolchain
+from . import lab, sizes, spec, toolchain
 
 DATA = spec.FOOTPRINT_DATA / "userland.toml"
 PATCHES = paths.PROJECT_ROOT / "patches"
@@ -524,7 +524,7 @@ def _describe(
         measured.append(tmp / "bin" / "px5g")
     if has_uencrypt:
         measured.append(tmp / "bin" / "uencrypt")
-    files = measure.strip_and_measure(tc, measured, tmp / "measure")  # kept: stack.py
+    files = sizes.strip_and_measure(tc, measured, tmp / "measure")  # kept: stack.py
     tls = tuple(entry / "lib" / f.name for f in fp.files)
     native = a.qemu if not _runs_natively(tc) else None
     return UserlandBuild(

@@ -34,7 +34,7 @@ from ..files.locks import locked
 from ..host import hosttools, upstream
 from ..results import store
 from ..results.footprint import Footprint, LibraryFile
-from . import lab, measure, sources, spec, toolchain, userland
+from . import lab, sizes, sources, spec, toolchain, userland
 
 DATA = spec.FOOTPRINT_DATA / "wpad.toml"
 RESULT = "wpad.json"
@@ -263,7 +263,7 @@ def _build(
     shutil.copy2(src / "hostapd" / "hostapd_cli", bin_dir / "hostapd_cli")
     shutil.copy2(src / "wpa_supplicant" / "wpa_cli", bin_dir / "wpa_cli")
     shutil.copytree(lab_root / "lib", lib_dir, symlinks=True)
-    files = measure.strip_and_measure(tc, [bin_dir / "wpad"], work / "measure")
+    files = sizes.strip_and_measure(tc, [bin_dir / "wpad"], work / "measure")
     notes = [f"{data()['make']['off']}: OpenWrt's ubus/ucode integration left out (no ubusd)",
              "Debian's libnl-3 instead of OpenWrt's libnl-tiny"]  # fmt: skip
     return WpadBuild(

@@ -13,7 +13,7 @@ from ..errors import WolfError
 from ..footprint.spec import Arch
 from ..footprint.toolchain import Toolchain
 from ..host import hosttools
-from . import qemu
+from . import qemu_user
 from .place import Platform, QemuPlace, TargetPlace
 from .programs import data_file
 
@@ -26,7 +26,7 @@ class VmOptions:
 
 
 def qemu_place(arch: Arch, tc: Toolchain, cpu: str) -> QemuPlace:
-    return QemuPlace(qemu.find(arch, tc, cpu))
+    return QemuPlace(qemu_user.find(arch, tc, cpu))
 
 
 def lab_arch(p: Platform, where: str) -> str:

@@ -25,7 +25,7 @@ from .. import proc
 from ..errors import CommandError, WolfError
 from ..results.perf import Where
 from ..targets.target import Target
-from .qemu import QemuUser
+from .qemu_user import QemuUser
 
 log = logging.getLogger("openwrt_wolf.perf.place")
 OnLine = Callable[[str], None]

@@ -25,7 +25,7 @@ from .. import paths, proc
 from ..errors import WolfError
 from ..files import outputs
 from ..files.locks import locked
-from ..footprint import build as fp_build
+from ..footprint import recipes as fp_build
 from ..footprint import sources
 from ..footprint.spec import BuildSpec
 from ..footprint.toolchain import Toolchain

@@ -3,7 +3,7 @@ targets plug into. The network tests (handshake, memory, soak) only use this pro
 server program and signal it, run a client program to its end, read a file it wrote, and the
 addresses each side reaches the other at.
 
-`QemuRunner` is the `qemu` target: qemu-user processes on this machine (perf/qemu.py
+`QemuRunner` is the `qemu` target: qemu-user processes on this machine (perf/qemu_user.py
 QemuUser.argv), so paths are the host's, the host reaches servers on 127.0.0.1 and a signal
 sent to the qemu process reaches the emulated program."""
 
@@ -23,7 +23,7 @@ from typing import Protocol
 from .. import proc
 from ..errors import WolfError
 from ..results.perf import Where
-from .qemu import QemuUser
+from .qemu_user import QemuUser
 
 
 class Served(Protocol):

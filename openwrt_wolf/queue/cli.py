@@ -17,7 +17,7 @@ from ..build.jobs import Options, Outcome
 from ..cli import integer
 from ..errors import WolfError
 from ..results import store
-from . import artifacts, coordinator, engine, jobs, measure
+from . import coordinator, engine, measurements, storage, worker_jobs
 from .url import BUILDS, QueueURL
 
 
@@ -72,7 +72,7 @@ def worker(
     """Serve one queue until stopped (Ctrl-C finishes the job in hand first)."""
     q = QueueURL.parse(queue)
     beat = integer(heartbeat, "--heartbeat", default=engine.HEARTBEAT, minimum=1, maximum=3600)
-    if artifacts_to and not artifacts.is_url(artifacts_to):
+    if artifacts_to and not storage.is_url(artifacts_to):
         d = Path(artifacts_to).expanduser()
         if not d.is_dir() or not os.access(d, os.W_OK):
             raise WolfError(
@@ -89,8 +89,8 @@ def worker(
             hint="letters, digits, '.', '_', ':', '@' and '-', e.g. --name lab-pc-1",
         )
     conn = q.connect()
-    jobs.configure(
-        jobs.Settings(
+    worker_jobs.configure(
+        worker_jobs.Settings(
             name=wname,
             store=store_dir,
             mirror=mirror,
@@ -102,7 +102,7 @@ def worker(
     con = term.console(stderr=True)
     con.print(
         f"worker {wname} serving {q.shown()}: store {paths.store_dir(store_dir)}, "
-        f"cache {paths.cache_dir()}, artifacts {artifacts.shown(artifacts_to)}",
+        f"cache {paths.cache_dir()}, artifacts {storage.shown(artifacts_to)}",
         markup=False,
         soft_wrap=True,
     )
@@ -122,11 +122,11 @@ def measure_on_queue(
             hint="e.g. --queue redis://HOST:6379/0#router-lab-1",
         )
     args = {"task": task, "options": options}
-    measure.check(args)  # the worker checks again; this catches mistakes before enqueueing
+    measurements.check(args)  # the worker checks again; this catches mistakes before enqueueing
     conn = q.connect()
     rq_q = engine.rq_queue(conn, q.name)
     job = rq_q.enqueue_call(
-        measure.FUNC,
+        measurements.FUNC,
         args=(args,),
         timeout=timeout,
         result_ttl=coordinator.KEEP,

@@ -27,11 +27,11 @@ from ..results import store
 from ..results.build import KIND, BuildRecord
 from ..results.build_failure import KIND as FAILED_KIND
 from ..results.build_failure import QueueFailure
-from . import engine, jobs
+from . import engine, worker_jobs
 from .url import QueueURL
 
 KEEP = 7 * 24 * 3600  # seconds Redis keeps results and failures for a coordinator to collect
-BUILD_FUNC = f"{jobs.__name__}.build"
+BUILD_FUNC = f"{worker_jobs.__name__}.build"
 WAITING = (JobStatus.QUEUED, JobStatus.STARTED, JobStatus.DEFERRED, JobStatus.SCHEDULED)
 
 
@@ -138,7 +138,7 @@ def _submit(rq_q: Any, job: Job, opts: Options, s: Settings, run: Run) -> None:
         old.delete()
     rq_q.enqueue_call(
         BUILD_FUNC,
-        args=(jobs.build_args(job, opts),),
+        args=(worker_jobs.build_args(job, opts),),
         job_id=job_id(job.key),
         timeout=s.timeout,
         result_ttl=KEEP,

@@ -19,14 +19,14 @@ from rq import Queue, Worker
 from rq.job import Job
 from rq.serializers import JSONSerializer
 
-from . import jobs, measure
+from . import measurements, worker_jobs
 
 SERIALIZER = JSONSerializer
 HEARTBEAT = 20  # seconds between a busy worker's heartbeats
 # The only functions a worker runs, by the name a job gives.
 ALLOWED: dict[str, Callable[..., Any]] = {
-    f"{jobs.__name__}.build": jobs.build,
-    measure.FUNC: measure.run,
+    f"{worker_jobs.__name__}.build": worker_jobs.build,
+    measurements.FUNC: measurements.run,
 }
 
 

@@ -23,7 +23,7 @@ from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results import footprint, memory
 from ..results.build import Artifact, variant_in
-from ..results.fit import FitReport
+from ..results.fit_report import FitReport
 from ..results.store import FileStore, Record, now_utc, skipped
 from ..trust import untrusted
 from .model import Baseline, GateResult, MatrixRow, Table

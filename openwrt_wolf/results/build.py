@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files.hashing import file_sha256
-from .fit import FitReport
+from .fit_report import FitReport
 from ..trust import untrusted
 
 KIND = "build"

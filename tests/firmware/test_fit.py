@@ -15,7 +15,7 @@ import pytest
 from openwrt_wolf.catalogue import devices
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware import fit
-from openwrt_wolf.results.fit import FitReport
+from openwrt_wolf.results.fit_report import FitReport
 from tests import fitimages as fi
 from tests.conftest import need_tools
 

@@ -58,7 +58,7 @@ def test_exports_match_nm(lib: Path) -> None:
 def test_sstripped_library_is_read_from_its_dynamic_segment(lib: Path, tmp_path: Path) -> None:
     """The footprint lab installs libraries as OpenWrt does, sstrip -z: no section headers.
     The oracle is nm -D on the unstripped library; readelf confirms the headers are gone."""
-    from openwrt_wolf.footprint.measure import sstrip
+    from openwrt_wolf.footprint.sizes import sstrip
 
     stripped = tmp_path / "libwolfssl.so.sstripped"
     stripped.write_bytes(sstrip(lib.read_bytes()))

@@ -18,7 +18,7 @@ from openwrt_wolf.footprint import spec, toolchain
 from openwrt_wolf.footprint.toolchain import Toolchain
 from openwrt_wolf.perf import open_place
 from openwrt_wolf.perf.place import QemuPlace, TargetPlace, parse_probe
-from openwrt_wolf.perf.qemu import find
+from openwrt_wolf.perf.qemu_user import find
 from openwrt_wolf.targets.router.login import Login
 from openwrt_wolf.targets.router.ssh import SSHTarget
 from tests import sshd_router

@@ -356,7 +356,7 @@ def test_worker_refuses_foreign_jobs(redis_server: Redis, tmp_path: Path, worker
         q.enqueue_call("subprocess.check_call", args=(["touch", str(marks[0])],)),
         q.enqueue_call("os.system", args=(f"touch {marks[1]}",)),
         q.enqueue_call(
-            "openwrt_wolf.queue.jobs.build",
+            "openwrt_wolf.queue.worker_jobs.build",
             args=(
                 {
                     "release": "25.12.5",

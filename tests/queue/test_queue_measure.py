@@ -219,7 +219,7 @@ def test_flash_job_outside_the_shared_storage_is_refused(
         "image_sha256": hashlib.sha256(Path("/etc/passwd").read_bytes()).hexdigest(),
     }
     job = q.enqueue_call(
-        "openwrt_wolf.queue.measure.run", args=({"task": "flash", "options": opts},)
+        "openwrt_wolf.queue.measurements.run", args=({"task": "flash", "options": opts},)
     )
     w = Worker(tmp_path / "lab", url, "lab3", "--artifacts", str(shared), "--burst")
     assert w.proc.wait(timeout=120) == 0, w.text()

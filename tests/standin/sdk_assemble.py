@@ -13,7 +13,7 @@ What a real SDK ships prebuilt from its buildroot is the stand-in's own (sdk.tom
 toolchain is Debian's MIPS cross compiler under OpenWrt's names (glibc and gcc 12 instead of
 musl and gcc 14), and staging_dir/host/bin runs Debian's commands for OpenWrt's host tools,
 apk-tools 3.0.5 built for the host (the kit's), mkhash from the tree's scripts/mkhash.c, the
-tree's own pkg-config wrapper, and sstrip from openwrt_wolf.footprint.measure. So `make
+tree's own pkg-config wrapper, and sstrip from openwrt_wolf.footprint.sizes. So `make
 package/<dir>/compile` runs OpenWrt's own package Makefiles (download from dl/ by hash, the
 tree's patches, configure, compile, strip, `apk mkpkg`)."""
 
@@ -188,9 +188,9 @@ def _host(top: Path, tree: Path, apk: Path) -> None:
     _run(["gcc", "-O2", "-o", str(bin_dir / "mkhash"), str(tree / "scripts/mkhash.c")], top)
     _wrapper(bin_dir / "sstrip", (
         "#!/bin/sh\n# openwrt-wolf stand-in: OpenWrt's sstrip (ELFkickers) as "
-        "openwrt_wolf.footprint.measure.sstrip\n"
+        "openwrt_wolf.footprint.sizes.sstrip\n"
         f'exec {sys.executable} -c "import sys; sys.path.insert(0, {str(ROOT)!r}); '
-        'from openwrt_wolf.footprint.measure import sstrip_files; sstrip_files(sys.argv[1:])" '
+        'from openwrt_wolf.footprint.sizes import sstrip_files; sstrip_files(sys.argv[1:])" '
         '"$@"\n'))  # fmt: skip
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.targets.router import hostkeys, ssh
-from openwrt_wolf.targets.router.errors import CommandTimeout
+from openwrt_wolf.targets.router.failures import CommandTimeout
 from openwrt_wolf.targets.router.login import Login, login_from_cli
 from openwrt_wolf.targets.router.reachable import wait_down, wait_up
 from openwrt_wolf.targets.target import CommandResult

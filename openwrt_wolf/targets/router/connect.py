@@ -11,7 +11,7 @@ import paramiko
 import paramiko.auth_strategy
 
 from ...errors import WolfError
-from .errors import AuthFailed
+from .failures import AuthFailed
 from .hostkeys import HostKeyChanged, NewKeyPolicy, UnknownHostKey, fingerprint, load_known
 from .login import Login, how
 

@@ -34,7 +34,7 @@ from ...results.store import FileStore, Record, now_utc
 from . import hostkeys, packages, ssh
 from . import image as images
 from .board import board
-from .errors import AuthFailed, CommandTimeout, ConnectionLost
+from .failures import AuthFailed, CommandTimeout, ConnectionLost
 from .login import Login, how
 from .reachable import wait_down, wait_up
 

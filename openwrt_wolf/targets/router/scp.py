@@ -14,7 +14,7 @@ from pathlib import Path
 import paramiko
 
 from ...errors import WolfError
-from .errors import CommandTimeout, ConnectionLost, CopyUnavailable
+from .failures import CommandTimeout, ConnectionLost, CopyUnavailable
 
 CHUNK = 32 * 1024
 NOT_FOUND = 127  # the shell's exit status for a missing command

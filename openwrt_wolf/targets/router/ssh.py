@@ -22,7 +22,7 @@ from ...errors import WolfError
 from ..target import CommandResult
 from . import scp
 from .connect import open_client
-from .errors import CommandTimeout, ConnectionLost, CopyUnavailable
+from .failures import CommandTimeout, ConnectionLost, CopyUnavailable
 from .login import Login, login_from_cli
 from .reachable import wait_down, wait_up
 

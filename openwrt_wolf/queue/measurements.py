@@ -20,7 +20,7 @@ from rq import get_current_job
 from ..errors import WolfError
 from ..files.hashing import file_sha256
 from ..results import store
-from . import artifacts, jobs
+from . import storage, worker_jobs
 
 FUNC = f"{__name__}.run"
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$")
@@ -89,7 +89,7 @@ def check(args: Any) -> tuple[str, dict[str, Any]]:
     return task, opts
 
 
-def _measure_memory(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
+def _measure_memory(o: dict[str, Any], into: Path, s: worker_jobs.Settings) -> None:
     from .. import term
     from ..measure import router
 
@@ -109,12 +109,12 @@ def _measure_memory(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
     )
 
 
-def _flash(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
+def _flash(o: dict[str, Any], into: Path, s: worker_jobs.Settings) -> None:
     """Flash an image from the shared storage: only a file under this worker's --artifacts
     directory, and only with the sha256 its build record gave."""
     from ..targets.router import upgrade
 
-    if not s.artifacts or artifacts.is_url(s.artifacts):
+    if not s.artifacts or storage.is_url(s.artifacts):
         raise WolfError(
             "flash on a queue: this worker has no --artifacts DIR",
             hint="start it with --artifacts pointing at the shared images",
@@ -145,7 +145,7 @@ def _flash(o: dict[str, Any], into: Path, s: jobs.Settings) -> None:
     )
 
 
-RUNNERS: dict[str, Callable[[dict[str, Any], Path, jobs.Settings], None]] = {
+RUNNERS: dict[str, Callable[[dict[str, Any], Path, worker_jobs.Settings], None]] = {
     "measure-memory": _measure_memory,
     "flash": _flash,
 }
@@ -163,7 +163,7 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
         raise WolfError(f"{job.origin}: another job held the hardware for {limit} s")
     try:
         with tempfile.TemporaryDirectory(prefix="openwrt-wolf-measure-") as tmp:
-            RUNNERS[task](opts, Path(tmp), jobs.current())
+            RUNNERS[task](opts, Path(tmp), worker_jobs.current())
             return {"records": [r.to_dict() for r in store.FileStore(Path(tmp)).query()]}
     finally:
         lock.release()

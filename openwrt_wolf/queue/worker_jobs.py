@@ -18,7 +18,7 @@ from ..build.jobs import Job, Options, plan
 from ..catalogue import devices, flavours, names, releases
 from ..errors import WolfError
 from ..results.build import BuildRecord
-from . import artifacts
+from . import storage
 
 QUEUE_BACKENDS = ("imagebuilder", "sdk")  # buildroot needs a tree: not a queue job
 _KEY = re.compile(r"^[0-9a-f]{32}$")
@@ -111,7 +111,7 @@ def build(args: dict[str, Any]) -> dict[str, Any]:
     (out,) = driver.build(opts)
     rec: BuildRecord = out.record
     if s.artifacts:
-        rec = artifacts.publish(rec, s.artifacts)
+        rec = storage.publish(rec, s.artifacts)
     rec = dataclasses.replace(rec, worker=s.name)
     return {"record": rec.to_dict(), "cached": out.cached}
 
