@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from openwrt_wolf.results.build import BuildRecord, BuildRequest
 from openwrt_wolf.results.footprint import XZ_SETTINGS, Footprint
 from openwrt_wolf.results.memory import MemoryResult, Spread
 
@@ -95,5 +96,43 @@ def footprint_data(
             cache_key="0" * 16,
             commands=[],
             log="",
+        )
+    )
+
+
+def build_data(
+    files: list[dict[str, Any]],
+    fit: dict[str, Any],
+    *,
+    device: str,
+    flavour: str = "mbedtls",
+    release: str = "25.12.5",
+    manifest: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A build record's data (results/build.py BuildRecord) listing these files, with this fit
+    report (a whole FitReport dict, or one written before rootfs_room)."""
+    request = BuildRequest(release, "ath79/generic", device, flavour, (), "none", "imagebuilder")
+    return asdict(
+        BuildRecord(
+            request=request,
+            key=request.key(),
+            backend="imagebuilder",
+            release=release,
+            release_commit="",
+            device=device,
+            flavour=flavour,
+            builder="openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst",
+            builder_sha256=None,
+            packages_value="",
+            library_versions={},
+            manifest=manifest or {},
+            commands=[],
+            phases={},
+            make_seconds=0.0,
+            log="",
+            artifacts=files,
+            fit=fit,
+            openwrt_warnings=[],
+            image_deleted=not any(f["type"] == "sysupgrade" for f in files),
         )
     )

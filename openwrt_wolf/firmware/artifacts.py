@@ -20,6 +20,7 @@ from typing import Any
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..results.build import BuildRecord
 from ..results.fit_report import FitReport
 from ..trust import untrusted
 from . import fit, imageformats
@@ -493,20 +494,12 @@ def output_files(outdir: Path, profile: str, *, skip: tuple[str, ...] = ()) -> l
     return out
 
 
-def from_build_files(
-    files: list[dict[str, Any]],
-    fit_report: FitReport | None,
-    *,
-    profile: str,
-    release: str | None,
-    flavour: str | None,
-    manifest: dict[str, str] | None = None,
-    notes: list[str] | None = None,
-) -> Artifacts:
-    """Artifacts from a build record that lists its files ({name, path, sha256, size, type},
-    the build job's shape) and carries its fit report: image sizes from the list, the rootfs
-    piece measured now (cached) when it is still on disk."""
-    notes = list(notes or [])
+def of_build(build: BuildRecord) -> Artifacts:
+    """Artifacts from a build record (read whole, results/build.py): image sizes from its file
+    list, its fit report, its manifest; the rootfs piece measured now (cached) when it is still
+    on disk."""
+    files = build.artifacts
+    notes = [f"OpenWrt printed: {w.strip()}" for w in build.openwrt_warnings] + list(build.notes)
     images = [
         ImageFile(f["name"], f["type"], f.get("size"), f.get("sha256"), "build record")
         for f in files
@@ -521,19 +514,20 @@ def from_build_files(
         notes.append(f"rootfs piece {piece['path']} is gone: no TLS library sizes")
     else:
         notes.append("the build record lists no rootfs piece: no TLS library sizes")
+    fit_report = FitReport.from_dict(build.fit)  # checked whole when the record was read
     return Artifacts(
-        profile=profile,
+        profile=build.device,
         source="build record",
         layout="build record",
-        release=release,
+        release=build.release,
         images=images,
         kernel_size=kernel.get("size") if kernel else None,
         kernel_source=kernel.get("name") if kernel else None,
-        metadata_size=fit_report.metadata_size if fit_report else None,
+        metadata_size=fit_report.metadata_size,
         rootfs=rootfs,
         fit=fit_report,
-        flavour=flavour or (rootfs.flavour_guess() if rootfs else None),
-        manifest=[PackageFile(n, v) for n, v in sorted((manifest or {}).items())],
+        flavour=build.flavour or (rootfs.flavour_guess() if rootfs else None),
+        manifest=[PackageFile(n, v) for n, v in sorted(build.manifest.items())],
         notes=notes,
     )
 

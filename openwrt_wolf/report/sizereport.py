@@ -22,10 +22,8 @@ from ..firmware import artifacts
 from ..firmware.artifacts import Artifacts
 from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results import footprint, memory
-from ..results.build import Artifact, variant_in
-from ..results.fit_report import FitReport
+from ..results.build import BuildRecord, variant_in
 from ..results.store import FileStore, Record, now_utc, skipped
-from ..trust import untrusted
 from .model import Baseline, GateResult, MatrixRow, Table
 
 # /2: a cell's memory figures are one typed map by boot ("memory": {"boot"|"disk": {kb,
@@ -278,40 +276,18 @@ class _Collected:
         self.meta[profile] = (release or old[0], target or old[1])
 
 
-@dataclass(frozen=True)
-class BuildJobData:
-    """A build job's record as the report reads it (results.build.BuildRecord)."""
-
-    artifacts: list[Artifact]
-    fit: dict[str, Any] | None = None
-    manifest: dict[str, str] = field(default_factory=dict)
-    openwrt_warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-
 def _build_artifacts(rec: Record) -> Artifacts | None:
-    """A build record's artifacts: our Artifacts dict (schema openwrt-wolf/artifacts/1), or
-    the build job's file list (data["artifacts"] = [{name, path, sha256, size, type}] with
-    data["fit"] and data["manifest"]). Every field is checked (untrusted.typed): a record of
-    the wrong shape is a WolfError naming its file and the field."""
+    """A build record's artifacts: the build record read whole (results/build.py, the file
+    list a build writes), or an Artifacts dict (schema openwrt-wolf/artifacts/1) where
+    data["artifacts"] is one. Every field is checked (untrusted.typed): a record of the wrong
+    shape is a WolfError naming its file and the field."""
     art = rec.data.get("artifacts")
     if not art or not rec.device:
         return None
     where = f"build record {rec.path or rec.key}"
     if isinstance(art, dict):
-        a = Artifacts.from_dict(art, f"{where}: artifacts")
-    else:
-        job = untrusted.typed(BuildJobData, rec.data, where, "data")
-        a = artifacts.from_build_files(
-            [asdict(f) for f in job.artifacts],
-            FitReport.from_dict(job.fit, where, "data.fit") if job.fit else None,
-            profile=rec.device,
-            release=rec.release,
-            flavour=rec.flavour,
-            manifest=job.manifest,
-            notes=[f"OpenWrt printed: {w.strip()}" for w in job.openwrt_warnings] + job.notes,
-        )
-    return a
+        return Artifacts.from_dict(art, f"{where}: artifacts")
+    return artifacts.of_build(BuildRecord.from_dict(rec.data, where, "data"))
 
 
 def read_builds(records: list[Record]) -> list[tuple[Record, Artifacts]]:

@@ -158,13 +158,14 @@ class BuildRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Any, where: str = "build record") -> BuildRecord:
+    def from_dict(cls, d: Any, where: str = "build record", path: str = "") -> BuildRecord:
         """Read back from the store or a worker: every field checked (untrusted.typed), each
-        artifact as an Artifact."""
-        rec = untrusted.typed(cls, d, where)
+        artifact as an Artifact; ``path`` names where ``d`` sits in the file ("data")."""
+        at = f"{path}." if path else ""
+        rec = untrusted.typed(cls, d, where, path)
         for i, a in enumerate(rec.artifacts):
-            untrusted.typed(Artifact, a, where, f"artifacts[{i}]")
-        FitReport.from_dict(rec.fit, f"{where}, fit")  # complete, every value typed
+            untrusted.typed(Artifact, a, where, f"{at}artifacts[{i}]")
+        FitReport.from_dict(rec.fit, where, f"{at}fit")  # complete, every value typed
         return rec
 
     def image(self) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from openwrt_wolf.results.store import FileStore, Record
+from tests.records import build_data
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = "glinet_gl-ar300m16"
@@ -60,7 +61,7 @@ def _record(release: str, key: str, image: int, fit: dict[str, Any]) -> Record:
         release,
         DEV,
         "mbedtls",
-        {"artifacts": files, "fit": fit},
+        build_data(files, fit, device=DEV, release=release),
         created="2026-11-01T00:00:00Z" if release == "25.12.5" else "2026-10-01T00:00:00Z",
     )
 

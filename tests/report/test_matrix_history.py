@@ -16,7 +16,7 @@ from openwrt_wolf.report import sizereport
 from openwrt_wolf.report.render import render
 from openwrt_wolf.results.store import FileStore, Record
 
-from ..records import memory_data
+from ..records import build_data, memory_data
 from . import htmlkit
 from .test_fail_on import _fit, _record
 
@@ -43,11 +43,8 @@ def _matrix_store(tmp: Path) -> Path:
                     "type": "sysupgrade",
                 }
             ]
-            st.put(
-                Record(
-                    "build", f"{dev}-{flav}", "25.12.5", dev, flav, {"artifacts": files, "fit": fit}
-                )
-            )
+            data = build_data(files, fit, device=dev, flavour=flav)
+            st.put(Record("build", f"{dev}-{flav}", "25.12.5", dev, flav, data))
     return st.root
 
 

@@ -21,7 +21,7 @@ from openwrt_wolf.report import sizereport
 from openwrt_wolf.report.render import render
 from openwrt_wolf.results.store import FileStore, Record
 from tests.conftest import need_tools
-from tests.records import footprint_data, memory_data
+from tests.records import build_data, footprint_data, memory_data
 from tests.sqfs_kit import (
     FLAVOUR_LIBS,
     GLUE,
@@ -208,13 +208,40 @@ def test_build_job_records_listing_files_are_read(lab: Lab, tmp_path: Path) -> N
            "limit_name": "safeloader kernel+rootfs", "blocksize": 65536, "erase_blocks": 99,
            "padding": 77, "headroom": 1234, "headroom_blocks": 0, "verdict": "FITS",
            "metadata_size": None, "final_size": None, "notes": []}  # fmt: skip
-    data = {"artifacts": files, "fit": fit, "manifest": {"libwolfssl5.9.1.ee39414e": "5.9.1-r1"}}
+    data = build_data(files, fit, device=WR902, flavour="wolfssl",
+                      manifest={"libwolfssl5.9.1.ee39414e": "5.9.1-r1"})  # fmt: skip
     store.put(Record("build", "k1", "25.12.5", WR902, "wolfssl", data))
     rep = sizereport.build(store=tmp_path / "results")
     c = rep.devices[0].cells["wolfssl"]
     assert (c.rootfs, c.tls_xz) == (lab.rootfs["wolfssl"], lab.tls_xz["wolfssl"])
     assert (c.image, c.erase_blocks, c.margin, c.verdict) == (5_555_555, 99, 1234, "FITS")
     assert c.headroom is None  # a record written before rootfs_room: no rootfs room to show
+
+
+def test_a_build_record_is_read_whole_or_skipped_and_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A build record is read as the one model (results/build.py) or not at all: one that
+    lacks a field (the shape the report once read piecemeal) is skipped with one warning
+    naming its file and the field; the whole one beside it is reported."""
+    store = FileStore(tmp_path / "results")
+    files = [{"name": "x-sysupgrade.bin", "path": "/gone", "sha256": "0" * 64,
+              "size": 5_555_555, "type": "sysupgrade"}]  # fmt: skip
+    fit = {"profile": WR902, "recipe": "tplink-safeloader", "kernel_size": 2_000_000,
+           "rootfs_size": 3_000_000, "checked_size": 5_555_555, "limit": 7_405_568,
+           "limit_name": "IMAGE_SIZE", "blocksize": 65536, "erase_blocks": 85, "padding": 0,
+           "margin": 1_850_013, "headroom_blocks": 28, "verdict": "FITS",
+           "metadata_size": None, "final_size": None, "notes": []}  # fmt: skip
+    whole = build_data(files, fit, device=WR902, flavour="mbedtls")
+    store.put(Record("build", "good", "25.12.5", WR902, "mbedtls", whole))
+    partial = {"artifacts": files, "fit": fit}
+    bad = store.put(Record("build", "bad", "25.12.5", WR902, "wolfssl", partial))
+    with caplog.at_level("WARNING", logger="openwrt_wolf.store"):
+        rep = sizereport.build(store=tmp_path / "results")
+    (dev,) = rep.devices
+    assert list(dev.cells) == ["mbedtls"] and dev.cells["mbedtls"].image == 5_555_555
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert str(bad) in warning and "field data.request is missing" in warning, warning
 
 
 def test_unknown_device_is_one_clear_error(lab: Lab) -> None:
