@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from openwrt_wolf import proc
 from openwrt_wolf.measure import free_memory
 from openwrt_wolf.targets.vm import qemu
-from openwrt_wolf.targets.vm.image import inspect_kernel
+from openwrt_wolf.targets.vm.kernel import inspect_kernel
 from tests.standin import malta_guest
 
 CONSOLE = b"Please press Enter to activate this console."

@@ -76,7 +76,7 @@ from openwrt_wolf.results.perf import (
 )
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import qemu
-from openwrt_wolf.targets.vm.image import private_disk
+from openwrt_wolf.targets.vm.kernel import private_disk
 from openwrt_wolf.targets.vm.machine import VM, lan_host
 from openwrt_wolf.targets.vm.qemu import spec_for
 

@@ -12,7 +12,7 @@ from ..catalogue import devices, flavours
 from ..errors import WolfError
 from ..host import hosttools
 from ..results.store import FileStore
-from ..targets.vm.image import inspect_kernel, private_disk
+from ..targets.vm.kernel import inspect_kernel, private_disk
 from ..targets.vm.qemu import spec_for
 from . import free_memory as mem
 from . import router, show

@@ -35,7 +35,7 @@ def device_for(board: Board, device: str | None, release: str | None) -> str | N
 
 def flavour_of(target: Any, flavour: str | None) -> str | None:
     """--flavour checked against the router's TLS packages, else the one flavour they match."""
-    from ..targets.router import packages
+    from ..targets.router import installed as packages
 
     manager, installed = packages.installed(target)
     if flavour:

@@ -11,7 +11,7 @@ from ..errors import WolfError
 from ..results import store
 from ..results.perf import Handshakes, HeapUse, WifiConnections
 from ..term import console
-from . import lab, report
+from . import lab, tables
 
 
 def _list(value: str | None, every: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -83,12 +83,12 @@ def main(
     err = console(stderr=True)
     if rootfs and not report_only:  # one image's record, keyed by its rootfs: shown as run
         ran = lab.run(req, say=lambda line: err.print(line, markup=False, highlight=False))
-        shown = report.Stored(
+        shown = tables.Stored(
             handshake={r.common.flavour: r for r in ran if isinstance(r, Handshakes)},
             memory={r.common.flavour: r for r in ran if isinstance(r, HeapUse)},
             wifi={r.common.flavour: r for r in ran if isinstance(r, WifiConnections)},
         )
-        for t in report.tables(shown, target):
+        for t in tables.tables(shown, target):
             console().print(t)
         return
     if not report_only:
@@ -96,14 +96,14 @@ def main(
     elif target not in lab.TARGETS:
         raise WolfError(f"unknown target {target!r}", hint=f"one of: {', '.join(lab.TARGETS)}")
     st = store.FileStore(paths.store_dir(store_dir))
-    results = report.stored(st, target, flavours)
+    results = tables.stored(st, target, flavours)
     out = console()
     if not results:
         raise WolfError(f"no perf records for {target} in {st.root}",
                         hint="run `invoke perf` without --report-only first")  # fmt: skip
-    for t in report.tables(results, target):
+    for t in tables.tables(results, target):
         out.print(t)
-    out.print(report.caption(results), markup=False, highlight=False)
+    out.print(tables.caption(results), markup=False, highlight=False)
 
 
 IMAGE_TESTS = ("handshake", "memory", "wifi")  # what runs inside a real image (--rootfs)

@@ -23,7 +23,7 @@ from ..footprint import spec, toolchain
 from ..host import hosttools
 from ..results import store
 from ..results.perf import NetCommon, Where, record_key
-from ..targets.vm.image import private_disk
+from ..targets.vm.kernel import private_disk
 from ..targets.vm.machine import VM
 from ..targets.vm.qemu import binary, free_port, spec_for
 from . import open_place, programs

@@ -224,7 +224,7 @@ def flash(
     """`invoke flash --queue URL#NAME`: the router's worker flashes an image from the shared
     storage (--image PATH there, or the newest build record of --flavour)."""
     from ..catalogue import devices, flavours
-    from ..targets.router import image as images
+    from ..targets.router import sysupgrade
 
     given = [f"--{k.replace('_', '-')}" for k, v in local.items() if v]
     if given:
@@ -237,9 +237,9 @@ def flash(
     fl = flavours.get(flavour).name if flavour else None
     want = None if not fl else "stock" if stock or not flavours.get(fl).patched else "patch-set"
     if image:
-        img = images.inspect(Path(image), dev, flavour=fl)
+        img = sysupgrade.inspect(Path(image), dev, flavour=fl)
     elif fl:
-        img = images.from_store(store.FileStore(root), root, dev, fl, want)
+        img = sysupgrade.from_store(store.FileStore(root), root, dev, fl, want)
     else:
         raise WolfError("nothing to flash", hint="give --image PATH or --flavour NAME")
     options = {

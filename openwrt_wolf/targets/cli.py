@@ -19,8 +19,8 @@ def vm(
     memory: int = 0,
 ) -> None:
     """The `invoke vm` task."""
-    from .vm.image import private_disk
     from .vm.interactive import session, write_out
+    from .vm.kernel import private_disk
     from .vm.machine import VM
     from .vm.qemu import spec_for
 

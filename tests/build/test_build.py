@@ -27,8 +27,8 @@ from openwrt_wolf.build.driver import build
 from openwrt_wolf.build.jobs import Options, Outcome, plan
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.firmware import artifacts, fit, imageformats
-from openwrt_wolf.targets.router import image as router_image
-from openwrt_wolf.targets.router import packages as router_packages
+from openwrt_wolf.targets.router import installed as router_packages
+from openwrt_wolf.targets.router import sysupgrade as router_image
 from tests.conftest import free_port, need_tools, private_copy, unavailable
 from tests.standin.kit import Kit
 from tests.standin.server import serve

@@ -19,7 +19,7 @@ import pytest
 from openwrt_wolf.perf import open_place
 from openwrt_wolf.perf.place import TargetPlace
 from openwrt_wolf.targets.vm import qemu
-from openwrt_wolf.targets.vm.image import inspect_kernel
+from openwrt_wolf.targets.vm.kernel import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM
 from tests.standin import malta_guest
 from tests.targets.test_vm import guest

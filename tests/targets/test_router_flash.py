@@ -23,7 +23,7 @@ from openwrt_wolf.catalogue import devices
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.results.flash import FlashResult
 from openwrt_wolf.results.store import FileStore, Record
-from openwrt_wolf.targets.router import image as images
+from openwrt_wolf.targets.router import sysupgrade as images
 from openwrt_wolf.targets.router.flash import (
     ORDER,
     Flasher,

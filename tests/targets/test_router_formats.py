@@ -14,7 +14,7 @@ import pytest
 from openwrt_wolf.catalogue.releases import parse_openwrt_release as parse_release
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.firmware.imageformats import fwtool
-from openwrt_wolf.targets.router import packages
+from openwrt_wolf.targets.router import installed as packages
 from openwrt_wolf.targets.router.flash import parse_df_available
 from tests.sshd_router import STANDINS, make_image
 

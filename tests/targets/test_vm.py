@@ -22,7 +22,7 @@ import pytest
 from openwrt_wolf.measure import free_memory
 from openwrt_wolf.results.memory import MemoryResult
 from openwrt_wolf.targets.vm import qemu
-from openwrt_wolf.targets.vm.image import inspect_kernel
+from openwrt_wolf.targets.vm.kernel import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM, BootError, StateUnavailable
 from openwrt_wolf.targets.vm.rundir import rundir
 from tests.conftest import need_tools, preparing
@@ -204,7 +204,7 @@ def test_stalled_console_times_out_in_its_state(guest: malta_guest.StandIn) -> N
 _CHILD = """
 import sys, time
 from tests.standin import malta_guest
-from openwrt_wolf.targets.vm.image import inspect_kernel
+from openwrt_wolf.targets.vm.kernel import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM
 from openwrt_wolf.targets.vm.qemu import VmSpec
 g = malta_guest.build()

@@ -20,8 +20,8 @@ from openwrt_wolf.errors import WolfError
 from openwrt_wolf.measure import free_memory, meminfo
 from openwrt_wolf.results.store import FileStore, Record
 from openwrt_wolf.targets.vm import machine, qemu
-from openwrt_wolf.targets.vm.image import inspect_kernel
 from openwrt_wolf.targets.vm.initramfs import Archive
+from openwrt_wolf.targets.vm.kernel import inspect_kernel
 from tests.conftest import need_tools
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -275,7 +275,7 @@ def test_a_rootfs_disk_is_the_task_s_own_copy(
     its own, the bytes the host's gzip packed, zero padding left as holes, and nothing of it
     stays (before: a plain .img was booted as given, written to, and an .img.gz's one cached
     copy carried a run's overlay into the next)."""
-    from openwrt_wolf.targets.vm.image import private_disk
+    from openwrt_wolf.targets.vm.kernel import private_disk
 
     monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
     img = tmp_path / "openwrt-malta-be-rootfs-squashfs.img"
@@ -306,7 +306,7 @@ def test_a_rootfs_disk_bomb_is_refused_and_leaves_nothing(
     """A gzip stream of 1.1 GiB of zeros (1 MiB): past image.DISK.total, one line."""
     import zlib
 
-    from openwrt_wolf.targets.vm.image import DISK, private_disk
+    from openwrt_wolf.targets.vm.kernel import DISK, private_disk
 
     monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
     bomb = tmp_path / "bomb.img.gz"

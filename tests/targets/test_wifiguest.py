@@ -16,7 +16,7 @@ import pytest
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.host import debian
 from openwrt_wolf.targets.vm import qemu, wifiguest
-from openwrt_wolf.targets.vm.image import inspect_bzimage, inspect_kernel
+from openwrt_wolf.targets.vm.kernel import inspect_bzimage, inspect_kernel
 from tests.conftest import need_tools, preparing
 
 

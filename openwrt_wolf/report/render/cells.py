@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...perf.report import BASE, ratio
+from ...perf.tables import BASE, ratio
 from ..model import Baseline, CellDelta, Figure, MatrixCell, MatrixRow, Row, Source, Table
 from ..sizereport import BASELINE, MEMORY_FIELDS, ROWS, Cell, DeviceReport, SizeReport
 

@@ -31,8 +31,7 @@ from ...catalogue.releases import parse_openwrt_release
 from ...errors import WolfError
 from ...results.flash import KIND, FlashResult, StateLog
 from ...results.store import FileStore, Record, now_utc
-from . import hostkeys, packages, ssh
-from . import image as images
+from . import hostkeys, installed, ssh, sysupgrade
 from .board import board
 from .failures import AuthFailed, CommandTimeout, ConnectionLost
 from .login import Login, how
@@ -100,7 +99,7 @@ def _oneline(output: str) -> str:
 class FlashRequest:
     login: Login
     device: devices.Device
-    image: images.FlashImage
+    image: sysupgrade.FlashImage
     flavour: str | None
     keep_settings: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)
@@ -264,7 +263,7 @@ class Flasher:
         self.result.model = b.model
         self.result.before = self._release()
         img = self.req.image
-        if not images.board_supported(img, name):
+        if not sysupgrade.board_supported(img, name):
             raise WolfError(
                 f"the router is a {name} ({self.result.model}); {img.path.name} is for "
                 f"{', '.join(img.supported_devices)} (from {img.devices_from}); "
@@ -500,8 +499,8 @@ class Flasher:
             self.note = f"runs {got}; flavour unknown, TLS packages not checked"
             self.out.print(f"  {self.note} (pass --flavour)", markup=False)
             return State.DONE
-        manager, pkgs = packages.installed(self.target, timeout=self.req.timeouts.command)
-        check = packages.check(manager, pkgs, self.req.flavour, img.variant, img.libraries)
+        manager, pkgs = installed.installed(self.target, timeout=self.req.timeouts.command)
+        check = installed.check(manager, pkgs, self.req.flavour, img.variant, img.libraries)
         res.package_manager, res.tls_packages = manager, list(check.tls_packages)
         if not check.ok:
             problems = []

@@ -11,8 +11,8 @@ from ...errors import WolfError
 from ...paths import store_dir
 from ...results.flash import FlashResult
 from ...results.store import FileStore
-from . import image as images
 from . import login as router_login
+from . import sysupgrade
 from .flash import Flasher, FlashRequest, State, Timeouts, store_result
 
 
@@ -51,7 +51,7 @@ def flash(
     want = None if not flavour else "stock" if stock or not flavours.get(flavour).patched \
         else "patch-set"  # fmt: skip
     if image:
-        img = images.from_build(fstore, images.inspect(Path(image), dev, flavour=flavour))
+        img = sysupgrade.from_build(fstore, sysupgrade.inspect(Path(image), dev, flavour=flavour))
         flavour = img.flavour
         if want and img.variant and img.variant != want:
             raise WolfError(
@@ -61,7 +61,7 @@ def flash(
                 "drop --stock: the build record says it is the patch set's image",
             )  # fmt: skip
     elif flavour:
-        img = images.from_store(fstore, root, dev, flavour, want)
+        img = sysupgrade.from_store(fstore, root, dev, flavour, want)
     else:
         raise WolfError("nothing to flash", hint="give --image PATH or --flavour NAME")
     if img.variant is None and flavour and want:

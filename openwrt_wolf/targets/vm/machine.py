@@ -37,7 +37,7 @@ from ...errors import CommandError, WolfError
 from ...host import hosttools
 from ..target import CommandResult, Target
 from .console import Console, ConsoleClosed, ConsoleTimeout, GuestFatal
-from .image import Kernel
+from .kernel import Kernel
 from .qemu import VmSpec, binary, command, config, free_port, nics
 from .rundir import rundir
 

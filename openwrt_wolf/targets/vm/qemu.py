@@ -12,7 +12,7 @@ from typing import Any
 
 from ...errors import WolfError
 from ...paths import DATA_DIR
-from .image import Kernel, inspect_kernel
+from .kernel import Kernel, inspect_kernel
 
 
 @cache

@@ -29,8 +29,8 @@ from ... import paths, proc
 from ...errors import WolfError
 from ...files.locks import locked
 from ...host import debian
-from .image import Kernel, inspect_bzimage
 from .initramfs import Archive, init_script
+from .kernel import Kernel, inspect_bzimage
 
 # /init's own steps (initramfs.init_script adds the common start and the console loop)
 _INIT = r"""ip link set lo up
