@@ -418,6 +418,7 @@ def hostile_families(w: Path) -> list[Family]:
     return [
         Family("records", hostile.records_family(w)),
         Family("image records", hostile.records_family(w, 72, hostile.IMAGE_FIELDS, "img")),
+        Family("build job records", hostile.records_family(w, 84, hostile.JOB_FIELDS, "job")),
         Family("store files", hostile.store_files_family(w)),
         Family("profiles.json", hostile.profiles_family(w, w / "secret", secret)),
         Family("baselines", hostile.baselines_family(w, hostile._store_with(w, "base", {}))),

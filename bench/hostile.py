@@ -294,6 +294,17 @@ def image_record(kind: str) -> Callable[[], dict[str, Any]]:
 
 
 IMAGE_KEY = "wolfssl-vm-image-af35280f2676-disk.json"
+# a real build record as `invoke build` writes it (the file list, the fit, the request): the
+# size report reads it whole as results/build.py's BuildRecord (issue 33)
+JOB = Path(__file__).resolve().parents[1] / (
+    "docs/records/openwrt-25.12.5-ath79/store/build/3391c24986470d9b26f2c82b478b8b52.json"
+)
+
+
+def job_record() -> dict[str, Any]:
+    rec: dict[str, Any] = json.loads(JOB.read_text())
+    return rec
+
 
 MAKERS: dict[str, Callable[[], dict[str, Any]]] = {
     "build": build_record,
@@ -302,7 +313,26 @@ MAKERS: dict[str, Callable[[], dict[str, Any]]] = {
     "perf": perf_record,
     "perf-image": image_record("perf-image"),
     "perf-memory": image_record("perf-memory"),
+    "build-job": job_record,
 }
+KIND_DIR = {"build-job": "build"}  # a maker's records stand under their kind's directory
+
+JOB_FIELDS: list[tuple[str, str]] = [
+    ("build-job", "data.request"),
+    ("build-job", "data.request.variant"),
+    ("build-job", "data.request.packages"),
+    ("build-job", "data.fit"),
+    ("build-job", "data.fit.limit"),
+    ("build-job", "data.fit.factory"),
+    ("build-job", "data.artifacts"),
+    ("build-job", "data.artifacts.0.path"),
+    ("build-job", "data.artifacts.2.size"),
+    ("build-job", "data.artifacts.2.name"),
+    ("build-job", "data.manifest"),
+    ("build-job", "data.openwrt_warnings"),
+    ("build-job", "data.notes"),
+    ("build-job", "data.device"),
+]
 
 # issue 35's fields of the real images' records (cpu split, host load, named soak errors, heap)
 IMAGE_FIELDS: list[tuple[str, str]] = [
@@ -442,7 +472,9 @@ def records_family(
     out = []
     for i, (kind, path, value) in enumerate(combos[:n]):
         st = _store_with(
-            w, f"{name}-{i}", {f"{kind}/x{i}.json": record_text(kind, path, VALUES[value])}
+            w,
+            f"{name}-{i}",
+            {f"{KIND_DIR.get(kind, kind)}/x{i}.json": record_text(kind, path, VALUES[value])},
         )
         fmt = FORMATS[i % len(FORMATS)]
         out.append(
