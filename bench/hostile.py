@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.records import footprint_data, memory_data
+from openwrt_wolf.results.artifacts import Artifacts
+from tests.records import build_data, footprint_data, memory_data
 
 # what a finding is: "security" (code run, a secret or a file shown, an injection that
 # survives into an output), "wrong" (an exit status or an output that lies)
@@ -256,7 +257,9 @@ def build_record(flavour: str = "mbedtls", device: str = AR300) -> dict[str, Any
         "manifest": [],
         "notes": [],
     }
-    return _record("build", f"b-{flavour}", device, flavour, {"artifacts": art})
+    # a whole build record (results/build.py, version 2): its output is this Artifacts dict
+    data = build_data([], output=Artifacts.from_dict(art), device=device, flavour=flavour)
+    return _record("build", f"b-{flavour}", device, flavour, data)
 
 
 def memory_record(flavour: str = "mbedtls") -> dict[str, Any]:
@@ -357,34 +360,34 @@ FIELDS: list[tuple[str, str]] = [
     ("build", "release"),
     ("build", "created"),
     ("build", "data"),
-    ("build", "data.artifacts"),
-    ("build", "data.artifacts.fit"),
-    ("build", "data.artifacts.fit.checked_size"),
-    ("build", "data.artifacts.fit.limit"),
-    ("build", "data.artifacts.fit.rootfs_room"),
-    ("build", "data.artifacts.fit.verdict"),
-    ("build", "data.artifacts.fit.limit_name"),
-    ("build", "data.artifacts.fit.erase_blocks"),
-    ("build", "data.artifacts.fit.headroom_blocks"),
-    ("build", "data.artifacts.fit.notes"),
-    ("build", "data.artifacts.fit.factory"),
-    ("build", "data.artifacts.images"),
-    ("build", "data.artifacts.images.0"),
-    ("build", "data.artifacts.images.0.size"),
-    ("build", "data.artifacts.images.0.name"),
-    ("build", "data.artifacts.rootfs"),
-    ("build", "data.artifacts.rootfs.size"),
-    ("build", "data.artifacts.rootfs.packages"),
-    ("build", "data.artifacts.rootfs.tls_libraries.0.xz_size"),
-    ("build", "data.artifacts.rootfs.tls_libraries.0.path"),
-    ("build", "data.artifacts.rootfs.packages.0.name"),
-    ("build", "data.artifacts.rootfs.packages.0.stored_size"),
-    ("build", "data.artifacts.notes"),
-    ("build", "data.artifacts.notes.0"),
-    ("build", "data.artifacts.profile"),
-    ("build", "data.artifacts.manifest"),
-    ("build", "data.artifacts.file_size_limits"),
-    ("build", "data.artifacts.kernel_size"),
+    ("build", "data.output"),
+    ("build", "data.output.fit"),
+    ("build", "data.output.fit.checked_size"),
+    ("build", "data.output.fit.limit"),
+    ("build", "data.output.fit.rootfs_room"),
+    ("build", "data.output.fit.verdict"),
+    ("build", "data.output.fit.limit_name"),
+    ("build", "data.output.fit.erase_blocks"),
+    ("build", "data.output.fit.headroom_blocks"),
+    ("build", "data.output.fit.notes"),
+    ("build", "data.output.fit.factory"),
+    ("build", "data.output.images"),
+    ("build", "data.output.images.0"),
+    ("build", "data.output.images.0.size"),
+    ("build", "data.output.images.0.name"),
+    ("build", "data.output.rootfs"),
+    ("build", "data.output.rootfs.size"),
+    ("build", "data.output.rootfs.packages"),
+    ("build", "data.output.rootfs.tls_libraries.0.xz_size"),
+    ("build", "data.output.rootfs.tls_libraries.0.path"),
+    ("build", "data.output.rootfs.packages.0.name"),
+    ("build", "data.output.rootfs.packages.0.stored_size"),
+    ("build", "data.output.notes"),
+    ("build", "data.output.notes.0"),
+    ("build", "data.output.profile"),
+    ("build", "data.output.manifest"),
+    ("build", "data.output.file_size_limits"),
+    ("build", "data.output.kernel_size"),
     ("memory", "data.summary"),
     ("memory", "data.summary.MemFree"),
     ("memory", "data.summary.MemFree.median"),
@@ -899,12 +902,12 @@ PAYLOADS = [
 PLACES: list[tuple[str, str]] = [
     ("build", "device"),
     ("build", "flavour"),
-    ("build", "data.artifacts.notes.0"),
-    ("build", "data.artifacts.images.0.name"),
-    ("build", "data.artifacts.fit.limit_name"),
-    ("build", "data.artifacts.rootfs.packages.0.name"),
-    ("build", "data.artifacts.rootfs.tls_libraries.0.path"),
-    ("build", "data.artifacts.target"),
+    ("build", "data.output.notes.0"),
+    ("build", "data.output.images.0.name"),
+    ("build", "data.output.fit.limit_name"),
+    ("build", "data.output.rootfs.packages.0.name"),
+    ("build", "data.output.rootfs.tls_libraries.0.path"),
+    ("build", "data.output.target"),
     ("build", "release"),
     ("footprint", "data.config"),
     ("footprint", "data.arch"),
@@ -931,7 +934,7 @@ def report_injection_family(w: Path, n: int = 40) -> list[Probe]:
             w,
             f"inj-{i}",
             {
-                "build/x.json": _injected("build", ["device", "data.artifacts.notes.0"], payload),
+                "build/x.json": _injected("build", ["device", "data.output.notes.0"], payload),
                 "build/y.json": _injected("build", ["flavour"], payload),
                 "footprint/x.json": _injected("footprint", ["data.config"], payload),
                 "perf/x.json": _injected("perf", ["data.target"], payload),
@@ -965,7 +968,7 @@ def report_injection_family(w: Path, n: int = 40) -> list[Probe]:
             {
                 f"build/h{i}.json": record_text(
                     "build",
-                    "data.artifacts.fit.verdict" if i % 2 else "flavour",
+                    "data.output.fit.verdict" if i % 2 else "flavour",
                     json.dumps(payload),
                 )
             },

@@ -21,7 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from openwrt_wolf.report import sizereport
 from openwrt_wolf.report.render import render
+from openwrt_wolf.results.fit_report import FitReport
 from openwrt_wolf.results.store import FileStore, Record
+from tests.records import build_data
 
 PROFILES = ("glinet_gl-ar300m16", "tplink_tl-wr902ac-v1", "tplink_tl-wr902ac-v3")
 LIMIT = 7_405_568
@@ -36,36 +38,18 @@ def make_store(root: Path, devices: int) -> None:
         for flav in ("mbedtls", "wolfssl", "openssl"):
             image = rnd.randint(4_500_000, 7_600_000)
             room = LIMIT - image
-            fit = {
-                "verdict": "FITS" if room >= 0 else "TOO_BIG",
-                "limit": LIMIT,
-                "limit_name": "IMAGE_SIZE",
-                "rootfs_room": room,
-                "margin": room,
-                "headroom_blocks": room // 65536,
-                "erase_blocks": -(-image // 65536),
-                "padding": 1000,
-                "checked_size": image,
-            }
-            files = [
-                {
-                    "name": "x-sysupgrade.bin",
-                    "path": "/nonexistent",
-                    "sha256": "0" * 64,
-                    "size": image,
-                    "type": "sysupgrade",
-                }
-            ]
-            st.put(
-                Record(
-                    "build",
-                    f"b{d}-{flav}",
-                    "25.12.5",
-                    profile,
-                    flav,
-                    {"artifacts": files, "fit": fit},
-                )
-            )
+            fit = FitReport(
+                profile=profile, recipe="tplink-v1", kernel_size=None, rootfs_size=None,
+                checked_size=image, limit=LIMIT, limit_name="IMAGE_SIZE", blocksize=65536,
+                erase_blocks=-(-image // 65536), padding=1000, margin=room,
+                headroom_blocks=room // 65536, verdict="FITS" if room >= 0 else "TOO_BIG",
+                metadata_size=None, final_size=None, rootfs_room=room,
+            )  # fmt: skip
+            files = [{"name": "x-sysupgrade.bin", "path": "/nonexistent", "sha256": "0" * 64,
+                      "size": image, "type": "sysupgrade"}]  # fmt: skip
+            # a version 1 build record (the file list and the fit), as older stores hold
+            data = build_data(files, fit.to_dict(), device=profile, flavour=flav)
+            st.put(Record("build", f"b{d}-{flav}", "25.12.5", profile, flav, data))
 
 
 def best(fn: object, repeat: int) -> float:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from openwrt_wolf.results.build import BuildRecord, BuildRequest
+from openwrt_wolf.results.artifacts import Artifacts
+from openwrt_wolf.results.build import Artifact, BuildRecord, BuildRequest
 from openwrt_wolf.results.footprint import XZ_SETTINGS, Footprint
 from openwrt_wolf.results.memory import MemoryResult, Spread
 
@@ -102,17 +103,21 @@ def footprint_data(
 
 def build_data(
     files: list[dict[str, Any]],
-    fit: dict[str, Any],
+    fit: dict[str, Any] | None = None,
     *,
+    output: Artifacts | None = None,
     device: str,
     flavour: str = "mbedtls",
     release: str = "25.12.5",
     manifest: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A build record's data (results/build.py BuildRecord) listing these files, with this fit
-    report (a whole FitReport dict, or one written before rootfs_room)."""
+    """A build record's data (results/build.py BuildRecord) listing these files: with
+    ``output`` (the measured Artifacts) a version 2 record as a build writes it now; with
+    ``fit`` (a whole FitReport dict, or one written before rootfs_room) a version 1 record as
+    an older store holds it (the file list and the fit, no output)."""
     request = BuildRequest(release, "ath79/generic", device, flavour, (), "none", "imagebuilder")
-    return asdict(
+    placeholder = Artifacts(profile=device, source="", layout="")
+    d = asdict(
         BuildRecord(
             request=request,
             key=request.key(),
@@ -130,9 +135,15 @@ def build_data(
             phases={},
             make_seconds=0.0,
             log="",
-            artifacts=files,
-            fit=fit,
+            artifacts=[Artifact(**f) for f in files],
+            output=output or placeholder,
             openwrt_warnings=[],
             image_deleted=not any(f["type"] == "sysupgrade" for f in files),
         )
     )
+    if output is not None:
+        d["output"] = output.to_dict()
+        return d
+    assert fit is not None, "a version 1 record has a fit"
+    del d["output"], d["version"]
+    return {**d, "fit": fit}

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,12 @@ from ..catalogue.devices import Device
 from ..errors import WolfError
 from ..files import outputs
 from ..files.hashing import file_sha256
-from ..firmware import artifacts, fit
-from ..firmware.imageformats import squashfs_sb
+from ..firmware import artifacts
 from ..host import hosttools
 from ..patchset import series
 from ..results import store
+from ..results.artifacts import Artifacts
 from ..results.build import KIND, Artifact, BuildRecord
-from ..results.fit_report import FitReport
 from ..trust import untrusted
 from . import basefeed, buildroot, download, packages
 from . import sdk as sdk_mod
@@ -142,10 +141,10 @@ def _changed_artifacts(stored: BuildRecord, job: Job | None = None) -> list[str]
         if was and now and was != now:
             out.append(f"it was made with another {kind} ({was[:23]}, now {now[:23]})")
     for f in stored.artifacts:
-        p = Path(f["path"])
+        p = Path(f.path)
         if not p.is_file():
             out.append(f"the record's file {p} is gone")
-        elif file_sha256(p) != f.get("sha256"):
+        elif file_sha256(p) != f.sha256:
             out.append(f"the record's file {p} was changed (sha256 differs)")
     return out
 
@@ -223,8 +222,8 @@ def _run_group(
             done_count[0] += 1
             fr = out.record.fit
             con.print(
-                f"[{done_count[0]}/{total}] {job.label}: {fr['verdict']} "
-                f"(headroom {fr.get('rootfs_room')} B) {out.path}"
+                f"[{done_count[0]}/{total}] {job.label}: {fr.verdict} "
+                f"(headroom {fr.rootfs_room} B) {out.path}"
             )
         return out
 
@@ -519,7 +518,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
             for f in sorted(bin_dir.iterdir()):
                 if f.is_file():
                     shutil.copyfile(f, partial / f.name)
-        report, files, deleted, more = _measure(tree.kdir(dev), dev, partial)
+        more = _pieces(tree.kdir(dev), dev, partial)
         phases["measure"] = time.monotonic() - t
     if status != 0:
         more.insert(0, f"make exited with status {status} after: {warnings[0]}")
@@ -529,7 +528,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         watched += [f"PACKAGE_{old}", f"PACKAGE_{new}"]
     watched += [f"PACKAGE_{n}" for n in (*changes.add, *changes.remove)]
     return _store(
-        job, st, partial, final, files,
+        job, st, partial, final,
         builder=str(tree.top),
         builder_sha256=None,
         packages_value=" ".join(job.request.packages),
@@ -538,9 +537,7 @@ def _build_tree_one(job: Job, opts: Options, st: store.FileStore, con: Any) -> O
         phases=phases,
         make_seconds=phases["defconfig"] + phases["make"],
         log=log,
-        report=report,
         openwrt_warnings=warnings,
-        image_deleted=deleted,
         notes=list(brf.notes(changes.notes, cfg)) + notes + more,
         config={s: cfg.get(s, "unknown") for s in dict.fromkeys(watched)},
         sources=subs.summary() if subs else {},
@@ -585,7 +582,7 @@ def _build_one(
         phases["image"] = time.monotonic() - t
         make_seconds = phases["manifest"] + phases["image"]
         t = time.monotonic()
-        report, files, deleted, notes = _measure(ib.kdir(dev.target_path), dev, partial)
+        notes = _pieces(ib.kdir(dev.target_path), dev, partial)
         phases["measure"] = time.monotonic() - t
     if status != 0:
         notes.insert(0, f"make image exited with status {status} after: {warnings[0]}")
@@ -594,17 +591,12 @@ def _build_one(
     for f in group.local:  # the SDK's packages beside the images, as OpenWrt's bin/ has them
         (partial / "packages").mkdir(exist_ok=True)
         shutil.copyfile(f, partial / "packages" / f.name)
-        files.append({**asdict(Artifact.of(partial / "packages" / f.name, "package")),
-                      "name": f"packages/{f.name}"})  # fmt: skip
     if group.local:
         index, why = _index_packages(ib, partial / "packages")
-        if index is not None:
-            files.append({**asdict(Artifact.of(index, "package index")),
-                          "name": f"packages/{index.name}"})  # fmt: skip
-        elif why:
+        if index is None and why:
             notes.append(why)
     return _store(
-        job, st, partial, final, files,
+        job, st, partial, final,
         builder=group.ib_name,
         builder_sha256=group.ib_sha256,
         packages_value=value,
@@ -613,9 +605,7 @@ def _build_one(
         phases=phases,
         make_seconds=make_seconds,
         log=log,
-        report=report,
         openwrt_warnings=warnings,
-        image_deleted=deleted,
         notes=list(_notes_holding(job.flavour, changes.notes, manifest)) + notes,
         sdk=group.sdk[0],
         sdk_sha256=group.sdk[1],
@@ -715,20 +705,21 @@ def _store(
     st: store.FileStore,
     partial: Path,
     final: Path,
-    files: list[dict[str, Any]],
     *,
     manifest: dict[str, str],
     phases: dict[str, float],
     make_seconds: float,
     log: Path,
-    report: FitReport,
+    notes: list[str],
     **fields: Any,
 ) -> Outcome:
-    """Move the finished output into place and write the record (atomically, last: a
-    killed build leaves none)."""
+    """Move the finished output into place, measure it there once and write the record
+    (atomically, last: a killed build leaves none)."""
     shutil.rmtree(final, ignore_errors=True)
     outputs.publish(partial, final)
-    files = [{**a, "path": str(final / a["name"])} for a in files]
+    t = time.monotonic()
+    files, output, deleted, more = _measure(final, job.device)
+    phases = {**phases, "measure": phases.get("measure", 0.0) + time.monotonic() - t}
     rel = releases.get(job.request.release)
     dev = job.device
     record = BuildRecord(
@@ -749,61 +740,64 @@ def _store(
         make_seconds=round(make_seconds, 3),
         log=str(log),
         artifacts=files,
-        fit=report.to_dict(),
+        output=output,
+        image_deleted=deleted,
+        notes=notes + more,
         **fields,
     )
     # the cache's disk may be full too: then the store write below says what to do
     with contextlib.suppress(store.WriteError):
-        store.write_atomic(_kept(job), json.dumps(asdict(record), indent=2) + "\n")
+        store.write_atomic(_kept(job), json.dumps(record.to_dict(), indent=2) + "\n")
     return Outcome(job, record, False, _put_record(st, job, record))
 
 
-def _measure(
-    kdir: Path, dev: Device, bin_dir: Path
-) -> tuple[FitReport, list[dict[str, Any]], bool, list[str]]:
-    """Fit from the kernel and rootfs pieces in KDIR (present even when OpenWrt deleted the
-    image), the files with their sha256, and where the model and OpenWrt disagree.
-
-    The pieces are copied into BIN_DIR as <profile>-kernel.bin and root.squashfs, so the
-    output directory can be measured again later (`size-report --from`, docs/results.md)."""
+def _pieces(kdir: Path, dev: Device, bin_dir: Path) -> list[str]:
+    """Copy the kernel and rootfs pieces from KDIR (there even when OpenWrt deleted the
+    image) into BIN_DIR as <profile>-kernel.bin and root.squashfs: the fit is measured from
+    them, and the output directory can be measured again later (`size-report --from`)."""
     kernel = kdir / f"{dev.profile}-kernel.bin"
     roots = sorted(kdir.glob("root.squashfs*"), key=lambda p: p.stat().st_mtime)
     notes: list[str] = []
     bin_dir.mkdir(parents=True, exist_ok=True)
-    arts: list[Artifact] = []
-    kernel_size = rootfs_size = None
     if kernel.is_file():
         shutil.copyfile(kernel, bin_dir / kernel.name)
-        arts.append(Artifact.of(bin_dir / kernel.name, "kernel"))
-        kernel_size = kernel.stat().st_size
     elif dev.has_flash:  # malta's kernel is an ELF, not a flash piece
         notes.append(f"no kernel piece {kernel}")
     if roots:
         shutil.copyfile(roots[-1], bin_dir / "root.squashfs")
-        arts.append(Artifact.of(bin_dir / "root.squashfs", "rootfs"))
-        data = roots[-1].read_bytes()
-        rootfs_size = squashfs_sb.parse(data, where=str(roots[-1])).bytes_used
     else:
         notes.append(f"no root.squashfs in {kdir}")
-    for f in artifacts.output_files(bin_dir, dev.profile, skip=(kernel.name, "root.squashfs")):
-        a = Artifact.of(f.path, f.type)
+    return notes
+
+
+def _measure(out: Path, dev: Device) -> tuple[list[Artifact], Artifacts, bool, list[str]]:
+    """The build's output directory, measured once (firmware/artifacts.of_build_output): every
+    file with its sha256, the output (images, kernel, rootfs, the fit), whether OpenWrt
+    deleted the image, and where the model and OpenWrt disagree."""
+    notes: list[str] = []
+    pieces = {f"{dev.profile}-kernel.bin": "kernel", "root.squashfs": "rootfs"}
+    files: list[Artifact] = []
+    for f in artifacts.output_files(out, dev.profile):
+        a = Artifact.of(f.path, pieces.get(f.path.name, f.type))
         if f.listed_sha256 is not None and f.listed_sha256 != a.sha256:
             notes.append(f"{f.path.name}: sha256 differs from OpenWrt's sha256sums")
-        arts.append(a)
-    sysupgrade = next((a for a in arts if a.type == "sysupgrade"), None)
-    report = fit.evaluate(dev, kernel_size=kernel_size, rootfs_size=rootfs_size)
-    if sysupgrade is not None and report.checked_size is not None:
-        meta = sysupgrade.size - report.checked_size
-        if meta >= 0:
-            report = fit.evaluate(
-                dev, kernel_size=kernel_size, rootfs_size=rootfs_size, metadata_size=meta
-            )
-        else:
-            notes.append(f"image is {-meta} B smaller than the fit model's checked size")
+        files.append(a)
+    pkgdir = out / "packages"
+    if pkgdir.is_dir():  # the SDK's packages and their index, as OpenWrt's bin/ has them
+        for p in sorted(pkgdir.iterdir()):
+            if p.is_file():
+                kind = "package index" if p.suffix == ".adb" or p.name == "Packages" else "package"
+                files.append(replace(Artifact.of(p, kind), name=f"packages/{p.name}"))
+    output, report = artifacts.of_build_output(out, dev)
+    sysupgrade = next((a for a in files if a.type == "sysupgrade"), None)
+    if sysupgrade is not None and report.final_size not in (None, sysupgrade.size):
+        notes.append(
+            f"{sysupgrade.name} is {sysupgrade.size} B, the fit model says {report.final_size} B"
+        )
     # a device without flash (malta: an initramfs kernel) builds no sysupgrade image at all
     deleted = sysupgrade is None and dev.has_flash
     if deleted and report.verdict == "FITS":
         notes.append("OpenWrt built no sysupgrade image, but the fit model says it fits")
     if not deleted and report.verdict == "TOO_BIG":
         notes.append("OpenWrt kept the image, but the fit model says it is too big")
-    return report, [asdict(a) for a in arts], deleted, notes
+    return files, output, deleted, notes

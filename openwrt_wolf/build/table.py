@@ -31,11 +31,11 @@ def show(outcomes: list[Outcome]) -> None:
         table.add_row(
             r.device,
             label,
-            fr["verdict"] + (" (deleted)" if r.image_deleted else ""),
-            _num(img["size"]) if img else "–",
-            _num(fr["checked_size"]),
-            _num(fr["limit"]),
-            _num(fr.get("rootfs_room")),
+            fr.verdict + (" (deleted)" if r.image_deleted else ""),
+            _num(img.size) if img else "–",
+            _num(fr.checked_size),
+            _num(fr.limit),
+            _num(fr.rootfs_room),
             "cached" if o.cached else "built",
             escape.markup(str(o.path)),
         )
@@ -46,4 +46,4 @@ def show(outcomes: list[Outcome]) -> None:
             con.print(f"{o.record.device} {o.record.flavour}: OpenWrt: {w}", markup=False)
         img = o.record.image()
         if img:
-            con.print(f"{o.record.device} {o.record.flavour}: {Path(img['path'])}", markup=False)
+            con.print(f"{o.record.device} {o.record.flavour}: {Path(img.path)}", markup=False)

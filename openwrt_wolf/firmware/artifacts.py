@@ -15,79 +15,16 @@ import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from ..catalogue import devices
 from ..catalogue.devices import Device
 from ..errors import WolfError
+from ..results.artifacts import Artifacts, ImageFile, PackageFile
 from ..results.build import BuildRecord
 from ..results.fit_report import FitReport
 from ..trust import untrusted
 from . import fit, imageformats
-from .rootfs import RootfsInfo, measure_rootfs
-
-SCHEMA = "openwrt-wolf/artifacts/1"
-
-
-@dataclass(frozen=True)
-class ImageFile:
-    name: str  # file name in the output directory
-    type: str  # sysupgrade, factory, kernel, initramfs-kernel, rootfs, ...
-    size: int | None  # bytes; None when listed but gone (OpenWrt deleted a too-big image)
-    sha256: str | None = None
-    source: str = "file"  # "profiles.json" (its images[].size) or "file" (stat)
-
-
-@dataclass(frozen=True)
-class PackageFile:
-    """An installed package as the image's .manifest lists it, and its archive's size when
-    the output (packages/ beside the images, or bin/packages/) has the archive."""
-
-    name: str
-    version: str
-    file: str | None = None  # path relative to the output directory
-    size: int | None = None  # bytes of the .apk/.ipk
-
-
-@dataclass(frozen=True)
-class Artifacts:
-    profile: str  # OpenWrt profile id ("tplink_tl-wr902ac-v1"), or the image file's stem
-    source: str  # the directory or file measured
-    layout: str  # "profiles.json 25.12", "profiles.json 24.10", "files", "image"
-    release: str | None = None  # version_number from profiles.json, when known
-    target: str | None = None  # "ath79/generic"
-    images: list[ImageFile] = field(default_factory=list)
-    file_size_limits: dict[str, int] = field(default_factory=dict)  # profiles.json (25.12+)
-    kernel_size: int | None = None  # bytes of the kernel as the recipe appends it
-    kernel_source: str | None = None  # "<file>" or "<image> (split: <format>)"
-    metadata_size: int | None = None  # append-metadata trailer, when a split found it
-    split: dict[str, Any] | None = None  # imageformats.SplitImage as a dict
-    rootfs: RootfsInfo | None = None
-    fit: FitReport | None = None
-    flavour: str | None = None  # the TLS flavour the rootfs shows (rootfs.flavour_guess)
-    manifest: list[PackageFile] = field(default_factory=list)  # from <image prefix>.manifest
-    notes: list[str] = field(default_factory=list)
-    schema: str = SCHEMA
-
-    @property
-    def sysupgrade(self) -> ImageFile | None:
-        return next((i for i in self.images if i.type == "sysupgrade"), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "artifacts data") -> Artifacts:
-        """Read back from a record: every field checked (untrusted.typed), the fit report's
-        too."""
-        schema = d.get("schema") if isinstance(d, dict) else None
-        if schema != SCHEMA:
-            raise WolfError(
-                f"{where}: schema {str(schema)[:40]!r}, this tool reads {SCHEMA}",
-                hint="re-run the build that wrote it",
-            )
-        return untrusted.typed(cls, d, where)
-
+from .rootfs import measure_rootfs
 
 # --- finding a device for the fit model -----------------------------------------------
 
@@ -258,24 +195,64 @@ def _from_profiles_json(outdir: Path, pj: Path, profiles: list[str] | None) -> l
     for pid, spec in sorted(data.profiles.items()):
         if profiles and pid not in profiles:
             continue
-        sized = any(i.size is not None for i in spec.images)
-        has_sizes = sized or spec.file_size_limits is not None
-        layout = "profiles.json 25.12" if has_sizes else "profiles.json 24.10"
-        notes = [] if has_sizes else ["profiles.json has no image sizes (24.10): files measured"]
-        images = []
-        for i in spec.images:
-            f = outdir / i.name
-            on_disk = f.stat().st_size if f.is_file() else None
-            size = on_disk if i.size is None else i.size
-            if i.size is not None and on_disk is not None and on_disk != i.size:
-                notes.append(f"{i.name}: profiles.json says {i.size} B, file has {on_disk}")
-            src = "file" if i.size is None else "profiles.json"
-            images.append(ImageFile(i.name, i.type, size, i.sha256, src))
+        layout, images, notes = _listed_images(outdir, spec)
         limits = dict(spec.file_size_limits or {})
         out.append(
             _assemble(outdir, pid, layout, data.version_number, data.target, images, limits, notes)
         )
     return out
+
+
+def _listed_images(outdir: Path, spec: ProfileSpec) -> tuple[str, list[ImageFile], list[str]]:
+    """A profile's images as profiles.json lists them: its sizes (25.12+), else the files'."""
+    sized = any(i.size is not None for i in spec.images)
+    has_sizes = sized or spec.file_size_limits is not None
+    layout = "profiles.json 25.12" if has_sizes else "profiles.json 24.10"
+    notes = [] if has_sizes else ["profiles.json has no image sizes (24.10): files measured"]
+    images = []
+    for i in spec.images:
+        f = outdir / i.name
+        on_disk = f.stat().st_size if f.is_file() else None
+        size = on_disk if i.size is None else i.size
+        if i.size is not None and on_disk is not None and on_disk != i.size:
+            notes.append(f"{i.name}: profiles.json says {i.size} B, file has {on_disk}")
+        src = "file" if i.size is None else "profiles.json"
+        images.append(ImageFile(i.name, i.type, size, i.sha256, src))
+    return layout, images, notes
+
+
+def of_build_output(outdir: Path, device: Device) -> tuple[Artifacts, FitReport]:
+    """A build's own output directory, for the one device it built: measured once, here, for
+    the build record (results/build.py keeps it; the report reads it from there). Its images
+    as profiles.json lists them, else every image file there; the fit always evaluated, for
+    the device the build was asked for (UNKNOWN where it has no flash: malta), and given
+    beside it too."""
+    pj = outdir / "profiles.json"
+    spec = load_profiles_json(pj) if os.path.lexists(pj) else None
+    listed = spec.profiles.get(device.profile) if spec else None
+    if spec is not None and listed is not None:
+        layout, images, notes = _listed_images(outdir, listed)
+        limits = dict(listed.file_size_limits or {})
+        release, target = spec.version_number, spec.target
+    else:  # no profiles.json (malta), or OpenWrt deleted every image of the profile
+        layout, notes, limits = "files", [], {}
+        release, target = (spec.version_number, spec.target) if spec else (None, None)
+        images = [
+            ImageFile(f.name, t, f.stat().st_size)
+            for f in sorted(untrusted.listdir(outdir, "output directory"))
+            if f.is_file() and (t := _image_type(f.name))
+        ]
+    a = _assemble(outdir, device.profile, layout, release, target, images, limits, notes,
+                  device=device)  # fmt: skip
+    if a.fit is not None:
+        return a, a.fit
+    report = fit.evaluate(
+        device,
+        kernel_size=a.kernel_size,
+        rootfs_size=a.rootfs.size if a.rootfs else None,
+        metadata_size=a.metadata_size,
+    )
+    return replace(a, fit=report), report
 
 
 def _from_files(
@@ -401,10 +378,13 @@ def _assemble(
     images: list[ImageFile],
     limits: dict[str, int],
     notes: list[str],
+    *,
+    device: Device | None = None,
 ) -> Artifacts:
-    device, note = find_device(pid, release)
-    if note:
-        notes.append(note)
+    if device is None:  # an output directory of any build: the catalogue's entry, if any
+        device, note = find_device(pid, release)
+        if note:
+            notes.append(note)
     kernel_file, rootfs_file = _pieces(outdir, pid)
     kernel_size = kernel_file.stat().st_size if kernel_file else None
     kernel_source = kernel_file.name if kernel_file else None
@@ -457,16 +437,13 @@ def _assemble(
 
 # --- a build's output directory, file by file -------------------------------------------
 
-# file types of a build record's file list that are not images (output_files names them)
-_NOT_IMAGES = ("kernel", "rootfs", "manifest", "profiles.json", "sha256sums", "other")
-
 
 @dataclass(frozen=True)
 class OutputFile:
     """A file of an output directory as a build record lists it."""
 
     path: Path
-    type: str  # profiles.json's image type for the profile, else one of _NOT_IMAGES
+    type: str  # profiles.json's image type for the profile, else one of NOT_IMAGES
     listed_sha256: str | None  # what OpenWrt's sha256sums says of it, when it lists it
 
 
@@ -495,39 +472,25 @@ def output_files(outdir: Path, profile: str, *, skip: tuple[str, ...] = ()) -> l
 
 
 def of_build(build: BuildRecord) -> Artifacts:
-    """Artifacts from a build record (read whole, results/build.py): image sizes from its file
-    list, its fit report, its manifest; the rootfs piece measured now (cached) when it is still
-    on disk."""
-    files = build.artifacts
-    notes = [f"OpenWrt printed: {w.strip()}" for w in build.openwrt_warnings] + list(build.notes)
-    images = [
-        ImageFile(f["name"], f["type"], f.get("size"), f.get("sha256"), "build record")
-        for f in files
-        if f.get("type") not in _NOT_IMAGES
-    ]
-    kernel = next((f for f in files if f.get("type") == "kernel"), None)
-    piece = next((f for f in files if f.get("type") == "rootfs"), None)
-    rootfs = None
-    if piece and Path(piece["path"]).is_file():
-        rootfs = measure_rootfs(Path(piece["path"]))
-    elif piece:
-        notes.append(f"rootfs piece {piece['path']} is gone: no TLS library sizes")
-    else:
-        notes.append("the build record lists no rootfs piece: no TLS library sizes")
-    fit_report = FitReport.from_dict(build.fit)  # checked whole when the record was read
-    return Artifacts(
-        profile=build.device,
-        source="build record",
-        layout="build record",
-        release=build.release,
-        images=images,
-        kernel_size=kernel.get("size") if kernel else None,
-        kernel_source=kernel.get("name") if kernel else None,
-        metadata_size=fit_report.metadata_size,
+    """Artifacts from a build record (read whole, results/build.py): the output its build
+    measured, with OpenWrt's warnings and the record's notes; a version 1 record's rootfs
+    (it kept none) measured now (cached) when its piece is still on disk."""
+    out = build.output
+    notes = [f"OpenWrt printed: {w.strip()}" for w in build.openwrt_warnings]
+    notes += list(build.notes) + [n for n in out.notes if n not in build.notes]
+    rootfs = out.rootfs
+    if rootfs is None:
+        piece = next((f for f in build.artifacts if f.type == "rootfs"), None)
+        if piece and Path(piece.path).is_file():
+            rootfs = measure_rootfs(Path(piece.path))
+        elif piece:
+            notes.append(f"rootfs piece {piece.path} is gone: no TLS library sizes")
+        else:
+            notes.append("the build record lists no rootfs piece: no TLS library sizes")
+    return replace(
+        out,
         rootfs=rootfs,
-        fit=fit_report,
-        flavour=build.flavour or (rootfs.flavour_guess() if rootfs else None),
-        manifest=[PackageFile(n, v) for n, v in sorted(build.manifest.items())],
+        flavour=build.flavour or out.flavour or (rootfs.flavour_guess() if rootfs else None),
         notes=notes,
     )
 

@@ -19,84 +19,25 @@ import os
 import tempfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
 
 from .. import paths
 from ..catalogue import flavours
 from ..errors import WolfError
 from ..files import archive
+from ..results.rootfs import Library, PackageUsage, RootfsInfo
 from ..results.store import write_atomic
 from ..trust import untrusted
 from .imageformats.bounded import MAX_IMAGE
 from .squashfs import Entry, SquashFS
 
-XZ_SETTINGS = "xz -9e: liblzma preset 9|PRESET_EXTREME, .xz container, CRC64, each file alone"
 CACHE_VERSION = "rootfs-2"
 
 # Where package managers keep the file list of each installed package inside the rootfs:
 # OpenWrt's apk packages ship /lib/apk/packages/<pkg>.list (25.12+), opkg keeps
 # /usr/lib/opkg/info/<pkg>.list (24.10 and older). Both: one "/path" per line.
 _PKG_LIST_DIRS = ("/lib/apk/packages", "/usr/lib/opkg/info")
-
-
-@dataclass(frozen=True)
-class Library:
-    path: str  # inside the rootfs, e.g. /usr/lib/libmbedtls.so.3.6.6
-    group: str  # the flavour whose lib_globs match ("mbedtls", ...) or "glue" (libustream-ssl)
-    size: int  # bytes in the rootfs (OpenWrt installs libraries stripped)
-    xz_size: int  # the file alone through xz -9e (XZ_SETTINGS)
-    stored_size: int  # bytes it occupies inside the squashfs (its blocks + fragment share)
-    package: str | None = None  # the installed package that owns it, when the rootfs says
-    stripped: bool | None = None  # False: it still has a .symtab (sizes overstate); None: not ELF
-
-
-@dataclass(frozen=True)
-class PackageUsage:
-    name: str
-    files: int  # regular files it owns
-    size: int  # their bytes, uncompressed
-    stored_size: int  # their bytes inside the squashfs (compressed, as flashed)
-
-
-@dataclass(frozen=True)
-class RootfsInfo:
-    source: str  # file the squashfs was read from
-    offset: int  # where it starts in that file (non-zero inside a sysupgrade image)
-    size: int  # superblock bytes_used: what the image recipe appends
-    compressor: str
-    block_size: int
-    inodes: int
-    files: int
-    files_size: int  # sum of regular files' bytes
-    tls_libraries: list[Library] = field(default_factory=list)
-    packages: list[PackageUsage] = field(default_factory=list)
-    package_source: str | None = None  # which package database the per-package sizes use
-    xz_settings: str = XZ_SETTINGS
-
-    @property
-    def tls_xz(self) -> int:
-        return sum(lib.xz_size for lib in self.tls_libraries)
-
-    @property
-    def tls_size(self) -> int:
-        return sum(lib.size for lib in self.tls_libraries)
-
-    def flavour_guess(self) -> str | None:
-        """The TLS flavour this rootfs was built with: the ustream-ssl variant installed
-        (libustream-<flavour>), else the one flavour whose libraries are present."""
-        for p in self.packages:
-            for name in flavours.names():
-                if p.name.startswith(f"libustream-{name}"):
-                    return name
-        groups = {lib.group for lib in self.tls_libraries} - {"glue"}
-        return groups.pop() if len(groups) == 1 else None
-
-    @classmethod
-    def from_dict(cls, d: Any, where: str = "rootfs data") -> RootfsInfo:
-        """Read back from a record or the cache: every field checked (untrusted.typed)."""
-        return untrusted.typed(cls, d, where)
 
 
 def tls_patterns() -> list[tuple[str, str]]:

@@ -224,7 +224,7 @@ def _finished(job: Job, rq_job: RQJob, st: store.FileStore, run: Run, con: Any, 
     run.outcomes[job.key] = Outcome(job, rec, False, path)
     fr = rec.fit
     bar.console.print(
-        f"[{len(run.outcomes)}] {job.label}: {fr['verdict']} (headroom {fr.get('rootfs_room')} B) "
+        f"[{len(run.outcomes)}] {job.label}: {fr.verdict} (headroom {fr.rootfs_room} B) "
         f"on {rec.worker} {path}",
         markup=False,
         soft_wrap=True,

@@ -10,7 +10,6 @@ import dataclasses
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import requests
 
@@ -26,16 +25,23 @@ def is_url(dest: str) -> bool:
 
 
 def publish(rec: BuildRecord, dest: str) -> BuildRecord:
-    files = [Path(a["path"]) for a in rec.artifacts] + [Path(rec.log)]
-    names = [a["name"] for a in rec.artifacts] + ["build.log"]
+    files = [Path(a.path) for a in rec.artifacts] + [Path(rec.log)]
+    names = [a.name for a in rec.artifacts] + ["build.log"]
     if is_url(dest):
         where = _put_all(files, names, dest.rstrip("/") + "/" + rec.key)
     else:
         where = _copy_all(files, names, Path(dest).expanduser().resolve() / rec.key)
-    arts: list[dict[str, Any]] = []
-    for a in rec.artifacts:
-        arts.append({**a, "path": f"{where}/{a['name']}"})
-    return dataclasses.replace(rec, artifacts=arts, log=f"{where}/build.log")
+    arts = [dataclasses.replace(a, path=f"{where}/{a.name}") for a in rec.artifacts]
+    out = rec.output
+    rootfs = out.rootfs and dataclasses.replace(
+        out.rootfs, source=f"{where}/{Path(out.rootfs.source).name}"
+    )
+    return dataclasses.replace(
+        rec,
+        artifacts=arts,
+        output=dataclasses.replace(out, source=where, rootfs=rootfs),
+        log=f"{where}/build.log",
+    )
 
 
 def _copy_all(files: list[Path], names: list[str], into: Path) -> str:

@@ -2,8 +2,8 @@
 (xz), root filesystem, firmware image, erase blocks, erase-block padding, limit, headroom,
 fits; one column per flavour, deltas against Mbed TLS (OpenWrt's default).
 
-Sources: build records in the results store (kind "build", data["artifacts"] is an
-artifacts.Artifacts dict) and/or OpenWrt output directories measured now (``--from``).
+Sources: build records in the results store (kind "build", results/build.py: the output its
+build measured) and/or OpenWrt output directories measured now (``--from``).
 Footprint and memory records, when present, are shown beside them (docs/results.md).
 """
 
@@ -19,10 +19,10 @@ from .. import paths
 from ..catalogue import devices, flavours, releases
 from ..errors import WolfError
 from ..firmware import artifacts
-from ..firmware.artifacts import Artifacts
-from ..firmware.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results import footprint, memory
+from ..results.artifacts import Artifacts
 from ..results.build import BuildRecord, variant_in
+from ..results.rootfs import XZ_SETTINGS, RootfsInfo
 from ..results.store import FileStore, Record, now_utc, skipped
 from .model import Baseline, GateResult, MatrixRow, Table
 
@@ -277,16 +277,12 @@ class _Collected:
 
 
 def _build_artifacts(rec: Record) -> Artifacts | None:
-    """A build record's artifacts: the build record read whole (results/build.py, the file
-    list a build writes), or an Artifacts dict (schema openwrt-wolf/artifacts/1) where
-    data["artifacts"] is one. Every field is checked (untrusted.typed): a record of the wrong
-    shape is a WolfError naming its file and the field."""
-    art = rec.data.get("artifacts")
-    if not art or not rec.device:
+    """A build record's output, the build record read whole (results/build.py; a version 1
+    record through its upgrade). Every field is checked (untrusted.typed): a record of the
+    wrong shape is a WolfError naming its file and the field."""
+    if not (rec.data.get("artifacts") or rec.data.get("output")) or not rec.device:
         return None
     where = f"build record {rec.path or rec.key}"
-    if isinstance(art, dict):
-        return Artifacts.from_dict(art, f"{where}: artifacts")
     return artifacts.of_build(BuildRecord.from_dict(rec.data, where, "data"))
 
 

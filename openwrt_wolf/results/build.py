@@ -1,6 +1,11 @@
 """The build record: what was asked (the request, whose hash keys the store), what ran and
-what came out. Stored as store.Record(kind="build", key=<request hash>, data=asdict(...)).
-docs/build.md describes every field."""
+what came out, measured once (``output``, firmware/artifacts.py). Stored as
+store.Record(kind="build", key=<request hash>, data=asdict(...)). docs/build.md describes every
+field.
+
+Version 2 (RECORD_VERSION) holds the output measured as results/artifacts.Artifacts; version 1
+(no "version" field) held only the file list and the fit as a dict, and reads through
+``upgrade_v1``."""
 
 from __future__ import annotations
 
@@ -11,14 +16,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import WolfError
 from ..files.hashing import file_sha256
-from .fit_report import FitReport
 from ..trust import untrusted
+from .artifacts import Artifacts, ImageFile, PackageFile
+from .fit_report import FitReport
 
 KIND = "build"
 # Bump when BuildRecord or the meaning of a request changes: old records stop matching.
 BUILD_SCHEMA = 1
 BACKENDS = ("imagebuilder", "sdk", "buildroot")
+# The record's own layout, apart from the request's: 2 holds the measured output (Artifacts).
+RECORD_VERSION = 2
+# types of a build record's file list that are not images
+NOT_IMAGES = ("kernel", "rootfs", "manifest", "profiles.json", "sha256sums", "other",
+              "package", "package index")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -127,8 +139,8 @@ class BuildRecord:
     phases: dict[str, float]  # seconds per phase: imagebuilder, info, manifest, image, measure
     make_seconds: float  # wall time of the make runs alone
     log: str  # the full build log
-    artifacts: list[dict[str, Any]]  # [{"name","path","sha256","size","type"}] of every file
-    fit: dict[str, Any]  # FitReport.to_dict()
+    artifacts: list[Artifact]  # every file of the output directory, with its sha256
+    output: Artifacts  # the output measured once: images, kernel, rootfs, the fit
     openwrt_warnings: list[str]  # OpenWrt's own "is too big" / "partition too big" lines
     image_deleted: bool  # OpenWrt built no sysupgrade image (too big)
     notes: list[str] = field(default_factory=list)  # the flavour's notes, model disagreements
@@ -145,6 +157,14 @@ class BuildRecord:
     # (name-version.apk, the ABI suffix kept: the patch set's minimal libwolfssl is told from
     # OpenWrt's full one by it)
     compiled: list[str] = field(default_factory=list)
+    version: int = RECORD_VERSION
+
+    @property
+    def fit(self) -> FitReport:
+        """The fit of the image: always evaluated for a build (checked when read)."""
+        if self.output.fit is None:  # from_dict refuses such a record; a model made by hand
+            raise WolfError(f"build record {self.key}: its output has no fit")
+        return self.output.fit
 
     @property
     def variant(self) -> str:
@@ -159,17 +179,57 @@ class BuildRecord:
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "build record", path: str = "") -> BuildRecord:
-        """Read back from the store or a worker: every field checked (untrusted.typed), each
-        artifact as an Artifact; ``path`` names where ``d`` sits in the file ("data")."""
+        """Read back from the store or a worker: every field checked (untrusted.typed); a
+        version 1 record through upgrade_v1; ``path`` names where ``d`` sits in the file
+        ("data")."""
         at = f"{path}." if path else ""
+        if isinstance(d, dict) and "version" not in d:
+            d = upgrade_v1(d, where, path)
         rec = untrusted.typed(cls, d, where, path)
-        for i, a in enumerate(rec.artifacts):
-            untrusted.typed(Artifact, a, where, f"{at}artifacts[{i}]")
-        FitReport.from_dict(rec.fit, where, f"{at}fit")  # complete, every value typed
+        if rec.version != RECORD_VERSION:
+            raise WolfError(
+                f"{where}: field {at}version is {rec.version}, this tool reads 1 and "
+                f"{RECORD_VERSION}",
+                hint="a newer openwrt-wolf wrote it",
+            )
+        if rec.output.fit is None:
+            raise WolfError(f"{where}: field {at}output.fit is null where a fit report belongs")
         return rec
 
-    def image(self) -> dict[str, Any] | None:
-        for a in self.artifacts:
-            if a["type"] == "sysupgrade":
-                return a
-        return None
+    def image(self) -> Artifact | None:
+        return next((a for a in self.artifacts if a.type == "sysupgrade"), None)
+
+
+def upgrade_v1(d: dict[str, Any], where: str, path: str = "") -> dict[str, Any]:
+    """A version 1 record (the file list and a fit dict) as version 2: its output is what the
+    file list and the fit say (no rootfs measured: the report measures the rootfs piece when
+    it is still on disk). Its file list and fit are checked whole first."""
+    at = f"{path}." if path else ""
+    files = d.get("artifacts")  # not a list: the typed read of the upgrade names it
+    arts = [
+        untrusted.typed(Artifact, a, where, f"{at}artifacts[{i}]")
+        for i, a in enumerate(files if isinstance(files, list) else [])
+    ]
+    fit = FitReport.from_dict(d.get("fit"), where, f"{at}fit")
+    manifest = d.get("manifest")  # likewise
+    packages = sorted(manifest.items()) if isinstance(manifest, dict) else []
+    kernel = next((a for a in arts if a.type == "kernel"), None)
+    output = Artifacts(
+        profile=str(d.get("device")),
+        source="build record",
+        layout="build record",
+        release=d.get("release") if isinstance(d.get("release"), str) else None,
+        images=[
+            ImageFile(a.name, a.type, a.size, a.sha256, "build record")
+            for a in arts
+            if a.type not in NOT_IMAGES
+        ],
+        kernel_size=kernel.size if kernel else None,
+        kernel_source=kernel.name if kernel else None,
+        metadata_size=fit.metadata_size,
+        fit=fit,
+        flavour=d.get("flavour") if isinstance(d.get("flavour"), str) else None,
+        manifest=[PackageFile(str(n), str(v)) for n, v in packages],
+    )
+    up = {k: v for k, v in d.items() if k != "fit"}
+    return {**up, "output": output.to_dict(), "version": RECORD_VERSION}

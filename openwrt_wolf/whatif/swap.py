@@ -28,6 +28,7 @@ from ..files.hashing import file_sha256
 from ..firmware import artifacts, fit
 from ..firmware.imageformats import bounded, squashfs_sb
 from ..host import openwrt_tools
+from ..results.artifacts import Artifacts
 from ..results.whatif import WhatIf
 from ..trust import untrusted
 from . import pkgsource
@@ -388,7 +389,7 @@ ROOTFS_COPY = "root.squashfs"
 @dataclass(frozen=True)
 class _Input:
     image: Path  # the sysupgrade image holding the rootfs (or the rootfs: offset 0)
-    art: artifacts.Artifacts
+    art: Artifacts
     device: Device
     offset: int = 0  # of the rootfs in image
 

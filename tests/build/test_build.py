@@ -30,6 +30,7 @@ from openwrt_wolf.firmware import artifacts, fit, imageformats
 from openwrt_wolf.targets.router import installed as router_packages
 from openwrt_wolf.targets.router import sysupgrade as router_image
 from tests.conftest import free_port, need_tools, private_copy, unavailable
+from tests.sqfs_kit import xz9e_size
 from tests.standin.kit import Kit
 from tests.standin.server import serve
 from tests.standin.sources_kit import SOURCES_ALLOW, source_dirs
@@ -117,6 +118,11 @@ def unsquashfs_list(path: Path, offset: int = 0) -> list[str]:
     return [ln.removeprefix("squashfs-root") for ln in out.splitlines()]
 
 
+def unsquashfs_cat(path: Path, name: str) -> bytes:
+    return subprocess.run(["unsquashfs", "-cat", str(path), name], capture_output=True,
+                          check=True, timeout=60).stdout  # fmt: skip
+
+
 # --- the matrix: 3 flavours x 3 devices, downloaded over HTTP ----------------------------
 
 
@@ -169,16 +175,17 @@ def check_every_flavour_and_device(matrix: Any) -> None:
 def _image(o: Outcome) -> Path:
     img = o.record.image()
     assert img is not None, o.record.openwrt_warnings
-    return Path(img["path"])
+    return Path(img.path)
 
 
 def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     o = matrix[0][f"{device}/{flavour}"]
     img = _image(o)
     art = o.record.image()
+    assert art is not None
     # the artifact list agrees with stat, hashlib and OpenWrt's sha256sums and profiles.json
-    assert art["size"] == img.stat().st_size
-    assert art["sha256"] == sha256(img)
+    assert art.size == img.stat().st_size
+    assert art.sha256 == sha256(img)
     sums = artifacts.parse_sha256sums((img.parent / "sha256sums").read_text())
     assert sums[img.name] == sha256(img)
     pj = json.loads((img.parent / "profiles.json").read_text())
@@ -189,29 +196,29 @@ def check_kept_image(matrix: Any, device: str, flavour: str) -> None:
     # the fit's pieces are what the image holds: unsquashfs reads the rootfs inside the image
     data = img.read_bytes()
     fr = o.record.fit
-    off = data.index(b"hsqs", fr["kernel_size"])
-    assert unsquashfs_size(img, off) == fr["rootfs_size"]
-    kernel = next(Path(a["path"]) for a in o.record.artifacts if a["type"] == "kernel")
-    assert kernel.stat().st_size == fr["kernel_size"]
+    off = data.index(b"hsqs", fr.kernel_size)
+    assert unsquashfs_size(img, off) == fr.rootfs_size
+    kernel = next(Path(a.path) for a in o.record.artifacts if a.type == "kernel")
+    assert kernel.stat().st_size == fr.kernel_size
     assert data.startswith(kernel.read_bytes()) or data[512:].startswith(kernel.read_bytes())
-    assert fr["verdict"] == "FITS" and not o.record.image_deleted
-    assert fr["final_size"] == img.stat().st_size
+    assert fr.verdict == "FITS" and not o.record.image_deleted
+    assert fr.final_size == img.stat().st_size
     # the fit helper's image parser splits the finished file the same way
     sp = imageformats.split(img)
-    assert sp.format == fit.RECIPE_FORMATS[fr["recipe"]]
-    assert (sp.kernel_size, sp.rootfs_size) == (fr["kernel_size"], fr["rootfs_size"])
-    assert sp.metadata_size == fr["metadata_size"] and 200 < sp.metadata_size < 400
+    assert sp.format == fit.RECIPE_FORMATS[fr.recipe]
+    assert (sp.kernel_size, sp.rootfs_size) == (fr.kernel_size, fr.rootfs_size)
+    assert sp.metadata_size == fr.metadata_size and 200 < sp.metadata_size < 400
 
 
 def check_uimage_kernel_checked_with_mkimage(matrix: Any, tmp_path: Path) -> None:
     o = matrix[0][f"{AR300}/mbedtls"]
     head = tmp_path / "kernel"
-    head.write_bytes(_image(o).read_bytes()[: o.record.fit["kernel_size"]])
+    head.write_bytes(_image(o).read_bytes()[: o.record.fit.kernel_size])
     out = subprocess.run(
         ["mkimage", "-l", str(head)], capture_output=True, text=True, check=True
     ).stdout
     size = int(re.search(r"Data Size:\s+(\d+) Bytes", out).group(1))  # type: ignore[union-attr]
-    assert size + 64 == o.record.fit["kernel_size"]
+    assert size + 64 == o.record.fit.kernel_size
 
 
 def check_flavours_install_their_tls_library(matrix: Any) -> None:
@@ -220,7 +227,7 @@ def check_flavours_install_their_tls_library(matrix: Any) -> None:
         libs = {}
         for fl in ("mbedtls", "wolfssl"):
             img = _image(outs[f"{device}/{fl}"])
-            off = img.read_bytes().index(b"hsqs", outs[f"{device}/{fl}"].record.fit["kernel_size"])
+            off = img.read_bytes().index(b"hsqs", outs[f"{device}/{fl}"].record.fit.kernel_size)
             libs[fl] = [p for p in unsquashfs_list(img, off) if p.startswith("/usr/lib/lib")]
         assert any("libmbedtls" in p for p in libs["mbedtls"])
         assert not any("libwolfssl" in p for p in libs["mbedtls"])
@@ -270,7 +277,7 @@ def check_sdk_packages_beside_the_images_are_a_feed(matrix: Any) -> None:
     apk = next((base / "cache" / "imagebuilder").rglob("ath79-generic/*/staging_dir/host/bin/apk"))
     for device in (V1, AR300):
         rec = outs[f"{device}/wolfssl"].record
-        (index,) = [Path(a["path"]) for a in rec.artifacts if a["type"] == "package index"]
+        (index,) = [Path(a.path) for a in rec.artifacts if a.type == "package index"]
         argv = [str(apk), "adbdump", "--format", "json", str(index)]
         dump = subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60)
         listed = {f"{p['name']}-{p['version']}.apk" for p in json.loads(dump.stdout)["packages"]}
@@ -282,7 +289,7 @@ def check_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     o = matrix[0][f"{V1}/openssl"]
     rec = o.record
     assert rec.image_deleted and rec.image() is None
-    assert rec.fit["verdict"] == "TOO_BIG"
+    assert rec.fit.verdict == "TOO_BIG"
     assert any("file-system partition too big" in w for w in rec.openwrt_warnings)
     # Build/tplink-safeloader runs as `-tplink-safeloader ... && mv ... || rm -f $@`: make
     # goes on, and neither the sysupgrade nor the factory image is left
@@ -291,12 +298,12 @@ def check_openssl_overflows_the_wr902ac_v1_and_is_deleted(matrix: Any) -> None:
     assert not list(bin_dir.glob("*sysupgrade*"))  # OpenWrt deleted it
     assert not list(bin_dir.glob("*factory*"))
     # measured from the pieces left in KDIR: stat and unsquashfs, against the facts' limit
-    kernel = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "kernel")
-    rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
-    assert rec.fit["kernel_size"] == kernel.stat().st_size
-    assert rec.fit["rootfs_size"] == unsquashfs_size(rootfs)
+    kernel = next(Path(a.path) for a in rec.artifacts if a.type == "kernel")
+    rootfs = next(Path(a.path) for a in rec.artifacts if a.type == "rootfs")
+    assert rec.fit.kernel_size == kernel.stat().st_size
+    assert rec.fit.rootfs_size == unsquashfs_size(rootfs)
     assert kernel.stat().st_size + unsquashfs_size(rootfs) > SAFELOADER_MAX
-    assert rec.fit["limit"] == SAFELOADER_MAX
+    assert rec.fit.limit == SAFELOADER_MAX
 
 
 def check_record_is_complete(matrix: Any) -> None:
@@ -320,7 +327,17 @@ def check_record_is_complete(matrix: Any) -> None:
     )
     assert all(set(a) == {"name", "path", "sha256", "size", "type"} for a in d["artifacts"])
     rootfs = next(Path(f["path"]) for f in d["artifacts"] if f["type"] == "rootfs")
-    assert unsquashfs_size(rootfs) == d["fit"]["rootfs_size"]
+    assert unsquashfs_size(rootfs) == d["output"]["fit"]["rootfs_size"]
+    # the output measured once, by the build, kept whole in the record (version 2): the
+    # rootfs's size and its TLS libraries' bytes as unsquashfs and xz give them
+    assert d["version"] == 2 and d["output"]["rootfs"]["size"] == unsquashfs_size(rootfs)
+    libs = d["output"]["rootfs"]["tls_libraries"]
+    assert {lib["group"] for lib in libs} >= {"mbedtls"}
+    listing = unsquashfs_list(rootfs)
+    for lib in libs:
+        data = unsquashfs_cat(rootfs, lib["path"])
+        assert lib["path"] in listing and lib["size"] == len(data)
+        assert lib["xz_size"] == xz9e_size(data)
 
 
 def check_abi_names_through_manifest_rootfs_and_router_check(matrix: Any, tmp_path: Path) -> None:
@@ -344,7 +361,7 @@ def check_abi_names_through_manifest_rootfs_and_router_check(matrix: Any, tmp_pa
             n.startswith(f"libustream-{flavour}2") for n in rec.manifest
         )
         root = tmp_path / f"root-{flavour}"
-        rootfs = next(Path(a["path"]) for a in rec.artifacts if a["type"] == "rootfs")
+        rootfs = next(Path(a.path) for a in rec.artifacts if a.type == "rootfs")
         subprocess.run(["unsquashfs", "-d", str(root), "-no-xattrs", str(rootfs)],
                        capture_output=True, check=True, timeout=120)  # fmt: skip
         argv = [str(apk), "--root", str(root), "list", "--installed"]
@@ -607,7 +624,7 @@ def test_broken_download_resumes_with_range(mirror_dir: Path, wolf_env: dict[str
     archive = next(wolf_env["cache"].rglob("*ath79-generic.Linux-x86_64.tar.zst"))
     served = mirror_dir / "releases/25.12.5/targets/ath79/generic" / archive.name
     assert sha256(archive) == sha256(served)
-    assert outs[0].record.fit["verdict"] == "FITS"
+    assert outs[0].record.fit.verdict == "FITS"
 
 
 def _tool_dir(tmp_path: Path, names: list[str]) -> Path:
@@ -772,7 +789,7 @@ def test_check_size_warning_and_deletion(
         Options(flavour="mbedtls", device=AR300, imagebuilder=tree(mirror_dir), files=files)
     )
     rec = outs[0].record
-    assert rec.image_deleted and rec.fit["verdict"] == "TOO_BIG"
+    assert rec.image_deleted and rec.fit.verdict == "TOO_BIG"
     (warning,) = rec.openwrt_warnings
     m = re.match(r"WARNING: Image file (\S+) is too big: (\d+) > (\d+)$", warning)
     assert m, warning
@@ -780,8 +797,8 @@ def test_check_size_warning_and_deletion(
     # the record keeps the image's name (the path is the build machine's); check-size's
     # rm left no such file in the output
     assert "/" not in m.group(1) and m.group(1).endswith("-squashfs-sysupgrade.bin")
-    assert not list(Path(rec.artifacts[0]["path"]).parent.glob(m.group(1)))
-    assert rec.fit["checked_size"] == int(m.group(2))
+    assert not list(Path(rec.artifacts[0].path).parent.glob(m.group(1)))
+    assert rec.fit.checked_size == int(m.group(2))
 
 
 def _store_files(store: Path) -> list[Path]:
@@ -839,7 +856,7 @@ def test_killed_build_leaves_no_record_and_restarts(
     start = time.time()
     outs = build(Options(flavour="wolfssl", device=V1, imagebuilder=ib, stock=True))
     rec = outs[0].record
-    assert not outs[0].cached and rec.fit["verdict"] == "FITS"
+    assert not outs[0].cached and rec.fit.verdict == "FITS"
     img = _image(outs[0])
     assert img.stat().st_mtime >= start - 1
     assert not (Path(rec.log).parent / "bin.partial").exists()
@@ -854,7 +871,7 @@ def check_force_rebuilds(matrix: Any, mirror_dir: Path) -> None:
     assert build(opts)[0].cached
     again = build(Options(**{**opts.__dict__, "force": True}))[0]
     assert not again.cached and again.record.key == first.record.key
-    assert again.record.image()["sha256"] == sha256(_image(again))  # type: ignore[index]
+    assert again.record.image().sha256 == sha256(_image(again))  # type: ignore[union-attr]
     # a record whose files were deleted is not served from the store: it is built again
     _image(again).unlink()
     third = build(opts)[0]

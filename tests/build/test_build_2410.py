@@ -69,7 +69,7 @@ def _bin(o: Outcome) -> Path:
 
 
 def _piece(o: Outcome, kind: str) -> Path:
-    return next(Path(a["path"]) for a in o.record.artifacts if a["type"] == kind)
+    return next(Path(a.path) for a in o.record.artifacts if a.type == kind)
 
 
 def _unsquashfs4_files(tools: OpenWrtTools, image: Path) -> list[str]:
@@ -154,7 +154,7 @@ def check_rootfs_holds_the_flavours_tls_library_only(
         # the kept sysupgrade image carries exactly this root filesystem (the recipe's dd)
         img = o.record.image()
         if img is not None:
-            assert rootfs.read_bytes() in Path(img["path"]).read_bytes()
+            assert rootfs.read_bytes() in Path(img.path).read_bytes()
 
 
 def check_fit_verdict_is_the_real_tools_keep_or_delete(outs: dict[str, Outcome]) -> None:
@@ -164,13 +164,13 @@ def check_fit_verdict_is_the_real_tools_keep_or_delete(outs: dict[str, Outcome])
     for key, o in outs.items():
         fr = o.record.fit
         kept = list(_bin(o).glob("*-squashfs-sysupgrade.bin"))
-        assert (fr["verdict"] == "FITS") == bool(kept), key
+        assert (fr.verdict == "FITS") == bool(kept), key
         assert o.record.image_deleted == (not kept)
-        if fr["factory"] is not None:
+        if fr.factory is not None:
             factory = list(_bin(o).glob("*-squashfs-factory.bin"))
-            assert (fr["factory"]["verdict"] == "FITS") == bool(factory), key
+            assert (fr.factory.verdict == "FITS") == bool(factory), key
     rec = outs[f"{V1}/openssl"].record
-    assert rec.image_deleted and rec.fit["verdict"] == "TOO_BIG"
+    assert rec.image_deleted and rec.fit.verdict == "TOO_BIG"
     log = Path(rec.log).read_text()
     real = set(re.findall(r"file-system partition too big \(more than \d+ bytes\)", log))
     empty = re.findall(r"WARNING: Image file \S*/(\S+) is too big:  > (\d+)", log)
@@ -178,12 +178,12 @@ def check_fit_verdict_is_the_real_tools_keep_or_delete(outs: dict[str, Outcome])
     assert real and all(any(r in w for r in real) or w in check_size for w in rec.openwrt_warnings)
     # what the model says OpenWrt prints is a line the tool really printed
     said = re.findall(r"file-system partition too big \(more than \d+ bytes\)",
-                      " ".join(rec.fit["factory"]["notes"]))  # fmt: skip
+                      " ".join(rec.fit.factory.notes))  # fmt: skip
     assert said and set(said) <= real
     for dev in (V1, AR300):
         for fl in ("mbedtls", "wolfssl"):
-            assert outs[f"{dev}/{fl}"].record.fit["verdict"] == "FITS"
-    assert outs[f"{AR300}/openssl"].record.fit["verdict"] == "FITS"  # 16 MB of flash
+            assert outs[f"{dev}/{fl}"].record.fit.verdict == "FITS"
+    assert outs[f"{AR300}/openssl"].record.fit.verdict == "FITS"  # 16 MB of flash
 
 
 def check_records_name_the_release_and_opkg_packages(outs: dict[str, Outcome]) -> None:

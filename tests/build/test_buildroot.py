@@ -109,23 +109,23 @@ def test_wolfssl_build_on_tl_wr902ac_with_the_patch_set(tree: Path, tmp_path: Pa
     bin_dir = tree / "bin" / "targets" / "ath79" / "generic"
     name = f"openwrt-ath79-generic-{V1}-squashfs-sysupgrade.bin"
     art = rec.image()
-    assert art is not None and art["name"] == name
-    img = Path(art["path"])
-    assert art["size"] == img.stat().st_size == (bin_dir / name).stat().st_size
+    assert art is not None and art.name == name
+    img = Path(art.path)
+    assert art.size == img.stat().st_size == (bin_dir / name).stat().st_size
     sums = artifacts.parse_sha256sums((bin_dir / "sha256sums").read_text())
-    assert art["sha256"] == sums[name] == sha256(img)
+    assert art.sha256 == sums[name] == sha256(img)
     pj = json.loads((bin_dir / "profiles.json").read_text())["profiles"][V1]["images"][0]
     assert (pj["name"], pj["size"]) == (name, img.stat().st_size)
     # the fit's pieces: the kernel make left in KDIR, the rootfs unsquashfs finds in the image
     fr = rec.fit
     (kdir,) = tree.glob("build_dir/target-*/linux-ath79_generic")
     kernel = kdir / f"{V1}-kernel.bin"
-    assert fr["kernel_size"] == kernel.stat().st_size
+    assert fr.kernel_size == kernel.stat().st_size
     assert img.read_bytes().startswith(kernel.read_bytes())
-    assert unsquashfs_size(img, fr["kernel_size"]) == fr["rootfs_size"]
-    assert fr["verdict"] == "FITS" and fr["final_size"] == img.stat().st_size
+    assert unsquashfs_size(img, fr.kernel_size) == fr.rootfs_size
+    assert fr.verdict == "FITS" and fr.final_size == img.stat().st_size
     # USE_WOLFSSL put wolfSSL in the rootfs; apk-mbedtls keeps libmbedtls (25.12, the note)
-    files = unsquashfs_list(img, fr["kernel_size"])
+    files = unsquashfs_list(img, fr.kernel_size)
     assert any(f.startswith("/usr/lib/libwolfssl.so") for f in files)
     assert "/lib/libustream-ssl.so" in files and "/usr/sbin/wpad" in files
     manifest = (bin_dir / f"openwrt-ath79-generic-{V1}.manifest").read_text()
@@ -146,13 +146,13 @@ def test_openssl_and_mbedtls_flavours_and_cache(tree: Path) -> None:
     cfg = dotconfig(tree)  # the last build was mbedtls: OpenWrt's defaults
     assert cfg["PACKAGE_libustream-mbedtls"] == "y" and cfg.get("USE_WOLFSSL") == "n"
     mb = outs["mbedtls"].record
-    img = Path(mb.image()["path"])  # type: ignore[index]
-    files = unsquashfs_list(img, mb.fit["kernel_size"])
+    img = Path(mb.image().path)  # type: ignore[union-attr]
+    files = unsquashfs_list(img, mb.fit.kernel_size)
     assert any(f.startswith("/usr/lib/libmbedtls.so") for f in files)
     assert not any("libwolfssl" in f for f in files)
     # OpenSSL overflows the TL-WR902AC v1: tplink-safeloader's own line, image deleted
     ssl = outs["openssl"].record
-    assert ssl.image_deleted and ssl.fit["verdict"] == "TOO_BIG"
+    assert ssl.image_deleted and ssl.fit.verdict == "TOO_BIG"
     # sysupgrade.bin, then factory.bin (IMAGES): tplink-safeloader refuses both; between
     # them check-size stats the sysupgrade image the recipe removed (an empty size)
     assert len([w for w in ssl.openwrt_warnings if "partition too big" in w]) == 2
@@ -161,9 +161,9 @@ def test_openssl_and_mbedtls_flavours_and_cache(tree: Path) -> None:
         " is too big:  > 7536640"
     ]
     m = re.search(r"partition too big \(more than (\d+) bytes\)", ssl.openwrt_warnings[0])
-    assert m and ssl.fit["margin"] < 0 and ssl.fit["rootfs_room"] < 0
-    seed = next(a for a in ssl.artifacts if a["name"] == "seed.config")
-    text = Path(seed["path"]).read_text()
+    assert m and ssl.fit.margin < 0 and ssl.fit.rootfs_room < 0
+    seed = next(a for a in ssl.artifacts if a.name == "seed.config")
+    text = Path(seed.path).read_text()
     assert "CONFIG_PACKAGE_libustream-openssl=y" in text
     assert "# CONFIG_PACKAGE_libustream-mbedtls is not set" in text
     assert "uencrypt" not in text  # not a default package of this device: not replaced
@@ -301,7 +301,7 @@ def test_killed_build_leaves_no_record_and_restarts(tree: Path, tmp_path: Path) 
         with contextlib.suppress(OSError):
             assert not os.readlink(f"/proc/{pid}/cwd").startswith(str(tree))
     (out,) = build(opts(tree))
-    assert not out.cached and out.record.fit["verdict"] == "FITS"
+    assert not out.cached and out.record.fit.verdict == "FITS"
     assert "patch set openwrt: already-applied" in out.record.notes
     assert not (Path(out.record.log).parent / "bin.partial").exists()
     assert [p.name for p in (tmp_path / "store").rglob("*.json")] == [f"{out.job.key}.json"]
@@ -341,7 +341,8 @@ def test_a_device_without_flash_has_no_deleted_image(tmp_path: Path) -> None:
     (root / "etc").mkdir(parents=True)
     (root / "etc" / "hostname").write_text("OpenWrt\n")
     mksquashfs(root, kdir / "root.squashfs")
-    report, files, deleted, _notes = driver._measure(kdir, dev, tmp_path / "bin")
-    assert not deleted
-    assert report.verdict == "UNKNOWN"  # no IMAGE_SIZE to fit against
-    assert "rootfs" in {f["type"] for f in files}
+    driver._pieces(kdir, dev, tmp_path / "bin")
+    files, output, deleted, _notes = driver._measure(tmp_path / "bin", dev)
+    assert not deleted and output.fit is not None
+    assert output.fit.verdict == "UNKNOWN"  # no IMAGE_SIZE to fit against
+    assert "rootfs" in {f.type for f in files}

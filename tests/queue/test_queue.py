@@ -52,7 +52,6 @@ SAME = (
     "packages_value",
     "library_versions",
     "manifest",
-    "fit",
     "openwrt_warnings",
     "image_deleted",
     "notes",
@@ -263,6 +262,8 @@ def test_matrix_two_workers_one_killed_coordinator_interrupted(
         }
         for f in SAME:
             assert g["data"][f] == w["data"][f], (key, f)
+        # the output measured on the worker: the same fit (its paths are the worker's)
+        assert g["data"]["output"]["fit"] == w["data"]["output"]["fit"], key
         strip = [
             {k: a[k] for k in ("name", "sha256", "size", "type")} for a in w["data"]["artifacts"]
         ]

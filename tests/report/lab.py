@@ -7,14 +7,14 @@ the values the records were written with — never a number the report code prod
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from openwrt_wolf.firmware import artifacts
 from openwrt_wolf.results.store import FileStore, Record
 
 from ..conftest import need_tools
-from ..records import footprint_data, memory_data
+from ..records import build_data, footprint_data, memory_data
 from ..sqfs_kit import (
     FLAVOUR_LIBS,
     GLUE,
@@ -118,7 +118,7 @@ def make(base: Path) -> Lab:
                 rel,
                 AR300,
                 flav,
-                {"artifacts": asdict(a)},
+                build_data([], output=a, device=AR300, flavour=flav, release=rel),
                 created=CREATED[rel],
             )
         )

@@ -89,17 +89,17 @@ def test_html_with_a_memory_record_of_a_flavour_not_built(lab: Lab, tmp_path: Pa
 # --- records of the wrong shape: skipped with one warning naming file and field --------
 
 HOSTILE: list[tuple[str, str, str]] = [
-    ("data.artifacts.fit.limit", '"12abc"', "a string where a whole number or null belongs"),
-    ("data.artifacts.fit.limit", "NaN", "NaN (not a number JSON allows)"),
-    ("data.artifacts.fit.rootfs_room", "Infinity", "Infinity (not a number JSON allows)"),
-    ("data.artifacts.fit.checked_size", "1e400", "1e400 (not a finite number)"),
-    ("data.artifacts.images.0.size", str(10**400), "an integer of 401 digits"),
-    ("data.artifacts.rootfs.size", "9" * 5000, "an integer of 5,000 digits"),
-    ("data.artifacts.rootfs.tls_libraries.0.xz_size", "[1]", "a list where a whole number"),
-    ("data.artifacts.fit.notes", '"x"', "a string where a list belongs"),
-    ("data.artifacts.fit", "[]", "a list where an object or null belongs"),
-    ("data.artifacts.images", "{}", "an object where a list belongs"),
-    ("data.artifacts.notes.0", "5", "a whole number where a string belongs"),
+    ("data.output.fit.limit", '"12abc"', "a string where a whole number or null belongs"),
+    ("data.output.fit.limit", "NaN", "NaN (not a number JSON allows)"),
+    ("data.output.fit.rootfs_room", "Infinity", "Infinity (not a number JSON allows)"),
+    ("data.output.fit.checked_size", "1e400", "1e400 (not a finite number)"),
+    ("data.output.images.0.size", str(10**400), "an integer of 401 digits"),
+    ("data.output.rootfs.size", "9" * 5000, "an integer of 5,000 digits"),
+    ("data.output.rootfs.tls_libraries.0.xz_size", "[1]", "a list where a whole number"),
+    ("data.output.fit.notes", '"x"', "a string where a list belongs"),
+    ("data.output.fit", "[]", "a list where an object or null belongs"),
+    ("data.output.images", "{}", "an object where a list belongs"),
+    ("data.output.notes.0", "5", "a whole number where a string belongs"),
 ]
 
 
@@ -118,7 +118,7 @@ def test_a_bad_build_record_is_skipped_and_named(
     p = report(store, "--format", "json", "--release", NEW)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     (warning,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
-    field = path.removeprefix("data.artifacts.").replace(".0", "[0]")
+    field = path.removeprefix("data.output.").replace(".0", "[0]")
     assert str(store / "build" / "bad.json") in warning and field in warning, warning
     assert says in warning, warning
     doc = json.loads(p.stdout, parse_constant=lambda c: pytest.fail(f"bare {c}"))
@@ -226,7 +226,7 @@ def _injected_store(lab: Lab, tmp: Path, device: str, note: str) -> Path:
     for flav in ("mbedtls", "openssl"):
         r = _record(lab, NEW, flav)
         r["device"] = device
-        r["data"]["artifacts"]["notes"] = [note]
+        r["data"]["output"]["notes"] = [note]
         recs[f"build/{flav}.json"] = json.dumps(r)
     return _store(tmp, recs)
 

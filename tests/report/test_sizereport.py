@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -81,7 +80,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         for flav, d in lab.dirs.items():
             (a,) = artifacts.measure_dir(d)
             store.put(
-                Record("build", f"b-{flav}", "25.12.5", WR902, flav, {"artifacts": asdict(a)})
+                Record(
+                    "build",
+                    f"b-{flav}",
+                    "25.12.5",
+                    WR902,
+                    flav,
+                    build_data([], output=a, device=WR902, flavour=flav),
+                )
             )
         yield lab
 
@@ -306,7 +312,8 @@ def test_substitutions_of_a_build_are_shown(lab: Lab, tmp_path: Path) -> None:
     store = FileStore(tmp_path / "results")
     for flav, d in lab.dirs.items():
         (a,) = artifacts.measure_dir(d)
-        data = {"artifacts": asdict(a), "sources": subs.summary() if flav != "openssl" else {}}
+        data = build_data([], output=a, device=WR902, flavour=flav)
+        data["sources"] = subs.summary() if flav != "openssl" else {}
         store.put(Record("build", f"s-{flav}", "25.12.5", WR902, flav, data))
     rep = sizereport.build(store=tmp_path / "results", device="tl-wr902ac")
     md = render(rep, "markdown")
