@@ -43,9 +43,7 @@ def find_device(profile: str, release: str | None) -> tuple[Device | None, str |
     return None, f"{profile} is not in the device catalogue: no fit verdict"
 
 
-def _evaluate(a: Artifacts, device: Device | None) -> FitReport | None:
-    if device is None:
-        return None
+def _evaluate(a: Artifacts, device: Device) -> FitReport:
     return fit.evaluate(
         device,
         kernel_size=a.kernel_size,
@@ -102,7 +100,7 @@ def measure_rootfs_only(path: Path, profile: str | None = None) -> Artifacts:
 
 
 def _with_fit(a: Artifacts, device: Device | None) -> Artifacts:
-    return replace(a, fit=_evaluate(a, device))
+    return replace(a, fit=_evaluate(a, device) if device is not None else None)
 
 
 _PROFILE_IN_NAME = re.compile(
@@ -244,14 +242,7 @@ def of_build_output(outdir: Path, device: Device) -> tuple[Artifacts, FitReport]
         ]
     a = _assemble(outdir, device.profile, layout, release, target, images, limits, notes,
                   device=device)  # fmt: skip
-    if a.fit is not None:
-        return a, a.fit
-    report = fit.evaluate(
-        device,
-        kernel_size=a.kernel_size,
-        rootfs_size=a.rootfs.size if a.rootfs else None,
-        metadata_size=a.metadata_size,
-    )
+    report = a.fit or _evaluate(a, device)  # _assemble leaves no fit where there is no flash
     return replace(a, fit=report), report
 
 
