@@ -331,6 +331,8 @@ JOB_FIELDS: list[tuple[str, str]] = [
     ("build-job", "data.artifacts.0.path"),
     ("build-job", "data.artifacts.2.size"),
     ("build-job", "data.artifacts.2.name"),
+    # a version 1 record that claims a version: it is read as one, and lacks an output
+    ("build-job", "data.version"),
     ("build-job", "data.manifest"),
     ("build-job", "data.openwrt_warnings"),
     ("build-job", "data.notes"),
@@ -388,6 +390,9 @@ FIELDS: list[tuple[str, str]] = [
     ("build", "data.output.manifest"),
     ("build", "data.output.file_size_limits"),
     ("build", "data.output.kernel_size"),
+    # version 2 (results/build.py): the record's own version, and the fit it must carry
+    ("build", "data.version"),
+    ("build", "data.output.fit.final_size"),
     ("memory", "data.summary"),
     ("memory", "data.summary.MemFree"),
     ("memory", "data.summary.MemFree.median"),
@@ -472,8 +477,11 @@ def records_family(
     rnd = random.Random(20)
     combos = [(k, f, v) for k, f in (fields or FIELDS) for v in VALUES]
     rnd.shuffle(combos)
+    # every field at least once (its first value in the shuffle), then the rest up to n
+    first = list({(k, f): (k, f, v) for k, f, v in reversed(combos)}.values())[::-1]
+    chosen = first + [c for c in combos if c not in first]
     out = []
-    for i, (kind, path, value) in enumerate(combos[:n]):
+    for i, (kind, path, value) in enumerate(chosen[: max(n, len(first))]):
         st = _store_with(
             w,
             f"{name}-{i}",
