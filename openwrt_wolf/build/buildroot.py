@@ -169,7 +169,7 @@ def render_seed(c: packages.Changes, fl: FlavourConfig, dev: Device, release: st
         subtarget=sub.removeprefix(f"{board}_"),
         profile=dev.profile,
         profile_symbol=symbols[2],
-        config=fl.config,
+        config=(*dev.buildroot_config, *fl.config),
         remove=c.remove,
         add=c.add,
     )
@@ -356,6 +356,14 @@ def verify(
                 f"CONFIG_{sym} is not =y after make defconfig: the tree has no such "
                 f"target or device ({dev.profile})",
                 hint="check the release of the tree and the device name",
+            )
+    for sym, want in dev.buildroot_config:
+        if (cfg.get(sym) or "n") != want:
+            raise WolfError(
+                f"CONFIG_{sym}={want} is not in the .config after make defconfig "
+                f"({cfg.get(sym) or 'unknown to the tree'}); the catalogue's {dev.profile} "
+                "needs it",
+                hint=hint,
             )
     for sym, want in fl.config:
         got = cfg.get(sym)

@@ -183,7 +183,7 @@ def plan(opts: Options) -> list[Job]:
     for dev in devs:
         # malta has no flash: the buildroot makes its initramfs kernel, an ImageBuilder its
         # rootfs images and plain kernel (the kernel it ships cannot take an initramfs)
-        if not dev.has_flash and not dev.extra.get("initramfs"):
+        if not (dev.has_flash or dev.partitioned or dev.extra.get("initramfs")):
             raise WolfError(
                 f"{dev.profile} has no flash image to build ({dev.recipe})",
                 hint="pick a flash device, see `./wolf devices`",
@@ -201,7 +201,13 @@ def plan(opts: Options) -> list[Job]:
                     target=dev.target_path,
                     profile=dev.profile,
                     flavour=fl.name,
-                    packages=tuple(sorted(seed.spec() + brf.symbols())),
+                    packages=tuple(
+                        sorted(
+                            seed.spec()
+                            + brf.symbols()
+                            + [f"CONFIG_{k}={v}" for k, v in dev.buildroot_config]
+                        )
+                    ),
                     patch_set=buildroot.patch_set_hash(opts.patches_dir(rel.name)),
                     backend=backend,
                     tree=tree_id,

@@ -10,6 +10,14 @@ from ..units import kib
 from . import devices, releases
 
 
+def _disk(d: devices.Device) -> str:
+    """A disk image's partitions instead of a flash chip: boot + root MiB."""
+    if not d.partitioned:
+        return "–"
+    boot = f"boot {d.kernel_partsize} + " if d.kernel_partsize else ""
+    return f"disk: {boot}root {d.rootfs_partsize} MiB"
+
+
 def catalogue_table(devs: list[devices.Device], title: str) -> Table:
     t = Table(title=title)
     for col in ("profile", "target", "arch", "flash", "IMAGE_SIZE", "BLOCKSIZE", "recipe",
@@ -20,7 +28,7 @@ def catalogue_table(devs: list[devices.Device], title: str) -> Table:
             d.profile,
             d.target_path,
             d.arch_packages,
-            f"{d.flash_size // 2**20} MiB" if d.flash_size else "–",
+            f"{d.flash_size // 2**20} MiB" if d.flash_size else _disk(d),
             kib(d.image_size) if d.image_size else "–",
             kib(d.blocksize) if d.blocksize else "–",
             d.recipe,

@@ -16,7 +16,12 @@ from ..units import parse_size
 from . import releases
 
 # "other": a sysupgrade pipeline none of the fit models covers (read from a tree; fit says UNKNOWN)
-RECIPES = ("ath79-default", "tplink-safeloader", "tplink-v2", "malta-initramfs", "other")
+# Disk images of a boot and a root partition (no flash; CONFIG_TARGET_KERNEL_PARTSIZE and
+# ROOTFS_PARTSIZE): "rpi-sdcard" (bcm27xx gen_rpi_sdcard_img.sh), "efi-combined" (armsr
+# gen_image_generic.sh, also booted by a VM)
+PARTITIONED = ("rpi-sdcard", "efi-combined")
+RECIPES = ("ath79-default", "tplink-safeloader", "tplink-v2", "malta-initramfs", *PARTITIONED,
+           "other")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,10 @@ class Device:
     kernel_size: int | None = None  # KERNEL_SIZE when the device sets it
     blocksize: int | None = None  # BLOCKSIZE: the erase block pad-to and padjffs2 align to
     firmware_partition: Partition | None = None
+    # PARTITIONED recipes: the partitions' sizes in MiB, as the .config's TARGET_KERNEL_PARTSIZE
+    # and TARGET_ROOTFS_PARTSIZE give them (config/Config-images.in's defaults per target)
+    kernel_partsize: int | None = None
+    rootfs_partsize: int | None = None
     device_packages: tuple[str, ...] = ()
     supported_devices: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # recipe parameters (tplink ids, ...)
@@ -56,17 +65,29 @@ class Device:
         return self.image_size is not None
 
     @property
+    def partitioned(self) -> bool:
+        """A disk image (SD card, EFI disk): the rootfs has a partition, not flash."""
+        return self.recipe in PARTITIONED and self.rootfs_partsize is not None
+
+    @property
     def make_profile(self) -> str:
         """The name OpenWrt's ImageBuilder knows the device by (`make image PROFILE=`): a
         target without device profiles (malta) has one, "Default"."""
         return str(self.extra.get("target_profile") or self.profile)
+
+    @property
+    def buildroot_config(self) -> tuple[tuple[str, str], ...]:
+        """Kconfig symbols (no CONFIG_) a buildroot seed of this device sets whatever the
+        flavour (armsr: its initramfs kernel, the one image a VM boots without firmware)."""
+        raw: dict[str, str] = self.extra.get("buildroot_config") or {}
+        return tuple(sorted((str(k), str(v)) for k, v in raw.items()))
 
 
 _SIZE_FIELDS = ("flash_size", "image_size", "kernel_size", "blocksize", "squashfs_block")
 _KNOWN = {
     "profile", "release", "target", "subtarget", "arch_packages", "recipe", "title",
     "soc", "aliases", "device_packages", "supported_devices", "firmware_partition",
-    *_SIZE_FIELDS,
+    "kernel_partsize", "rootfs_partsize", *_SIZE_FIELDS,
 }  # fmt: skip
 
 
@@ -75,8 +96,17 @@ def device_from_dict(d: dict[str, Any], where: str = "devices.toml") -> Device:
         sizes = {k: parse_size(d[k], what=k) for k in _SIZE_FIELDS if k in d}
         part = d.get("firmware_partition")
         recipe = d["recipe"]
+        brc = d.get("buildroot_config", {})
+        if not isinstance(brc, dict) or not all(isinstance(v, str) for v in brc.values()):
+            raise WolfError(f"{where}: {d['profile']}: buildroot_config is not a table of strings")
         if recipe not in RECIPES:
             raise WolfError(f"{where}: {d['profile']}: unknown recipe {recipe!r}")
+        parts = {k: d[k] for k in ("kernel_partsize", "rootfs_partsize") if k in d}
+        for k, v in parts.items():
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 < v < 1 << 20:
+                raise WolfError(f"{where}: {d['profile']}: {k} is not a size in MiB: {v!r}")
+        if recipe in PARTITIONED and "rootfs_partsize" not in parts:
+            raise WolfError(f"{where}: {d['profile']}: the {recipe} recipe needs rootfs_partsize")
         return Device(
             profile=d["profile"],
             release=str(d["release"]),
@@ -90,6 +120,7 @@ def device_from_dict(d: dict[str, Any], where: str = "devices.toml") -> Device:
             device_packages=tuple(d.get("device_packages", ())),
             supported_devices=tuple(d.get("supported_devices", ())),
             firmware_partition=Partition(**part) if part else None,
+            **parts,
             extra={k: v for k, v in d.items() if k not in _KNOWN},
             **sizes,
         )

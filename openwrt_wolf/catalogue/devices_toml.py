@@ -131,7 +131,10 @@ def _catalogue_value(d: Device, key: str) -> Any:
 def find(read: TreeRead, d: Device) -> tuple[TreeDevice | None, Subtarget | None]:
     """The tree's device for a catalogue entry (by profile), or its subtarget when the entry
     is a board without flash profiles (malta)."""
-    dev = next((x for x in read.devices if x.profile == d.profile), None)
+    # a profile id is unique within a subtarget only (armsr's "generic" is in armv7 and armv8)
+    same = [x for x in read.devices if x.profile == d.profile]
+    dev = next((x for x in same if (x.target, x.subtarget) == (d.target, d.subtarget)),
+               same[0] if same else None)  # fmt: skip
     if dev:
         return dev, read.subtarget(dev.target, dev.subtarget)
     st = read.subtarget(d.target, d.subtarget)

@@ -165,19 +165,29 @@ def targets(tree: Path) -> list[str]:
 
 
 @cache
-def recipe_patterns() -> dict[str, list[str]]:
+def recipe_patterns() -> dict[str, tuple[tuple[str, ...], list[str]]]:
+    """kind -> (the IMAGES names its pipeline builds, the pipelines)."""
     raw = tomllib.loads((DATA_DIR / "recipes.toml").read_text())
-    return {kind: list(spec["sysupgrade"]) for kind, spec in raw["recipe"].items()}
+    return {kind: (tuple(spec.get("images", ["sysupgrade.bin"])), list(spec["sysupgrade"]))
+            for kind, spec in raw["recipe"].items()}  # fmt: skip
+
+
+def sysupgrade_images() -> list[str]:
+    """Every image name a recipe kind is recognised by, sysupgrade.bin first."""
+    names = [n for images, _ in recipe_patterns().values() for n in images]
+    return list(dict.fromkeys(["sysupgrade.bin", *names]))
 
 
 def _pipeline(text: str) -> str:
     return " | ".join(" ".join(step.split()) for step in text.split("|"))
 
 
-def recipe_kind(pipeline: str, blocksize: str) -> str:
-    """The catalogue's recipe kind for a resolved IMAGE/sysupgrade.bin pipeline."""
+def recipe_kind(pipeline: str, blocksize: str, image: str = "sysupgrade.bin") -> str:
+    """The catalogue's recipe kind for a resolved IMAGE/<image> pipeline."""
     have = _pipeline(pipeline)
-    for kind, patterns in recipe_patterns().items():
+    for kind, (images, patterns) in recipe_patterns().items():
+        if image not in images:
+            continue
         for pat in patterns:
             if _pipeline(pat.replace("$(BLOCKSIZE)", blocksize)) == have:
                 return kind
@@ -312,12 +322,21 @@ def read_subtargets(
         m.include = hook
         m.eval_file(tdir / "Makefile")
         arch, cpu, cpusub = m.get("ARCH"), m.get("CPU_TYPE"), m.get("CPU_SUBTYPE")
+        cpu = cpu or _default_cpu_types(tree).get(arch, "")
         arch_pkgs = m.get("ARCH_PACKAGES").strip() or (
             arch + (f"_{cpu}" if cpu else "") + (f"_{cpusub}" if cpusub else "")
         )
         features = tuple(m.get("FEATURES").split())
         out.append((Subtarget(target, sub, arch_pkgs, features, squashfs_block(features, tree)), m))
     return out
+
+
+def _default_cpu_types(tree: Path) -> dict[str, str]:
+    """include/target.mk's `CPU_TYPE ?= ...` per ARCH (aarch64: generic), which the subtarget
+    stands in for when it is read in its place: armsr/armv8 is aarch64_generic."""
+    text = _tree_text(tree, "include/target.mk") or ""
+    found = re.findall(r"ifeq \(\$\(ARCH\),([\w.-]+)\)\s*\n\s*CPU_TYPE \?= ?(\S+)", text)
+    return dict(found)
 
 
 # --- devices --------------------------------------------------------------------------------
@@ -417,9 +436,11 @@ def read_device(base: Make, profile: str, st: Subtarget, tree: Path) -> TreeDevi
     blocksize, block_text = _size(env, "BLOCKSIZE", profile, notes)
     images = env.get("IMAGES", args).split()
     pipeline = ""
-    if "sysupgrade.bin" in images and env.defined("IMAGE/sysupgrade.bin"):
-        pipeline = _resolved(env, "IMAGE/sysupgrade.bin", profile)
-        recipe = recipe_kind(pipeline, block_text)
+    image = next((n for n in sysupgrade_images() if n in images and env.defined(f"IMAGE/{n}")),
+                 None)  # fmt: skip
+    if image is not None:
+        pipeline = _resolved(env, f"IMAGE/{image}", profile)
+        recipe = recipe_kind(pipeline, block_text, image)
     else:
         recipe = "other"
         notes.append(f"no sysupgrade.bin image (IMAGES: {' '.join(images) or 'none'})")

@@ -21,6 +21,20 @@ def report_table(rep: FitReport, title: str) -> Table:
     t.add_column("value", justify="right")
     t.add_column("", style="dim")
     verdict = {"FITS": "[green]FITS[/]", "TOO_BIG": "[red]TOO BIG[/]"}.get(rep.verdict, "UNKNOWN")
+    if rep.recipe in devices.PARTITIONED:
+        # a disk image: no erase blocks, no check-size; the rootfs against its partition
+        rows = [
+            ("recipe", rep.recipe, "a disk image: boot and root partitions"),
+            ("kernel", _n(rep.kernel_size), "in the boot partition"),
+            ("root filesystem", _n(rep.rootfs_size), "squashfs, written into the root partition"),
+            ("limit", _n(rep.limit), rep.limit_name),
+            ("headroom", _n(rep.rootfs_room), "more rootfs bytes the partition holds (the "
+             "rest of it is the overlay)"),
+            ("verdict", verdict, ""),
+        ]  # fmt: skip
+        for r in rows:
+            t.add_row(*r)
+        return t
     rows = [
         ("recipe", rep.recipe, ""),
         ("kernel", _n(rep.kernel_size), "as appended"),

@@ -31,6 +31,12 @@ SAFELOADER_ALIGN = 0x10000  # tplink-safeloader read_file() aligns with a fixed 
 # not exceed 64 KiB less (0x700000 for the TL-WR902AC v1's 0x710000).
 SAFELOADER_LIMIT = "safeloader firmware (kernel + padded rootfs + marker)"
 ROOM_SEARCH_MAX = 1 << 30  # no flash we model holds a 1 GiB rootfs
+MIB = 1 << 20  # CONFIG_TARGET_*_PARTSIZE unit; ptgen's -p <n>M / <n>m
+# The script that writes each partitioned recipe's disk image (in the OpenWrt tree).
+PARTITION_SCRIPTS = {
+    "rpi-sdcard": "target/linux/bcm27xx/image/gen_rpi_sdcard_img.sh",
+    "efi-combined": "scripts/gen_image_generic.sh",
+}
 
 
 @dataclass(frozen=True)
@@ -276,6 +282,8 @@ def evaluate(
     for what, v in (("kernel", kernel_size), ("rootfs", rootfs_size), ("metadata", metadata_size)):
         if v is not None and v < 0:
             raise WolfError(f"{device.profile}: {what} size {v} is negative")
+    if device.partitioned:
+        return _partitions(device, kernel_size, rootfs_size, metadata_size)
     recipe = _RECIPES.get(device.recipe)
     if recipe is None or not device.has_flash:
         return _unknown(
@@ -324,6 +332,57 @@ def evaluate(
         notes=tuple(notes),
         rootfs_room=room,
         factory=_factory(device, kernel_size, rootfs_size),
+    )
+
+
+def _partitions(
+    device: Device, kernel_size: int | None, rootfs_size: int | None, metadata_size: int | None
+) -> FitReport:
+    """A disk image of a boot and a root partition (SD card, EFI disk): ptgen sizes the root
+    partition at ROOTFS_PARTSIZE MiB and dd writes the rootfs into it. Neither script compares
+    the two: a bigger rootfs runs past the partition's end, OpenWrt prints nothing and keeps
+    the image, and the root partition cuts the filesystem short. What is left of the partition
+    is the overlay (rootfs_data) the first boot creates there."""
+    assert device.rootfs_partsize is not None
+    limit = device.rootfs_partsize * MIB
+    script = PARTITION_SCRIPTS[device.recipe].rsplit("/", 1)[-1]
+    boot = f"; the boot partition is {device.kernel_partsize} MiB" if device.kernel_partsize else ""
+    name = f"root partition (ROOTFS_PARTSIZE {device.rootfs_partsize} MiB{boot})"
+    if rootfs_size is None:
+        rep = _unknown(
+            device, kernel_size, rootfs_size, metadata_size, "the rootfs size is not known"
+        )
+        return dataclasses.replace(rep, limit=limit, limit_name=name)
+    margin = limit - rootfs_size
+    notes: tuple[str, ...] = ()
+    if margin < 0:
+        # gen_image_generic.sh with a GPT (the EFI image) and PADDING then zeroes 63 sectors
+        # after the root partition, over the rootfs's end
+        zeroes = ", then zeroes the 63 sectors after the partition over it," if (
+            device.recipe == "efi-combined") else ""  # fmt: skip
+        notes = (
+            f"OpenWrt checks nothing here: {script} writes the rootfs {-margin:,} bytes past the "
+            f"end of its partition{zeroes} and keeps the image; the root partition cuts the "
+            "filesystem short, so it does not boot as built",
+        )
+    return FitReport(
+        profile=device.profile,
+        recipe=device.recipe,
+        kernel_size=kernel_size,
+        rootfs_size=rootfs_size,
+        checked_size=rootfs_size,
+        limit=limit,
+        limit_name=name,
+        blocksize=None,
+        erase_blocks=None,
+        padding=None,
+        margin=margin,
+        headroom_blocks=None,
+        verdict="TOO_BIG" if margin < 0 else "FITS",
+        metadata_size=metadata_size,
+        final_size=None,
+        notes=notes,
+        rootfs_room=margin,
     )
 
 

@@ -105,3 +105,38 @@ def test_cli_unknown_device_is_one_line_and_nonzero() -> None:
     assert p.stderr.strip().splitlines() == [
         "error: unknown release '99.1' (known releases: 25.12.5, 24.10.8, snapshot)"
     ]
+
+
+def test_disk_image_entries_are_checked_whole() -> None:
+    """A partitioned recipe needs its root partition's size in MiB; a size that is no whole
+    number of MiB, and a buildroot_config that is no table of strings, are one clear error."""
+    from openwrt_wolf.catalogue.devices import device_from_dict
+    from openwrt_wolf.errors import WolfError
+
+    base = {"profile": "rpi-5", "release": "25.12.5", "target": "bcm27xx",
+            "subtarget": "bcm2712", "arch_packages": "aarch64_cortex-a76",
+            "recipe": "rpi-sdcard", "squashfs_block": "256k"}  # fmt: skip
+    assert device_from_dict({**base, "rootfs_partsize": 104}).partitioned
+    bad = [
+        ({}, "needs rootfs_partsize"),
+        ({"rootfs_partsize": "104M"}, "rootfs_partsize is not a size in MiB"),
+        ({"rootfs_partsize": 0}, "rootfs_partsize is not a size in MiB"),
+        ({"rootfs_partsize": True}, "rootfs_partsize is not a size in MiB"),
+        ({"rootfs_partsize": 104, "kernel_partsize": -1}, "kernel_partsize is not a size"),
+        ({"rootfs_partsize": 104, "buildroot_config": ["X"]}, "buildroot_config is not a table"),
+        ({"rootfs_partsize": 104, "buildroot_config": {"X": 1}}, "buildroot_config is not a"),
+    ]
+    for extra, want in bad:
+        with pytest.raises(WolfError, match=want):
+            device_from_dict({**base, **extra})
+    # the flash recipes ignore the partition fields' absence
+    flash = {**base, "recipe": "ath79-default", "image_size": "16000k", "blocksize": "64k"}
+    assert not device_from_dict(flash).partitioned
+
+
+def test_armsr_and_pi5_resolve_by_their_names() -> None:
+    assert devices.resolve("armsr-armv8").target_path == "armsr/armv8"
+    assert devices.resolve("generic").target_path == "armsr/armv8"
+    assert devices.resolve("pi5").profile == "rpi-5"
+    assert devices.resolve("rpi-5").buildroot_config == ()
+    assert devices.resolve("armsr").buildroot_config == (("TARGET_ROOTFS_INITRAMFS", "y"),)

@@ -701,7 +701,7 @@ def test_bad_catalogue_device_in_tree_is_an_error(fake_tree: Path) -> None:
 
 @pytest.fixture(scope="module")
 def real_read(openwrt_tree_25125: Path) -> devtree.TreeRead:
-    return devtree.read_tree(openwrt_tree_25125, ["ath79", "ramips", "malta"])
+    return devtree.read_tree(openwrt_tree_25125, ["ath79", "ramips", "malta", "armsr", "bcm27xx"])
 
 
 def test_real_tree_known_devices(real_read: devtree.TreeRead) -> None:
@@ -725,6 +725,13 @@ def test_real_tree_known_devices(real_read: devtree.TreeRead) -> None:
     assert subs["ath79/tiny"].squashfs_block == 64 * 1024
     assert subs["malta/be"].arch_packages == "mips_24kc"
     assert subs["malta/le"].arch_packages == "mipsel_24kc"
+    # include/target.mk's CPU_TYPE ?= generic for aarch64 (the .config's TARGET_ARCH_PACKAGES)
+    assert subs["armsr/armv8"].arch_packages == "aarch64_generic"
+    assert subs["bcm27xx/bcm2712"].arch_packages == "aarch64_cortex-a76"
+    # the disk-image recipes, recognised from IMAGE/sysupgrade.img.gz and IMAGE/combined-efi.img
+    by_sub = {(d.profile, d.subtarget): d.recipe for d in real_read.devices}
+    assert by_sub[("rpi-5", "bcm2712")] == by_sub[("rpi-4", "bcm2711")] == "rpi-sdcard"
+    assert by_sub[("generic", "armv8")] == by_sub[("generic", "armv7")] == "efi-combined"
 
 
 def test_real_tree_catalogue_agrees(real_read: devtree.TreeRead) -> None:

@@ -284,3 +284,29 @@ def test_sdk_base_feed_compiles_what_the_patch_set_changes(patched: Path) -> Non
         assert (patched / "package" / s.directory / "Makefile").is_file()
     # uencrypt-wolfssl links libwolfssl too, but an image without it does not need it
     assert "libwolfssl" in index["uencrypt-wolfssl"].depends
+
+
+@pytest.mark.parametrize("name", ["armsr-armv8", "rpi-5"])
+def test_disk_image_devices_as_openwrts_kconfig_sees_them(patched: Path, name: str) -> None:
+    """The catalogue's 64-bit ARM entries against the tree's own Kconfig: the seed the buildroot
+    backend renders for each flavour expands (conf) to the device, passes the backend's check,
+    and gives the catalogue's package architecture and partition sizes (config/Config-images.in
+    defaults for the target); armsr's seed adds its initramfs kernel."""
+    from openwrt_wolf.build import buildroot, packages
+    from openwrt_wolf.catalogue import devices
+
+    dev = devices.resolve(name, "25.12.5")
+    for flavour in ("mbedtls", "wolfssl"):
+        rules = packages.rules(flavour, "25.12.5")
+        brf = buildroot.flavour(flavour)
+        none = packages.Changes((), (), ())
+        seed = buildroot.render_seed(none, brf, dev, "25.12.5")
+        lines = [ln for ln in seed.splitlines() if ln.startswith("CONFIG_")]
+        sel = kconfig.select(patched, kconfig.Device(dev.target, dev.subtarget, dev.profile),
+                             use_wolfssl=False, extra=tuple(lines))  # fmt: skip
+        cfg = {k.removeprefix("CONFIG_"): v for k, v in sel.config.items()}
+        buildroot.verify(cfg, dev, brf, rules, none)
+        assert cfg["TARGET_ARCH_PACKAGES"].strip('"') == dev.arch_packages
+        assert int(cfg["TARGET_KERNEL_PARTSIZE"]) == dev.kernel_partsize
+        assert int(cfg["TARGET_ROOTFS_PARTSIZE"]) == dev.rootfs_partsize
+        assert cfg.get("TARGET_ROOTFS_INITRAMFS") == ("y" if name == "armsr-armv8" else None)

@@ -326,3 +326,37 @@ def test_substitutions_of_a_build_are_shown(lab: Lab, tmp_path: Path) -> None:
     doc = json.loads(render(rep, "json"))
     cells = doc["devices"][0]["cells"]
     assert cells["wolfssl"]["substitutions"] == [entry] and cells["openssl"]["substitutions"] == []
+
+
+def test_an_sd_card_device_speaks_of_its_root_partition(tmp_path: Path) -> None:
+    """The Raspberry Pi 5 has no flash: its limit is the root partition (ROOTFS_PARTSIZE, 104
+    MiB = 109,051,904 bytes, config/Config-images.in), no erase blocks; a rootfs one byte over
+    it does not fit, though OpenWrt writes that image without a word."""
+    from openwrt_wolf.catalogue import devices
+    from openwrt_wolf.firmware import fit
+    from openwrt_wolf.results.artifacts import Artifacts, ImageFile
+
+    pi = devices.resolve("rpi-5")
+    store = FileStore(tmp_path / "results")
+    rootfs = {"mbedtls": 109_051_904 - 4096, "openssl": 109_051_904 + 1}
+    for flav, size in rootfs.items():
+        name = "openwrt-25.12.5-bcm27xx-bcm2712-rpi-5-squashfs-sysupgrade.img.gz"
+        a = Artifacts(profile="rpi-5", source=str(tmp_path), layout="files",
+                      images=[ImageFile(name, "sysupgrade", 40_000_000)], kernel_size=9_000_000,
+                      fit=fit.evaluate(pi, kernel_size=9_000_000, rootfs_size=size))  # fmt: skip
+        store.put(Record("build", f"pi-{flav}", "25.12.5", "rpi-5", flav,
+                         build_data([], output=a, device="rpi-5", flavour=flav)))  # fmt: skip
+    rep = sizereport.build(store=tmp_path / "results", device="rpi5")
+    doc = json.loads(render(rep, "json"))
+    (dev,) = doc["devices"]
+    cells = dev["cells"]
+    assert cells["mbedtls"]["limit"] == cells["openssl"]["limit"] == 104 * 1024 * 1024
+    assert "root partition (ROOTFS_PARTSIZE 104 MiB" in cells["mbedtls"]["limit_name"]
+    assert (cells["mbedtls"]["headroom"], cells["mbedtls"]["verdict"]) == (4096, "FITS")
+    assert (cells["openssl"]["headroom"], cells["openssl"]["verdict"]) == (-1, "TOO_BIG")
+    assert cells["openssl"]["erase_blocks"] is None
+    md = render(rep, "markdown")
+    limit_row = next(ln for ln in md.splitlines() if ln.startswith("| Limit"))
+    assert "109,051,904 (root partition (ROOTFS_PARTSIZE 104 MiB" in limit_row
+    image_row = next(ln for ln in md.splitlines() if ln.startswith("| Firmware image"))
+    assert image_row.count("does not fit") == 1
