@@ -822,6 +822,10 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
         "packages": "with --rootfs: the build's bin/packages/<arch> (wpad-basic-<flavour>)",
         "wpad_build": "with --rootfs: the tree's hostapd build directory of that wpad "
         "(hostapd_cli, wpa_cli), unless --packages has hostapd-utils and wpa-cli",
+        "arch": "qemu: the package architecture qemu-user emulates: mips_24kc (default, the "
+        "reference's routers) or aarch64_cortex-a76 (the Raspberry Pi 5; -cpu cortex-a76)",
+        "cpu_crypto": "AArch64: on or off, every library with or without the ARMv8 crypto "
+        "extensions (default: as OpenWrt builds each; data/perf/perf.toml [cpu_crypto])",
     }
 )
 @guarded
@@ -829,7 +833,7 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
          wolfssl_config="minimal", ecc="sp-p256", toolchain=None, clock="cpu", store=None,
          report_only=False, host=None, port=None, user=None, key=None, password=False,
          accept_new=False, known_hosts=None, image=None, initrd=None, append=None,
-         rootfs=None, packages=None, wpad_build=None):  # fmt: skip
+         rootfs=None, packages=None, wpad_build=None, arch=None, cpu_crypto=None):  # fmt: skip
     """Run-time cost per flavour: crypto speed, TLS 1.3 handshakes, heap, soak, Wi-Fi (SAE, OWE)."""
     toolchain, store = path(toolchain, "--toolchain"), path(store, "--store")
     key, known_hosts = path(key, "--key"), path(known_hosts, "--known-hosts")
@@ -846,7 +850,7 @@ def perf(c, flavour=None, target=None, test=None, quick=False, release=None,
              wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain, clock=clock,
              store_dir=store, report_only=report_only, host=host, ssh=ssh,
              image=image, initrd=initrd, append=append, rootfs=rootfs, packages=packages,
-             wpad_build=wpad_build)  # fmt: skip
+             wpad_build=wpad_build, arch=arch, cpu_crypto=cpu_crypto)  # fmt: skip
 
 
 # --- reports: history (issue 15) -------------------------------------------------------

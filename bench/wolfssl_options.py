@@ -71,7 +71,7 @@ def main() -> None:
     print("build: mbedtls", flush=True)
     builds["mbedtls"] = userland.build("mbedtls", ARCH)
     conf = crypto.settings()
-    place = open_place.qemu_place(a, tc, str(conf["qemu"]["cpu"]))
+    place = open_place.qemu_place(a, tc, a.qemu_cpu)
     sizes = netlab.sizes(conf["net"], quick=False) | {"handshakes": args.handshakes}
     cpu: dict[str, dict[str, list[float]]] = {n: {} for n in builds}
     with tempfile.TemporaryDirectory(prefix="wolfssl-options-") as tmp:
@@ -99,7 +99,7 @@ def main() -> None:
     groups = [g for g in sizes["groups"] if all(g in c for c in cpu.values())]
     base = {g: statistics.median(cpu["mbedtls"][g]) for g in groups}
     print(f"\nserver CPU per TLS 1.3 handshake, median of {args.rounds} rounds x "
-          f"{args.handshakes} (emulated: qemu-user {conf['qemu']['cpu']}), "
+          f"{args.handshakes} (emulated: qemu-user -cpu {a.qemu_cpu}), "
           "ratio to Mbed TLS")  # fmt: skip
     print(f"{'build':<28}" + "".join(f"{g:>22}" for g in groups) + "   options.h")
     for name, ub in builds.items():

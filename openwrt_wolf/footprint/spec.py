@@ -61,6 +61,7 @@ class Arch:
     # i386, loongarch64, x86_64), after the common ones
     relr_cflags: tuple[str, ...] = ()
     relr_ldflags: tuple[str, ...] = ()
+    qemu_cpu: str = ""  # qemu-user's -cpu for the perf lab ("" where it runs natively)
 
 
 def arch_names() -> list[str]:
@@ -88,6 +89,7 @@ def get_arch(name: str) -> Arch:
         squashfs_block=parse_size(a["squashfs_block"], what="squashfs_block"),
         relr_cflags=tuple(a.get("relr_cflags", ())),
         relr_ldflags=tuple(a.get("relr_ldflags", ())),
+        qemu_cpu=str(a.get("qemu_cpu", "")),
     )
 
 

@@ -415,6 +415,13 @@ def _sources(overrides: Mapping[str, Path] | None) -> tuple[dict[str, Path], Pat
     return srcs, tree
 
 
+def library_spec(flavour_name: str, arch: str, *, soft_float: bool) -> spec.BuildSpec:
+    """The footprint lab's build of the flavour's library the userland links by default."""
+    fv = flavour(flavour_name)
+    return spec.resolve(fv.library, _data()["release"], fv.config, ARCH_ALIASES.get(arch, arch),
+                        ecc=None, soft_float=soft_float, version=fv.version)  # fmt: skip
+
+
 def build(
     flavour_name: str,
     arch: str = "host",
@@ -439,15 +446,7 @@ def build(
     tools = hosttools.groups()["userland"]
     hosttools.ensure([t for t in tools if a.qemu or "mips" not in t])
     tc = toolchain.find(a, toolchain_path)
-    bs = spec.resolve(
-        fv.library,
-        _data()["release"],
-        fv.config,
-        arch,
-        ecc=None,
-        soft_float=tc.soft_float,
-        version=fv.version,
-    )
+    bs = library_spec(flavour_name, arch, soft_float=tc.soft_float)
     if library is not None:
         if library.library != bs.library:
             raise WolfError(f"userland {flavour_name}: links {bs.title}, not {library.title}")

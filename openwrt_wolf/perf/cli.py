@@ -8,9 +8,18 @@ from typing import Any
 from .. import paths
 from ..catalogue import releases
 from ..errors import WolfError
+from ..footprint import spec
 from ..results import store
-from ..results.perf import Handshakes, HeapUse, WifiConnections
+from ..results.perf import (
+    LAB_ARCH,
+    Handshakes,
+    HeapUse,
+    WifiConnections,
+    lab_variant,
+    place_label,
+)
 from ..term import console
+from . import cpu_crypto as cpu_crypto_switch
 from . import lab, tables
 
 
@@ -45,6 +54,8 @@ def main(
     rootfs: str | None = None,
     packages: str | None = None,
     wpad_build: str | None = None,
+    arch: str | None = None,
+    cpu_crypto: str | None = None,
 ) -> None:
     if not target:
         raise WolfError("--target is required", hint=f"one of: {', '.join(lab.TARGETS)}")
@@ -65,6 +76,8 @@ def main(
     if target != "vm" and any(v is not None for v in vm.values()):
         given = ", ".join(k for k, v in vm.items() if v is not None)
         raise WolfError(f"{given}: only with --target vm (the malta VM boots it)")
+    arch = _arch(arch, target)
+    cpu_crypto = cpu_crypto_switch.check(cpu_crypto, arch)
     flavours = _list(flavour, lab.FLAVOURS, "flavour")
     tests = _list(test, lab.TESTS, "test")
     wanted = {"--rootfs": rootfs, "--packages": packages, "--wpad-build": wpad_build}
@@ -79,6 +92,7 @@ def main(
         release=rel.name, wolfssl_config=wolfssl_config, ecc=ecc, toolchain=toolchain,
         clock=clock, store=store_dir, login=login, image=image,
         initrd=initrd, append=append, rootfs=rootfs, packages=packages, wpad_build=wpad_build,
+        arch=arch, cpu_crypto=cpu_crypto,
     )  # fmt: skip
     err = console(stderr=True)
     if rootfs and not report_only:  # one image's record, keyed by its rootfs: shown as run
@@ -96,14 +110,29 @@ def main(
     elif target not in lab.TARGETS:
         raise WolfError(f"unknown target {target!r}", hint=f"one of: {', '.join(lab.TARGETS)}")
     st = store.FileStore(paths.store_dir(store_dir))
-    results = tables.stored(st, target, flavours)
+    label = place_label(target, lab_variant(arch, cpu_crypto))
+    results = tables.stored(st, label, flavours)
     out = console()
     if not results:
-        raise WolfError(f"no perf records for {target} in {st.root}",
+        raise WolfError(f"no perf records for {label} in {st.root}",
                         hint="run `invoke perf` without --report-only first")  # fmt: skip
-    for t in tables.tables(results, target):
+    for t in tables.tables(results, label):
         out.print(t)
     out.print(tables.caption(results), markup=False, highlight=False)
+
+
+def _arch(arch: str | None, target: str) -> str:
+    """--arch: an architecture of data/footprint/arch.toml that qemu-user emulates; a router or
+    VM says its own (perf/open_place.lab_arch)."""
+    if arch is None:
+        return LAB_ARCH
+    if target != "qemu":
+        raise WolfError("--arch: only with --target qemu (a router or VM runs its own)")
+    emulated = [a for a in spec.arch_names() if spec.get_arch(a).qemu_cpu]
+    if arch not in emulated:
+        raise WolfError(f"--arch {arch!r}: not an architecture the lab emulates",
+                        hint=f"one of: {', '.join(emulated)}")  # fmt: skip
+    return arch
 
 
 IMAGE_TESTS = ("handshake", "memory", "wifi")  # what runs inside a real image (--rootfs)

@@ -25,6 +25,7 @@ from ..results import store
 from ..results.perf import (
     CRYPTO,
     HANDSHAKE,
+    LAB_ARCH,
     MEMORY,
     SOAK,
     CryptoSpeed,
@@ -32,11 +33,14 @@ from ..results.perf import (
     HeapUse,
     Soak,
     WifiConnections,
+    lab_variant,
+    place_label,
     record_key,
 )
 from ..targets.router.login import Login
 from ..targets.vm.wifiguest import elf_needs
 from . import (
+    cpu_crypto,
     crypto,
     handshake,
     heap_use,
@@ -74,7 +78,8 @@ class Request:
     target: str = "qemu"
     tests: tuple[str, ...] = TESTS
     quick: bool = False
-    arch: str = "mips_24kc"
+    arch: str = LAB_ARCH  # --target qemu: which architecture qemu-user emulates
+    cpu_crypto: str | None = None  # AArch64: "on"/"off" for every library (cpu_crypto.py)
     release: str | None = None
     versions: tuple[tuple[str, str], ...] = (("wolfssl", "5.9.2"),)
     wolfssl_config: str = "minimal"  # the USE_WOLFSSL minimal mode (openwrt: package defaults)
@@ -204,7 +209,7 @@ def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
         conf = crypto.settings()
         place: Place
         if remote is None:
-            place = open_place.qemu_place(arch, tc, str(conf["qemu"]["cpu"]))
+            place = open_place.qemu_place(arch, tc, arch.qemu_cpu)
         else:
             open_place.check_libc(remote, tc)
             place = remote
@@ -229,6 +234,7 @@ def _run_all(
                                     configs=(config,), ecc=(ecc,) if ecc else (),
                                     toolchain=req.toolchain, versions=req.versions)  # fmt: skip
             (bs,) = fp_lab.plan(fp_req, soft_float=tc.soft_float)
+            bs = cpu_crypto.build(bs, flavour, req.cpu_crypto)
             say(f"perf: {flavour}: library {bs.label} (footprint lab, {req.arch})")
             if "crypto" in req.tests:
                 results.append(_crypto(req, flavour, bs, tc, fp_req, place, conf, st, say))
@@ -250,6 +256,7 @@ def _crypto(
     say(f"perf: {flavour}: building {tool['title']}")
     prog = programs.bench_program(bs, tc, fp, fp_root, quick=req.quick, tool=tool)
     with _placed(place, flavour, prog, bs, tc, req.clock, say) as (placed, env):
+        env = env | cpu_crypto.env(flavour, req.cpu_crypto)
         session = crypto.Session(program=placed, place=place, env=env)
         if "run_timeout" in tool:  # Mbed TLS: a hang is killed early and retried once
             session.timeout, session.retries = float(tool["run_timeout"]), 1
@@ -260,8 +267,12 @@ def _crypto(
             ecc=bs.ecc, footprint_key=fp.cache_key, session=session,
             where=place.where(req.clock), quick=req.quick,
         )  # fmt: skip
-    st.put(store.Record(kind=CRYPTO, key=record_key(flavour, req.target, "crypto"),
-                        release=bs.release, device=None, flavour=flavour,
+    if (note := _cpu_crypto_note(req, flavour)) is not None:
+        result = dataclasses.replace(result, notes=[*result.notes, note])
+    variant = lab_variant(req.arch, req.cpu_crypto)
+    st.put(store.Record(kind=CRYPTO, key=record_key(flavour, place_label(req.target, variant),
+                                                    "crypto"),
+                        release=bs.release, device=variant, flavour=flavour,
                         data=result.to_dict()))  # fmt: skip
     return result
 
@@ -273,7 +284,11 @@ def _net(
 ) -> list[Result]:  # fmt: skip
     """Handshakes, heap and soak with the flavour's uhttpd and uclient-fetch on the target."""
     results: list[Result] = []
-    ub = userland.build(flavour, arch=req.arch, toolchain_path=req.toolchain)
+    library = None
+    if req.cpu_crypto is not None:  # the userland links the switched build of its library
+        default = userland.library_spec(flavour, req.arch, soft_float=tc.soft_float)
+        library = cpu_crypto.build(default, flavour, req.cpu_crypto)
+    ub = userland.build(flavour, arch=req.arch, toolchain_path=req.toolchain, library=library)
     if flavour == "wolfssl" and (req.wolfssl_config, req.ecc) != ("minimal", "sp-p256"):
         say(f"perf: wolfssl: uhttpd/uclient-fetch use the userland's library "
             f"({ub.library.config}), not --wolfssl-config/--ecc")  # fmt: skip
@@ -281,16 +296,30 @@ def _net(
         flavour=flavour, ub=ub, heaptrack=programs.shim("heaptrack", bs, tc),
         runner=QemuRunner(place.qemu, work / flavour), probe=probe, pki=pki,
         conf=netlab.sizes(conf["net"], req.quick), quick=req.quick, clock="wall", say=say,
+        extra_env=cpu_crypto.env(flavour, req.cpu_crypto),
     )  # fmt: skip
     for test in (t for t in req.tests if t in NET_TESTS):
         kind, measure_test = NET_TESTS[test]
         say(f"perf: {flavour}: {test} on {req.target}{' (quick)' if req.quick else ''}")
         res = measure_test(lab)
-        st.put(store.Record(kind=kind, key=record_key(flavour, req.target, test),
-                            release=bs.release, device=None, flavour=flavour,
+        variant = lab_variant(req.arch, req.cpu_crypto)
+        st.put(store.Record(kind=kind, key=record_key(flavour, place_label(req.target, variant),
+                                                      test),
+                            release=bs.release, device=variant, flavour=flavour,
                             data=res.to_dict()))  # fmt: skip
         results.append(res)
     return results
+
+
+def _cpu_crypto_note(req: Request, flavour: str) -> str | None:
+    """On an AArch64 lab: whether this library ran with the ARMv8 crypto extensions."""
+    if not req.arch.startswith(cpu_crypto.ARCHES):
+        return None
+    if req.cpu_crypto is None:
+        return (f"ARMv8 crypto extensions: {cpu_crypto.shipped(flavour)}, as OpenWrt builds "
+                f"{flavour} for bcm2712")  # fmt: skip
+    how = cpu_crypto.build_words(flavour, req.cpu_crypto)
+    return f"ARMv8 crypto extensions: {req.cpu_crypto} (--cpu-crypto{': ' + how if how else ''})"
 
 
 def _needed(elf: Path) -> list[str]:

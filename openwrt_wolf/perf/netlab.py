@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +30,10 @@ class NetLab:
     quick: bool
     clock: str
     say: Callable[[str], None]
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. OPENSSL_armcap (cpu_crypto)
 
     def env(self, heap_out: Path | None = None) -> dict[str, str]:
-        env = dict(self.ub.env())
+        env = dict(self.ub.env()) | self.extra_env
         if heap_out is not None:
             env |= {"LD_PRELOAD": str(self.heaptrack), heap.ENV_OUT: str(heap_out)}
         return env

@@ -71,6 +71,26 @@ def record_key(flavour: str, target: str, test: str) -> str:
     return f"{flavour}-{target}-{test}"
 
 
+LAB_ARCH = "mips_24kc"  # the lab's own architecture: the reference's routers (ath79)
+
+
+def lab_variant(arch: str = LAB_ARCH, cpu_crypto: str | None = None) -> str | None:
+    """What a lab run measured besides the target: None for the MIPS lab; else the
+    architecture, and "-ce"/"-noce" when the ARMv8 crypto extensions were switched on or off
+    for every library (none: as OpenWrt builds each)."""
+    if arch == LAB_ARCH and cpu_crypto is None:
+        return None
+    return arch + {"on": "-ce", "off": "-noce"}.get(cpu_crypto or "", "")
+
+
+def place_label(target: str, variant: str | None = None) -> str:
+    """The target as keys and tables name it: "qemu" for the MIPS lab (the keys records have
+    always had), "qemu-aarch64_cortex-a76[-ce|-noce]" for another architecture emulated here.
+    The record's device is the variant, so the comparison shows its figures as rows of their
+    own."""
+    return target if variant is None else f"{target}-{variant}"
+
+
 HANDSHAKE = "perf-handshake"
 MEMORY = "perf-memory"
 SOAK = "perf-soak"

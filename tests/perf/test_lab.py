@@ -177,6 +177,9 @@ def test_report_only_reads_the_store(run: Run) -> None:
             ("--target", "router", "--host", "127.0.0.1", "--port", "9", "--test", "wifi"),
             "--test wifi runs on --target vm only, not router",
         ),
+        (("--target", "qemu", "--arch", "sparc"), "--arch 'sparc': not an architecture"),
+        (("--target", "vm", "--arch", "aarch64_cortex-a76"), "--arch: only with --target qemu"),
+        (("--target", "qemu", "--cpu-crypto", "on"), "--cpu-crypto: only with an AArch64 --arch"),
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:
@@ -185,3 +188,60 @@ def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Pa
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _aes_instructions(lib: Path) -> int:
+    """AESE/AESMC/PMULL instructions in an AArch64 library, by binutils' disassembler."""
+    out = subprocess.run(["aarch64-linux-gnu-objdump", "-d", str(lib)], capture_output=True,
+                         text=True, timeout=300, check=True).stdout  # fmt: skip
+    return len(re.findall(r"\t(?:aese|aesmc|pmull2?)\s", out))
+
+
+def test_aarch64_runs_beside_the_mips_records(run: Run, tmp_path: Path) -> None:
+    """--arch aarch64_cortex-a76 (the Raspberry Pi 5's core), as OpenWrt builds Mbed TLS (its
+    AESCE in) and with --cpu-crypto off (MBEDTLS_AESCE_C unset): the tool cross-built for
+    AArch64 (readelf says so) and run under qemu-aarch64 -cpu cortex-a76; the library's AES
+    instructions counted by objdump; figures the tool's own lines; each run under a key of its
+    own beside the MIPS records of the same store, which stay as they were."""
+    need_tools("aarch64-linux-gnu-gcc", "aarch64-linux-gnu-objdump", "qemu-aarch64-static",
+               "readelf", "/usr/aarch64-linux-gnu/include/stdio.h")  # fmt: skip
+    import shutil
+
+    st = tmp_path / "store"
+    shutil.copytree(run[1], st)
+    mips_before = _records(st)["mbedtls"]
+    base = ("perf", "--flavour", "mbedtls", "--target", "qemu", "--arch", "aarch64_cortex-a76",
+            "--quick", "--test", "crypto", "--store", str(st))  # fmt: skip
+    shipped, off = _wolf(*base), _wolf(*base, "--cpu-crypto", "off")
+    for r in (shipped, off):
+        assert r.returncode == 0, r.stderr[-3000:]
+    by_key = {x.key: x for x in store.FileStore(st).query(CRYPTO)}
+    assert by_key["mbedtls-qemu-crypto"].data == mips_before.to_dict()  # untouched
+    tool = crypto.settings()["tool"]["mbedtls"]
+    aes = {}
+    for key, device in (("mbedtls-qemu-aarch64_cortex-a76-crypto", "aarch64_cortex-a76"),
+                        ("mbedtls-qemu-aarch64_cortex-a76-noce-crypto",
+                         "aarch64_cortex-a76-noce")):  # fmt: skip
+        assert by_key[key].device == device
+        rec = CryptoSpeed.from_dict(by_key[key].data)
+        assert rec.where.emulated and "-cpu cortex-a76" in rec.where.machine
+        program = Path(rec.commands[0].split(" -E ")[-1].split()[1])
+        elf = subprocess.run(["readelf", "-h", str(program)], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        assert re.search(r"Machine:\s+AArch64", elf.stdout), elf.stdout
+        for ident, label in tool["operations"].items():
+            per_s = _mbedtls_value(_printed(rec), label)
+            assert rec.ms_per_op[ident] == pytest.approx(1000 / per_s, rel=1e-3)
+        # lib/: the build before sstrip, whose section headers objdump needs (the installed
+        # copy that ran is the same code without them)
+        (lib,) = (fp_lab.build_root() / rec.footprint_key / "lib").glob("libmbedcrypto.so.*.*")
+        aes[device] = (_aes_instructions(lib), rec.notes)
+    assert aes["aarch64_cortex-a76"][0] > 0 and aes["aarch64_cortex-a76-noce"][0] == 0, aes
+    assert any(
+        "crypto extensions: on, as OpenWrt builds" in n for n in aes["aarch64_cortex-a76"][1]
+    )
+    assert any("unset MBEDTLS_AESCE_C" in n for n in aes["aarch64_cortex-a76-noce"][1])
+    assert "Performance on qemu-aarch64_cortex-a76-noce" in off.stdout
+    back = _wolf("perf", "--flavour", "mbedtls", "--target", "qemu", "--report-only",
+                 "--store", str(st), timeout=600)  # fmt: skip
+    assert back.returncode == 0 and "Performance on qemu (emulated" in back.stdout
