@@ -183,7 +183,7 @@ def plan(opts: Options) -> list[Job]:
     for dev in devs:
         # malta has no flash: the buildroot makes its initramfs kernel, an ImageBuilder its
         # rootfs images and plain kernel (the kernel it ships cannot take an initramfs)
-        if not (dev.has_flash or dev.partitioned or dev.extra.get("initramfs")):
+        if not (dev.has_flash or dev.partitioned or dev.boots_in_vm):
             raise WolfError(
                 f"{dev.profile} has no flash image to build ({dev.recipe})",
                 hint="pick a flash device, see `./wolf devices`",

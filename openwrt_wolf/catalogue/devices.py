@@ -65,6 +65,11 @@ class Device:
         return self.image_size is not None
 
     @property
+    def boots_in_vm(self) -> bool:
+        """QEMU boots its initramfs kernel (malta, armsr/armv8's virt machine), no flash."""
+        return not self.has_flash and bool(self.extra.get("initramfs"))
+
+    @property
     def partitioned(self) -> bool:
         """A disk image (SD card, EFI disk): the rootfs has a partition, not flash."""
         return self.recipe in PARTITIONED and self.rootfs_partsize is not None

@@ -128,15 +128,16 @@ def _vm_image(
         return Path(image), rootfs, release, name, dev_profile
     if not device or not flavour:
         raise WolfError(
-            "measure-memory needs --image PATH, or --device malta-be|malta-le with --flavour, "
+            "measure-memory needs --image PATH, or --device malta-be|malta-le|armsr-armv8 with "
+            "--flavour, "
             "or --host ADDR for a router",
             hint="e.g. invoke measure-memory --device malta-be --flavour mbedtls",
         )
     dev = devices.resolve(device, release)
-    if dev.recipe != "malta-initramfs":
+    if not dev.boots_in_vm:
         raise WolfError(
-            f"{dev.profile} is not a QEMU malta device",
-            hint="boot malta-be or malta-le; measure a router with --host ADDR",
+            f"{dev.profile} is not a device QEMU boots",
+            hint="boot malta-be, malta-le or armsr-armv8; measure a router with --host ADDR",
         )
     flavour = flavours.get(flavour).name
     if root == "disk" or rootfs is not None:

@@ -60,7 +60,7 @@ def measure(
     record (measure-memory --host, and a router's queue job)."""
     from ..targets.router.ssh import open_target
 
-    if device and devices.resolve(device, release).recipe == "malta-initramfs":
+    if device and devices.resolve(device, release).boots_in_vm:
         raise WolfError(
             f"measure-memory: --host measures a router, --device {device} the QEMU VM; "
             "give one or the other",

@@ -44,8 +44,7 @@ _INIT = r"""case " $(cat /proc/cmdline) " in
 esac
 # netifd's part: load the NIC driver, configure lan, then announce it.
 (
-    insmod /lib/modules/mii.ko
-    insmod /lib/modules/pcnet32.ko
+    for m in $(cat /lib/modules/order); do insmod /lib/modules/$m; done
     ip link set lo up
     ip link set eth0 up && ip addr add 192.168.1.1/24 dev eth0 && touch /var/run/lan.up
     # OpenWrt's default: dropbear on 22, root without a password may log in (-B).
@@ -81,10 +80,11 @@ class MaltaKernel:
     modules: Path  # lib/modules/<release>
 
 
-def malta_kernel() -> MaltaKernel:
-    """Debian 12's mipsel 4Kc Malta kernel, downloaded and unpacked under the cache (the package
-    name is resolved with ``apt-cache depends``, never hard-coded)."""
-    spec = data()["malta_kernel"]
+def malta_kernel(machine: str = "malta") -> MaltaKernel:
+    """Debian 12's mipsel 4Kc Malta kernel (or, for ``machine="virt"``, its arm64 kernel),
+    downloaded and unpacked under the cache (the package name is resolved with ``apt-cache
+    depends``, never hard-coded)."""
+    spec = data()[f"{machine}_kernel"]
     apt = AptRoot(spec["arch"])
     with locked(apt.base / ".lock"):
         apt.update()
@@ -103,9 +103,9 @@ def malta_kernel() -> MaltaKernel:
     )
 
 
-def busybox_static() -> Path:
-    """A static busybox binary for the Malta kernel's architecture."""
-    spec = data()["busybox"]
+def busybox_static(machine: str = "malta") -> Path:
+    """A static busybox binary for the kernel's architecture."""
+    spec = data()["busybox" if machine == "malta" else f"{machine}_busybox"]
     pkg = AptRoot(spec["arch"]).fetch(spec["package"])
     path = pkg.root / "bin" / "busybox"
     if not path.is_file():
@@ -117,11 +117,13 @@ def busybox_static() -> Path:
 class StandIn:
     kernel: MaltaKernel
     initramfs: Path
+    machine: str = "malta"
 
     @property
     def cmdline(self) -> str:
         """Debian's kernel has no built-in command line (OpenWrt's has)."""
-        return "console=ttyS0 rdinit=/init panic=-1"
+        console = data()[f"{self.machine}_kernel"]["console"]
+        return f"console={console} rdinit=/init panic=-1"
 
 
 def _dropbear() -> dict[str, Path]:
@@ -143,14 +145,16 @@ def _dropbear() -> dict[str, Path]:
 _LIBDIRS = ("lib/mipsel-linux-gnu", "usr/lib/mipsel-linux-gnu")
 
 
-def build(*, ssh: bool = False) -> StandIn:
+def build(*, ssh: bool = False, machine: str = "malta") -> StandIn:
     """Fetch (cached) kernel and busybox and write the initramfs, named by its content's hash
     (building it in memory takes milliseconds; the boots are what is slow).
-    ``ssh`` adds Debian's dropbear (dynamically linked, so with its libraries: about 2 MB)."""
-    kernel = malta_kernel()
-    busybox = busybox_static()
-    mods = [kernel.modules / "kernel/drivers/net/mii.ko",
-            kernel.modules / "kernel/drivers/net/ethernet/amd/pcnet32.ko"]  # fmt: skip
+    ``ssh`` adds Debian's dropbear (dynamically linked, so with its libraries: about 2 MB; malta
+    only). ``machine="virt"``: Debian's arm64 kernel for QEMU's virt machine (armsr/armv8)."""
+    if ssh and machine != "malta":
+        raise WolfError("the stand-in guest has dropbear on malta only")
+    kernel = malta_kernel(machine)
+    busybox = busybox_static(machine)
+    mods = [kernel.modules / m for m in data()[f"{machine}_kernel"]["modules"]]
     a = Archive()
     a.dirs("bin", "sbin", "usr", "usr/bin", "usr/sbin", "dev", "proc", "sys", "tmp", "root")
     a.dirs("etc", "lib", "lib/modules", "var", "var/run")
@@ -162,6 +166,7 @@ def build(*, ssh: bool = False) -> StandIn:
     a.file("etc/banner", "stand-in for OpenWrt (Debian's kernel, busybox)\n")
     for m in mods:
         a.copy(f"lib/modules/{m.name}", m, mode=0o644)
+    a.file("lib/modules/order", "".join(f"{m.name}\n" for m in mods))
     if ssh:
         # root without a password, as a fresh OpenWrt; dropbear -B lets it in
         a.file("etc/passwd", "root::0:0:root:/root:/bin/sh\n")
@@ -173,4 +178,4 @@ def build(*, ssh: bool = False) -> StandIn:
     out = paths.cache_dir() / "standin" / f"initramfs-{kernel.release}-{digest}.cpio.gz"
     if not out.exists():
         a.write(out)
-    return StandIn(kernel, out)
+    return StandIn(kernel, out, machine)

@@ -317,3 +317,41 @@ def test_taken_ssh_port_is_replaced(guest: malta_guest.StandIn) -> None:
             assert vm.ssh_port not in (None, port)
             assert vm.ssh_port is not None and _listen_addresses(vm.ssh_port) == ["127.0.0.1"]
         assert vm.last_pid is not None and _gone(vm.last_pid)
+
+
+@pytest.fixture(scope="session")
+def virt_guest() -> malta_guest.StandIn:
+    need_tools("qemu-system-aarch64", "apt-get", "dpkg-deb")
+    with preparing("the arm64 test guest: Debian's arm64 kernel and a busybox initramfs"):
+        return malta_guest.build(machine="virt")
+
+
+def test_virt_machine_boots_an_arm64_image(virt_guest: malta_guest.StandIn) -> None:
+    """armsr/armv8's machine (issue 34): an AArch64 Image is read by its header's magic and
+    booted on QEMU's virt machine with -cpu cortex-a76; the same states, NICs (virtio-net, lan
+    first) and memory reading as on malta, against the guest's own uname, /sys and meminfo."""
+    spec = _spec(virt_guest, memory_mb=256)
+    assert (spec.kernel.machine, spec.kernel.arch) == ("virt", "aarch64")
+    argv = qemu.command(spec, Path("/nonexistent.sock"))
+    assert argv[0] == "qemu-system-aarch64" and argv[argv.index("-M") + 1] == "virt"
+    assert argv[argv.index("-cpu") + 1] == "cortex-a76"
+    with VM(spec) as vm:
+        vm.transition("network")
+        assert [t.state for t in vm.transitions] == ["booting", "console", "shell", "network"]
+        assert vm.run("uname -m").output.strip() == "aarch64"
+        assert vm.run("uname -r").output.strip() == virt_guest.kernel.release
+        # the CPU QEMU gave it: a Cortex-A76 (MIDR part 0xd0b) with the AES extension
+        cpuinfo = vm.run("cat /proc/cpuinfo").output
+        assert re.search(r"(?m)^CPU part\s*:\s*0xd0b$", cpuinfo), cpuinfo[:400]
+        assert re.search(r"(?m)^Features\s*:.*\baes\b", cpuinfo)
+        lan, wan = qemu.nics()
+        assert vm.run("cat /sys/class/net/eth0/address").output.strip() == lan.mac
+        assert vm.run("cat /sys/class/net/eth1/address").output.strip() == wan.mac
+        assert "inet 192.168.1.1/24" in vm.run("ip addr show dev eth0").output
+        reading = free_memory.read_memory(vm)
+        raw = _raw_meminfo(vm)
+        assert reading.meminfo_kb["MemTotal"] == raw["MemTotal"] == reading.free_kb["total"]
+        assert 0.7 * 256 * 1024 < raw["MemTotal"] <= 256 * 1024
+        assert 0.5 * raw["MemTotal"] < raw["MemFree"] < raw["MemTotal"]
+        pid = vm.pid
+    assert pid is not None and _gone(pid)

@@ -241,9 +241,10 @@ def _main(tmp_path: Path, **kw: object) -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({}, r"needs --image PATH, or --device malta-be\|malta-le with --flavour"),
+        ({}, r"needs --image PATH, or --device malta-be\|malta-le\|armsr-armv8 with --flavour"),
         ({"device": "malta-be"}, "needs --image PATH"),
-        ({"device": "tl-wr902ac", "flavour": "mbedtls"}, "not a QEMU malta device"),
+        ({"device": "tl-wr902ac", "flavour": "mbedtls"}, "not a device QEMU boots"),
+        ({"device": "rpi-5", "flavour": "mbedtls"}, "not a device QEMU boots"),
         ({"device": "malta-be", "flavour": "gnutls"}, "unknown flavour"),
         ({"device": "malta-le", "flavour": "openssl"}, r"run `invoke build --device malta-le"),
         ({"image": "/nonexistent/k.elf"}, "does not exist"),

@@ -29,22 +29,33 @@ class Kernel:
     path: Path
     endian: str  # "big" or "little"
     entry: int
-    machine: str = "malta"  # QEMU's machine: malta (MIPS ELF) or pc (x86 bzImage)
+    machine: str = "malta"  # QEMU's machine: malta (MIPS ELF), pc (x86 bzImage), virt (arm64)
 
     @property
     def arch(self) -> str:
         if self.machine == "pc":
             return "x86_64"
+        if self.machine == "virt":
+            return "aarch64"
         return "mips" if self.endian == "big" else "mipsel"
 
 
+# Documentation/arch/arm64/booting.rst: the Image header's magic at offset 0x38, "ARM\x64"
+_ARM64_MAGIC_AT, _ARM64_MAGIC = 0x38, b"ARMd"
+
+
 def inspect_kernel(path: Path) -> Kernel:
-    """Read the ELF header; one line naming the file and what is wrong otherwise."""
+    """Read the ELF header (malta) or the arm64 Image header (virt); one line naming the file
+    and what is wrong otherwise."""
     if not path.is_file():
         raise WolfError(f"kernel image {path} does not exist", hint="pass --image PATH to a file")
     with path.open("rb") as fh:
-        head = fh.read(52)
-    hint = "pass an OpenWrt malta initramfs ELF such as openwrt-malta-be-vmlinux-initramfs.elf"
+        head = fh.read(64)
+    if head[_ARM64_MAGIC_AT : _ARM64_MAGIC_AT + 4] == _ARM64_MAGIC:
+        return Kernel(path=path, endian="little", entry=0, machine="virt")
+    head = head[:52]
+    hint = ("pass an OpenWrt malta initramfs ELF such as openwrt-malta-be-vmlinux-initramfs.elf, "
+            "or armsr/armv8's ...-generic-initramfs-kernel.bin")  # fmt: skip
     if head[:4] != b"\x7fELF":
         what = "a gzip file" if head[:2] == b"\x1f\x8b" else "not an ELF file"
         if head[:4] == b"\x27\x05\x19\x56":

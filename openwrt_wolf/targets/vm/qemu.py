@@ -58,13 +58,13 @@ class VmSpec:
 
 
 def _table(kernel: Kernel) -> str:
-    """data/vm.toml's table for the kernel's machine: [qemu] (malta) or [pc]."""
-    return "pc" if kernel.machine == "pc" else "qemu"
+    """data/vm.toml's table for the kernel's machine: [qemu] (malta), [pc] or [virt]."""
+    return kernel.machine if kernel.machine in ("pc", "virt") else "qemu"
 
 
 def binary(kernel: Kernel) -> str:
-    if kernel.machine == "pc":
-        return str(config()["pc"]["binary"])
+    if kernel.machine in ("pc", "virt"):
+        return str(config()[kernel.machine]["binary"])
     return str(config()["qemu"]["binary"][kernel.endian])
 
 
@@ -91,7 +91,8 @@ def command(spec: VmSpec, console_socket: Path) -> list[str]:
     if spec.rootfs is not None and spec.kernel.machine == "pc":
         raise WolfError("the pc guest boots from its initramfs: no rootfs image")
     if spec.rootfs is not None:
-        argv += ["-drive", f"file={spec.rootfs},format=raw"]
+        drive = f",{q['rootfs_drive']}" if "rootfs_drive" in q else ""
+        argv += ["-drive", f"file={spec.rootfs},format=raw{drive}"]
         append = " ".join(a for a in (append, q["rootfs_append"]) if a)
     if append:
         argv += ["-append", append]
@@ -107,8 +108,9 @@ def command(spec: VmSpec, console_socket: Path) -> list[str]:
         if n.ssh:  # the lan side, where the guest's services listen
             for host_port, guest_port in spec.forwards:
                 netdev += f",hostfwd=tcp:127.0.0.1:{host_port}-{n.guest}:{guest_port}"
-        # romfile= : pcnet's PXE ROM (efi-pcnet.rom) is not installed and not needed.
-        argv += ["-netdev", netdev, "-device", f"pcnet,netdev={n.role},mac={n.mac},romfile="]
+        # romfile= : the NIC's PXE ROM (efi-pcnet.rom, ...) is not installed and not needed.
+        device = q.get("nic_device", "pcnet")
+        argv += ["-netdev", netdev, "-device", f"{device},netdev={n.role},mac={n.mac},romfile="]
     return argv + list(spec.extra)
 
 
