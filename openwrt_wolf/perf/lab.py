@@ -269,7 +269,7 @@ def _crypto(
         )  # fmt: skip
     if (note := _cpu_crypto_note(req, flavour)) is not None:
         result = dataclasses.replace(result, notes=[*result.notes, note])
-    variant = lab_variant(req.arch, req.cpu_crypto)
+    variant = _variant(req)
     st.put(store.Record(kind=CRYPTO, key=record_key(flavour, place_label(req.target, variant),
                                                     "crypto"),
                         release=bs.release, device=variant, flavour=flavour,
@@ -302,13 +302,19 @@ def _net(
         kind, measure_test = NET_TESTS[test]
         say(f"perf: {flavour}: {test} on {req.target}{' (quick)' if req.quick else ''}")
         res = measure_test(lab)
-        variant = lab_variant(req.arch, req.cpu_crypto)
+        variant = _variant(req)
         st.put(store.Record(kind=kind, key=record_key(flavour, place_label(req.target, variant),
                                                       test),
                             release=bs.release, device=variant, flavour=flavour,
                             data=res.to_dict()))  # fmt: skip
         results.append(res)
     return results
+
+
+def _variant(req: Request) -> str | None:
+    """What the keys and the device say besides the target: the emulated architecture (and
+    crypto extensions) on qemu only; a router or VM is its own (its keys stay `<target>`)."""
+    return lab_variant(req.arch, req.cpu_crypto) if req.target == "qemu" else None
 
 
 def _cpu_crypto_note(req: Request, flavour: str) -> str | None:
