@@ -796,7 +796,8 @@ def tls_conformance(c, flavour=None, case=None, jobs=None, markdown=False, write
         "SSH) or vm (the malta VM with --image; with --rootfs a real image; the Wi-Fi guest "
         "for --test wifi); required",
         "test": "crypto,handshake,memory,soak,wifi (comma-separated); default all the target "
-        "runs (wifi: --target vm)",
+        "runs (wifi: --target vm); instructions (qemu only, when named): guest instructions "
+        "per handshake and per MiB, counted by a QEMU plugin",
         "quick": "shorter runs of each tool, fewer handshakes/requests (CI)",
         "release": "OpenWrt release whose library settings to build (default 25.12.5)",
         "wolfssl_config": "minimal (the USE_WOLFSSL minimal mode, default) or openwrt",

@@ -23,13 +23,17 @@ from . import cpu_crypto as cpu_crypto_switch
 from . import lab, tables
 
 
-def _list(value: str | None, every: tuple[str, ...], what: str) -> tuple[str, ...]:
+def _list(
+    value: str | None, every: tuple[str, ...], what: str, named: tuple[str, ...] = ()
+) -> tuple[str, ...]:
+    """The names given; "all" (or none) is `every`; `named` ones run only when named."""
     if not value or value.strip() == "all":
         return every
     items = tuple(v.strip() for v in value.split(",") if v.strip())
     for v in items:
-        if v not in every:
-            raise WolfError(f"--{what} {v!r}: unknown", hint=f"choose from {', '.join(every)}, all")
+        if v not in every + named:
+            choose = ", ".join(every + named)
+            raise WolfError(f"--{what} {v!r}: unknown", hint=f"choose from {choose}, all")
     return items
 
 
@@ -79,7 +83,7 @@ def main(
     arch = _arch(arch, target)
     cpu_crypto = cpu_crypto_switch.check(cpu_crypto, arch)
     flavours = _list(flavour, lab.FLAVOURS, "flavour")
-    tests = _list(test, lab.TESTS, "test")
+    tests = _list(test, lab.TESTS, "test", lab.OPT_IN)
     wanted = {"--rootfs": rootfs, "--packages": packages, "--wpad-build": wpad_build}
     tests = _image_tests(target, image, tests, flavours, wanted)
     if wolfssl_config not in ("minimal", "openwrt"):

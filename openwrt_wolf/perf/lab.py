@@ -25,12 +25,14 @@ from ..results import store
 from ..results.perf import (
     CRYPTO,
     HANDSHAKE,
+    INSTRUCTIONS,
     LAB_ARCH,
     MEMORY,
     SOAK,
     CryptoSpeed,
     Handshakes,
     HeapUse,
+    Instructions,
     Soak,
     WifiConnections,
     lab_variant,
@@ -47,6 +49,7 @@ from . import (
     image_boot,
     image_heap,
     image_tls,
+    instructions,
     net,
     netlab,
     open_place,
@@ -60,16 +63,18 @@ from .runner import QemuRunner
 
 FLAVOURS = tuple(flavour_names())  # the catalogue's (data/flavours.toml)
 TARGETS = ("qemu", "router", "vm")
-TESTS = ("crypto", "handshake", "memory", "soak", "wifi")
-NetTest = Callable[[netlab.NetLab], Handshakes | HeapUse | Soak]
+TESTS = ("crypto", "handshake", "memory", "soak", "wifi")  # what runs when none is named
+OPT_IN = ("instructions",)  # only when named: it needs qemu-user's plugins (instructions.py)
+NetTest = Callable[[netlab.NetLab], Handshakes | HeapUse | Soak | Instructions]
 NET_TESTS: dict[str, tuple[str, NetTest]] = {
     "handshake": (HANDSHAKE, handshake.measure),
     "memory": (MEMORY, heap_use.measure),
     "soak": (SOAK, soak.measure),
+    "instructions": (INSTRUCTIONS, instructions.measure),
 }
 NET_TARGETS = ("qemu",)  # where uhttpd/uclient-fetch run today (perf/runner.py)
 WIFI_TARGETS = ("vm",)  # the x86_64 guest with mac80211_hwsim radios (perf/wifi.py)
-Result = CryptoSpeed | Handshakes | HeapUse | Soak | WifiConnections
+Result = CryptoSpeed | Handshakes | HeapUse | Soak | Instructions | WifiConnections
 
 
 @dataclass(frozen=True)
@@ -203,7 +208,8 @@ def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
         # the cross toolchain only where it is the one used
         needed = toolchain.host_tools(arch, req.toolchain)
         net_tests = [t for t in req.tests if t in NET_TESTS]
-        hosttools.ensure([*needed, *([arch.qemu] if remote is None else []), "patch",
+        counting = [arch.qemu.removesuffix("-static")] if "instructions" in req.tests else []
+        hosttools.ensure([*needed, *([arch.qemu, *counting] if remote is None else []), "patch",
                           *(["openssl", "gcc"] if net_tests else [])])  # fmt: skip
         tc = toolchain.find(arch, req.toolchain)
         conf = crypto.settings()

@@ -130,7 +130,7 @@ def probe() -> Probe:
 
 _CONN = re.compile(
     r"^conn i=(?P<i>\d+) ok=1 ms=(?P<ms>[\d.]+) version=(?P<version>\S+) group=(?P<group>\S+) "
-    r"sig=(?P<sig>\S+) bytes=(?P<bytes>\d+)$"
+    r"sig=(?P<sig>\S+) bytes=(?P<bytes>\d+)(?: cipher=(?P<cipher>\S+))?$"
 )
 _DONE = re.compile(r"^done ok=(?P<ok>\d+) failed=(?P<failed>\d+)$", re.M)
 
@@ -142,6 +142,7 @@ class Conn:
     group: str
     sig: str
     bytes: int
+    cipher: str = "?"  # the negotiated suite, OpenSSL's name
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,9 @@ def parse_probe(text: str) -> ProbeRun:
     conns, errors = [], []
     for line in text.splitlines():
         if m := _CONN.match(line):
-            conns.append(Conn(float(m["ms"]), m["version"], m["group"], m["sig"], int(m["bytes"])))
+            c = Conn(float(m["ms"]), m["version"], m["group"], m["sig"], int(m["bytes"]),
+                     m["cipher"] or "?")  # fmt: skip
+            conns.append(c)
         elif line.startswith("conn ") and " ok=0 " in line:
             errors.append(line)
     done = _DONE.search(text)
@@ -178,6 +181,7 @@ def run_probe(
     jobs: int = 1,
     barrier: bool = False,
     handshake_only: bool = False,
+    suites: str | None = None,
     path: str = "/page",
     timeout: float = TIMEOUT,
     on_line: Callable[[str], None] | None = None,
@@ -188,6 +192,7 @@ def run_probe(
         argv += ["-g", GROUPS[group], "-S", SIGALG]
     argv += ["-b"] if barrier else []
     argv += ["-k"] if handshake_only else []
+    argv += ["-c", suites] if suites else []
     r = proc.run(argv, timeout=timeout, check=False, on_line=on_line)
     return parse_probe(r.output)
 

@@ -20,6 +20,7 @@ class QemuUser:
     cpu: str
     sysroot: str
     version: str
+    plugin: str | None = None  # "-plugin" argument: a TCG plugin and its options (instructions.py)
 
     def argv(
         self, exe: Path | str, args: list[str], env: dict[str, str] | None = None
@@ -27,7 +28,8 @@ class QemuUser:
         """The host command line: `-E` sets the variable for the emulated program only (an
         LD_PRELOAD on qemu itself would be ignored: qemu-*-static is a static binary)."""
         sets = [a for k, v in sorted((env or {}).items()) for a in ("-E", f"{k}={v}")]
-        return [self.qemu, "-cpu", self.cpu, "-L", self.sysroot, *sets, str(exe), *args]
+        plugin = ["-plugin", self.plugin] if self.plugin else []
+        return [self.qemu, *plugin, "-cpu", self.cpu, "-L", self.sysroot, *sets, str(exe), *args]
 
     def where(self, clock: str) -> Where:
         return Where(target="qemu", emulated=True,

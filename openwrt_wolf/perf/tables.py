@@ -15,12 +15,14 @@ from ..results import store
 from ..results.perf import (
     CRYPTO,
     HANDSHAKE,
+    INSTRUCTIONS,
     MEMORY,
     SOAK,
     WIFI,
     CryptoSpeed,
     Handshakes,
     HeapUse,
+    Instructions,
     NetCommon,
     Soak,
     WifiConnections,
@@ -39,14 +41,17 @@ class Stored:
     handshake: dict[str, Handshakes] = field(default_factory=dict)
     memory: dict[str, HeapUse] = field(default_factory=dict)
     soak: dict[str, Soak] = field(default_factory=dict)
+    instructions: dict[str, Instructions] = field(default_factory=dict)
     wifi: dict[str, WifiConnections] = field(default_factory=dict)
 
     def flavours(self) -> list[str]:
-        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak, **self.wifi}
+        seen = {**self.crypto, **self.handshake, **self.memory, **self.soak,
+                **self.instructions, **self.wifi}  # fmt: skip
         return [f for f in TITLES if f in seen] + sorted(set(seen) - set(TITLES))
 
     def __bool__(self) -> bool:
-        return bool(self.crypto or self.handshake or self.memory or self.soak or self.wifi)
+        return bool(self.crypto or self.handshake or self.memory or self.soak
+                    or self.instructions or self.wifi)  # fmt: skip
 
 
 def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
@@ -58,6 +63,7 @@ def stored(st: store.Store, target: str, flavours: tuple[str, ...]) -> Stored:
         (HANDSHAKE, "handshake", Handshakes, out.handshake),
         (MEMORY, "memory", HeapUse, out.memory),
         (SOAK, "soak", Soak, out.soak),
+        (INSTRUCTIONS, "instructions", Instructions, out.instructions),
         (WIFI, "wifi", WifiConnections, out.wifi),
     )
     for f in flavours:
@@ -123,6 +129,7 @@ def _commons(s: Stored) -> dict[str, dict[str, NetCommon]]:
         "handshake": {f: r.common for f, r in s.handshake.items()},
         "memory": {f: r.common for f, r in s.memory.items()},
         "soak": {f: r.common for f, r in s.soak.items()},
+        "instructions": {f: r.common for f, r in s.instructions.items()},
         "wifi": {f: r.common for f, r in s.wifi.items()},
     }
 
@@ -197,6 +204,10 @@ def caption(s: Stored) -> str:
     for f, h in s.handshake.items():
         for group, why in h.missing.items():
             lines.append(f"{TITLES.get(f, f)}: no {group} handshake: {why}")
+    for f, ins in s.instructions.items():
+        lines.append(f"{TITLES.get(f, f)} instructions: counted by {ins.counter}")
+        for what, why in ins.missing.items():
+            lines.append(f"{TITLES.get(f, f)}: no {what} instruction count: {why}")
     for f, wr in s.wifi.items():
         c, w = wr.common, wr.common.where
         modes = "; ".join(
@@ -219,6 +230,6 @@ def caption(s: Stored) -> str:
                      f"({k.jobs} at a time), {k.downloads_ok}/{k.downloads} downloads ok"
                      )  # fmt: skip
     if BASE in s.flavours():
-        lines.append("ratio = flavour / Mbed TLS (ms, B, allocations: lower is better; "
-                     "MiB/s: higher is better)")  # fmt: skip
+        lines.append("ratio = flavour / Mbed TLS (ms, B, allocations, instructions: lower is "
+                     "better; MiB/s: higher is better)")  # fmt: skip
     return "\n".join(lines)

@@ -13,7 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..results.perf import CRYPTO, HANDSHAKE, IMAGE, MEMORY, SOAK, WIFI, comparison_rows
+from ..results.perf import (
+    CRYPTO,
+    HANDSHAKE,
+    IMAGE,
+    INSTRUCTIONS,
+    MEMORY,
+    SOAK,
+    WIFI,
+    comparison_rows,
+)
 from ..results.store import FileStore, Record
 from .model import Figure, Row, Source, Table
 from .sizereport import Cell, DeviceReport, FootprintRow
@@ -189,7 +198,8 @@ def tables(
     """The three tables; a table with no rows is still listed (the renderers say 'no records')."""
     perf = [
         r
-        for kind in ("perf", CRYPTO, HANDSHAKE, MEMORY, SOAK, WIFI, IMAGE)  # results.perf's kinds
+        # results.perf's kinds
+        for kind in ("perf", CRYPTO, HANDSHAKE, MEMORY, SOAK, INSTRUCTIONS, WIFI, IMAGE)
         for r in store.query(kind)
         if not wanted_devices or r.device is None or r.device in wanted_devices
     ]

@@ -1,6 +1,6 @@
 """The performance lab's record kinds (perf-crypto, perf-handshake, perf-memory, perf-soak,
-perf-wifi, perf-image), one typed dataclass each: the one model of each, written by perf/ and
-read by the report. Stored as store.Record(kind=<KIND>, flavour=<flavour>,
+perf-instructions, perf-wifi, perf-image), one typed dataclass each: the one model of each,
+written by perf/ and read by the report. Stored as store.Record(kind=<KIND>, flavour=<flavour>,
 key=<flavour>-<target>-<test>, data=asdict(...)). The comparison's rows (data/comparison.toml)
 name the metrics these records carry."""
 
@@ -196,6 +196,35 @@ class Soak:
 
     @classmethod
     def from_dict(cls, d: Any, where: str | None = None) -> Soak:
+        return _from_dict(cls, d, where)
+
+
+INSTRUCTIONS = "perf-instructions"
+
+
+@dataclass(frozen=True)
+class Instructions:
+    """The guest instructions uhttpd executes under qemu-user, counted by a QEMU plugin
+    (data/perf/insncount.c): per full TLS 1.3 handshake per group, and per MiB it sends per
+    cipher suite. Each figure is a difference of two whole runs of the server (more
+    handshakes or downloads against fewer), so start-up and the first handshake's set-up
+    cancel. Emulation changes an instruction's time, not its count: the figure that compares
+    the ARMv8 crypto extensions on and off (perf/instructions.py)."""
+
+    common: NetCommon
+    counter: str  # the plugin and the qemu that ran it
+    per_handshake: dict[str, int]  # group id -> instructions per handshake
+    per_mib: dict[str, int]  # suite id -> instructions per MiB of response body sent
+    counts: dict[str, list[int]]  # "<group>" / "<suite>" -> [fewer run, more run], whole runs
+    spans: dict[str, int]  # ... -> the handshakes (or MiB) the difference spans
+    negotiated: dict[str, dict[str, str]]  # ... -> the probe's {version, group, sig, cipher}
+    missing: dict[str, str]  # ... -> why there is no figure
+
+    def to_dict(self) -> dict[str, Any]:
+        return _flat(self)
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str | None = None) -> Instructions:
         return _from_dict(cls, d, where)
 
 

@@ -180,6 +180,8 @@ def test_report_only_reads_the_store(run: Run) -> None:
         (("--target", "qemu", "--arch", "sparc"), "--arch 'sparc': not an architecture"),
         (("--target", "vm", "--arch", "aarch64_cortex-a76"), "--arch: only with --target qemu"),
         (("--target", "qemu", "--cpu-crypto", "on"), "--cpu-crypto: only with an AArch64 --arch"),
+        (("--target", "vm", "--test", "instructions"), "--test instructions runs on --target qemu"),
+        (("--target", "qemu", "--test", "instruction"), "--test 'instruction': unknown"),
     ],
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], message: str, tmp_path: Path) -> None:

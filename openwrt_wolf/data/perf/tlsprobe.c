@@ -3,7 +3,7 @@
  * cannot).
  *
  * Opens N connections to a server, -j at a time (one thread each), offering only the groups
- * of -g and the signature algorithms of -S, verifying the server's certificate against -A
+ * of -g, the signature algorithms of -S and the TLS 1.3 cipher suites of -c, verifying the server's certificate against -A
  * for the name -s. Per connection it times the TCP connect plus the TLS handshake
  * (CLOCK_MONOTONIC) and, unless -k, sends "GET <path> HTTP/1.0" and reads the response to its
  * end. With -b the threads wait for each other after their handshakes (a barrier), so -j
@@ -11,6 +11,7 @@
  *
  * One line per connection, as it ends, from the session itself:
  *   conn i=<n> ok=1 ms=<handshake ms> version=<TLSv1.3> group=<name> sig=<sigalg> bytes=<n>
+ *        cipher=<suite>
  *   conn i=<n> ok=0 error=<what>
  * and at the end: done ok=<n> failed=<n>. Exit status 0 only if every connection succeeded.
  */
@@ -28,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *host = "127.0.0.1", *name = "localhost", *ca, *groups, *sigalgs, *path = "/";
+static const char *host = "127.0.0.1", *name = "localhost", *ca, *groups, *sigalgs, *suites, *path = "/";
 static int port, count = 1, jobs = 1, handshake_only, barrier_on, tls12;
 static SSL_CTX *ctx;
 static int next_index, ok_count, failed_count;
@@ -128,9 +129,9 @@ static int one(int i, int wait_at_barrier)
 			goto out;
 		}
 	}
-	snprintf(line, sizeof(line), "conn i=%d ok=1 ms=%.3f version=%s group=%s sig=%s bytes=%ld\n",
+	snprintf(line, sizeof(line), "conn i=%d ok=1 ms=%.3f version=%s group=%s sig=%s bytes=%ld cipher=%s\n",
 		 i, ms, SSL_get_version(ssl), SSL_group_to_name(ssl, SSL_get_negotiated_group(ssl)),
-		 sig_name(ssl, sig, sizeof(sig)), got);
+		 sig_name(ssl, sig, sizeof(sig)), got, SSL_get_cipher_name(ssl));
 	say(line);
 	pthread_mutex_lock(&lock);
 	ok_count++;
@@ -161,7 +162,7 @@ static void *worker(void *arg)
 static void usage(void)
 {
 	fputs("usage: tlsprobe -p PORT -A CA [-h IP] [-s NAME] [-g GROUPS] [-S SIGALGS] [-n N] [-j J]\n"
-	      "       [-b] [-k] [-r PATH] [-2]\n",
+	      "       [-c SUITES] [-b] [-k] [-r PATH] [-2]\n",
 	      stderr);
 	exit(2);
 }
@@ -171,7 +172,7 @@ int main(int argc, char **argv)
 	pthread_t threads[64];
 	char line[128];
 	int c, t;
-	while ((c = getopt(argc, argv, "h:p:s:A:g:S:n:j:bkr:2")) != -1) {
+	while ((c = getopt(argc, argv, "h:p:s:A:g:S:c:n:j:bkr:2")) != -1) {
 		switch (c) {
 		case 'h': host = optarg; break;
 		case 'p': port = atoi(optarg); break;
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
 		case 'A': ca = optarg; break;
 		case 'g': groups = optarg; break;
 		case 'S': sigalgs = optarg; break;
+		case 'c': suites = optarg; break;
 		case 'n': count = atoi(optarg); break;
 		case 'j': jobs = atoi(optarg); break;
 		case 'b': barrier_on = 1; break;
@@ -208,6 +210,10 @@ int main(int argc, char **argv)
 	}
 	if (sigalgs && !SSL_CTX_set1_sigalgs_list(ctx, sigalgs)) {
 		fprintf(stderr, "tlsprobe: this OpenSSL does not know the sigalgs %s\n", sigalgs);
+		return 3;
+	}
+	if (suites && !SSL_CTX_set_ciphersuites(ctx, suites)) {
+		fprintf(stderr, "tlsprobe: this OpenSSL does not know the cipher suites %s\n", suites);
 		return 3;
 	}
 	if (jobs > count)
