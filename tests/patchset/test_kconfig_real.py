@@ -310,3 +310,82 @@ def test_disk_image_devices_as_openwrts_kconfig_sees_them(patched: Path, name: s
         assert int(cfg["TARGET_KERNEL_PARTSIZE"]) == dev.kernel_partsize
         assert int(cfg["TARGET_ROOTFS_PARTSIZE"]) == dev.rootfs_partsize
         assert cfg.get("TARGET_ROOTFS_INITRAMFS") == ("y" if name == "armsr-armv8" else None)
+
+
+PI5 = kconfig.Device("bcm27xx", "bcm2712", "rpi-5")
+PI4 = kconfig.Device("bcm27xx", "bcm2711", "rpi-4")
+CPU_CRYPTO = ("CONFIG_PACKAGE_libwolfsslcpu-crypto=y",)
+
+
+@pytest.mark.parametrize(
+    ("tree", "device", "use_wolfssl", "built_in"),
+    [
+        ("patched", PI5, True, True),  # 0007: the BCM2712 has the Crypto Extension
+        ("patched", PI4, True, False),  # the BCM2711 has not: still only a module
+        ("patched", PI5, False, False),  # USE_WOLFSSL off: as OpenWrt ships it
+        ("pristine", PI5, False, False),
+    ],
+    ids=["pi5-on", "pi4-on", "pi5-off", "pi5-pristine"],
+)
+def test_cpu_crypto_gate_opens_for_bcm2712_only(
+    request: pytest.FixtureRequest,
+    tree: str,
+    device: kconfig.Device,
+    use_wolfssl: bool,
+    built_in: bool,
+) -> None:
+    """OpenWrt's conf on `libwolfsslcpu-crypto=y`: DEPENDS `m||!TARGET_bcm27xx` keeps it out of
+    every bcm27xx image; the series lets bcm2712 take it when USE_WOLFSSL is on."""
+    root: Path = request.getfixturevalue(tree)
+    sel = kconfig.select(root, device, use_wolfssl=use_wolfssl, extra=CPU_CRYPTO)
+    got = sel.config.get("CONFIG_PACKAGE_libwolfsslcpu-crypto")
+    assert (got == "y") is built_in, got
+    if built_in:  # it provides libwolfssl: the regular build is not in the image beside it
+        assert sel.config.get("CONFIG_PACKAGE_libwolfssl") != "y"
+        assert sel.mbedtls() == []
+
+
+@pytest.mark.parametrize(
+    ("tree", "use_wolfssl", "distrib_target", "installs"),
+    [
+        ("patched", True, "bcm27xx/bcm2712", True),
+        ("patched", True, "bcm27xx/bcm2711", False),
+        ("patched", False, "bcm27xx/bcm2712", False),
+        ("pristine", False, "bcm27xx/bcm2712", False),
+        ("patched", True, "armsr/armv8", True),
+    ],
+    ids=["2712-on", "2711-on", "2712-off", "2712-pristine", "armsr-on"],
+)
+def test_cpu_crypto_preinst_offline(
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    tree: str,
+    use_wolfssl: bool,
+    distrib_target: str,
+    installs: bool,
+) -> None:
+    """The package's pre-install script as the Makefile expands it for AArch64 (GNU make) and
+    run by sh as the ImageBuilder runs it (IPKG_INSTROOT set): it refuses every bcm27xx image
+    but, with the series and USE_WOLFSSL, the BCM2712's."""
+    root: Path = request.getfixturevalue(tree)
+    sel = kconfig.select(root, PI5, use_wolfssl=use_wolfssl)
+    printer = tmp_path / "print.mk"  # expanded once, as package-pack.mk writes the script
+    printer.write_text("print-preinst:\n\t@:\n$(info $(Package/libwolfsslcpu-crypto/preinst))\n")
+    with locked(root.parent / f"{root.name}.config.lock"):
+        (root / ".config").write_text(_config_text(sel))
+        made = subprocess.run(
+            ["make", "-s", "-C", "package/libs/wolfssl", "-f", "Makefile", "-f", str(printer),
+             f"TOPDIR={root}", "print-preinst"],
+            cwd=root, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    assert made.returncode == 0 and made.stdout.startswith("#!/bin/sh"), made.stderr
+    instroot = tmp_path / "root"
+    (instroot / "etc").mkdir(parents=True)
+    (instroot / "etc" / "openwrt_release").write_text(f"DISTRIB_TARGET='{distrib_target}'\n")
+    script = tmp_path / "preinst"
+    script.write_text(made.stdout)
+    run = subprocess.run(["sh", str(script)], env={"IPKG_INSTROOT": str(instroot),
+                         "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert (run.returncode == 0) is installs, run.stdout + run.stderr
+    assert ("OK" in run.stdout + run.stderr) is installs

@@ -197,10 +197,15 @@ def test_main_series_carries_the_same_new_files(patch: str, path: str) -> None:
     assert _new_file(patch, path, PATCHES / "main") == _new_file(patch, path)
 
 
+# 0007 (bcm2712's cpu-crypto gate, issue 34) is written against 25.12.5 only: no tree of main
+# at 3d1645ee is here to refresh it against (docs/patches.md)
+NOT_IN_MAIN = ("0007-wolfssl-cpu-crypto-on-bcm2712.patch",)
+
+
 def test_main_series_has_the_same_patches_and_minimal_list() -> None:
     main = PATCHES / "main"
     names = [p.name for p in series.load(main)[0].patches]
-    assert names == [p.name for p in series.load(PATCHES)[0].patches]
+    assert names == [p.name for p in series.load(PATCHES)[0].patches if p.name not in NOT_IN_MAIN]
     block = "0003-wolfssl-add-minimal-build-and-ECC-choice.patch"
     added = {ln for ln in (main / block).read_text().splitlines() if ln.startswith("+\t--")}
     assert added == {
