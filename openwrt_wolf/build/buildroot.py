@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import time
 import tomllib
 from collections.abc import Callable
@@ -175,6 +176,27 @@ def render_seed(c: packages.Changes, fl: FlavourConfig, dev: Device, release: st
     )
 
 
+def drop_truncated_objects(top: Path) -> list[Path]:
+    """Remove the empty `*.o` files under build_dir/: a build killed hard (SIGKILL, a lost
+    machine) leaves the object the compiler was writing empty but newer than its source, and
+    make, resuming from OpenWrt's stamps, links it ("undefined reference" to everything in it).
+    No compiler writes an empty object, so none of these is a real one. Links are not
+    followed; the paths removed, relative to top."""
+    gone: list[Path] = []
+    root = top / "build_dir"
+    for d, _dirs, files in os.walk(root):
+        for name in files:
+            if not name.endswith(".o"):
+                continue
+            p = Path(d) / name
+            with contextlib.suppress(OSError):
+                st = p.lstat()
+                if stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                    p.unlink()
+                    gone.append(p.relative_to(top))
+    return sorted(gone)
+
+
 class Tree:
     """One OpenWrt source tree (git checkout or release source tarball)."""
 
@@ -294,6 +316,13 @@ class Tree:
         As with the ImageBuilder, a failure whose output names a too-big image is that,
         anything else a make failure naming its stage."""
         output: list[str] = []
+        if dropped := drop_truncated_objects(self.top):
+            note = (f"removed {len(dropped)} empty object file(s) a killed build left, so make "
+                    f"compiles them again: {', '.join(str(p) for p in dropped[:5])}")  # fmt: skip
+            with log.open("a", encoding="utf-8") as f:
+                f.write(note + "\n")
+            if on_line:
+                on_line(note)
         for name, target in stages():
             if on_stage:
                 on_stage(name)

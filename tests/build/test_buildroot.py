@@ -346,3 +346,33 @@ def test_a_device_without_flash_has_no_deleted_image(tmp_path: Path) -> None:
     assert not deleted and output.fit is not None
     assert output.fit.verdict == "UNKNOWN"  # no IMAGE_SIZE to fit against
     assert "rootfs" in {f.type for f in files}
+
+
+def test_a_hard_killed_compile_resumes(tmp_path: Path) -> None:
+    """A compile killed by SIGKILL leaves its object empty and newer than the source: make
+    resuming links it and fails; drop_truncated_objects removes it (and nothing else), and the
+    same make compiles it again and links (make and gcc are the oracle)."""
+    top = tmp_path / "tree"
+    pkg = top / "build_dir" / "target-x" / "pkg-1.0"
+    pkg.mkdir(parents=True)
+    (pkg / "a.c").write_text("int f(void) { return 42; }\n")
+    (pkg / "main.c").write_text("int f(void);\nint main(void) { return f() == 42 ? 0 : 1; }\n")
+    (pkg / "Makefile").write_text("prog: a.o main.o\n\tgcc -o $@ $^\n%.o: %.c\n\tgcc -c -o $@ $<\n")
+
+    def make() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["make", "-C", str(pkg)], capture_output=True, text=True, timeout=120)
+
+    assert make().returncode == 0
+    (pkg / "a.o").write_bytes(b"")  # as the kill left it
+    (pkg / "prog").unlink()
+    (pkg / "empty.txt").write_bytes(b"")  # not an object: kept
+    outside = tmp_path / "elsewhere.o"
+    outside.write_bytes(b"")
+    (pkg / "link.o").symlink_to(outside)  # a link: not followed, kept
+    failed = make()
+    assert failed.returncode != 0 and "undefined reference" in failed.stderr + failed.stdout
+    assert buildroot.drop_truncated_objects(top) == [Path("build_dir/target-x/pkg-1.0/a.o")]
+    assert (pkg / "empty.txt").exists() and (pkg / "link.o").is_symlink() and outside.exists()
+    assert make().returncode == 0
+    assert subprocess.run([str(pkg / "prog")], timeout=30).returncode == 0
+    assert buildroot.drop_truncated_objects(top) == []
