@@ -390,6 +390,10 @@ def _arm64(w: Path, rnd: Path, fifo: Path, big: Path) -> list[list[str]]:
         ["perf", "--target", "router", "--host", "127.0.0.1", "--arch", "aarch64_cortex-a76"],
         ["perf", "--target", "qemu", "--cpu-crypto", "off"],
         ["devices", "--tree", str(fifo), "--target", "armsr,bcm27xx"],
+        ["perf", "--target", "vm", "--test", "instructions", "--image", str(image)],
+        ["perf", "--target", "router", "--host", "127.0.0.1", "--test", "instructions"],
+        ["perf", "--target", "qemu", "--test", "instructions,$(id)"],
+        ["patch", "--tree", str(fifo), "--check"],
     ]
 
 
