@@ -403,7 +403,7 @@ def _assemble(
         notes.append(f"{sysupgrade.name} is listed but absent (OpenWrt deletes too-big images)")
     if rootfs is None:
         notes.append("no rootfs found (no squashfs piece and no sysupgrade image to split)")
-    if device and not device.has_flash:
+    if device and not device.has_flash and not device.partitioned:
         notes.append(f"{device.profile} has no flash (IMAGE_SIZE unset): nothing to fit")
         device = None
     a = Artifacts(

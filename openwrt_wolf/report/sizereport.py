@@ -182,7 +182,7 @@ def cell_from_artifacts(
 ) -> Cell:
     f = a.fit
     factory = f.factory if f else None
-    sysupgrade = a.sysupgrade
+    sysupgrade = a.upgrade_image
     image = sysupgrade.size if sysupgrade else None
     computed = False
     if image is None and f:

@@ -60,6 +60,15 @@ class Artifacts:
     def sysupgrade(self) -> ImageFile | None:
         return next((i for i in self.images if i.type == "sysupgrade"), None)
 
+    @property
+    def upgrade_image(self) -> ImageFile | None:
+        """The image the device is upgraded with: sysupgrade's, else (armsr, x86: profiles.json
+        type combined-efi) the squashfs disk image, which sysupgrade writes there."""
+        if self.sysupgrade is not None:
+            return self.sysupgrade
+        disks = [i for i in self.images if i.type == "combined-efi"]
+        return next((i for i in disks if "-squashfs-" in i.name), disks[0] if disks else None)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         if self.fit is not None:

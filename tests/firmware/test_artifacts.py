@@ -305,3 +305,33 @@ def test_output_files_typed_by_profiles_json_with_openwrts_sha256sums(tmp_path: 
         "profiles.json": ("profiles.json", None),
         "sha256sums": ("sha256sums", None),
     }
+
+
+def test_armsr_output_fits_its_root_partition(
+    mbedtls_fs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An armsr/armv8 output directory as OpenWrt 25.12.5 leaves it (profiles.json types
+    combined-efi for squashfs and ext4, the rootfs piece *-squashfs-rootfs.img.gz): the limit
+    is ROOTFS_PARTSIZE (104 MiB), the headroom that less the squashfs's bytes_used (unsquashfs
+    -s), and the firmware image the squashfs disk image sysupgrade writes, not the ext4 one."""
+    out = tmp_path / "bin/targets/armsr/armv8"
+    out.mkdir(parents=True)
+    pre = "openwrt-25.12.5-armsr-armv8-generic"
+    gzip_padded(mbedtls_fs[1], out / f"{pre}-squashfs-rootfs.img.gz", 1 << 20)
+    disks = {"squashfs": 12_846_162, "ext4": 13_869_884}
+    images: list[dict[str, object]] = []
+    for fs, size in disks.items():
+        (out / f"{pre}-{fs}-combined-efi.img.gz").write_bytes(bytes(size))
+        images.append({"type": "combined-efi", "filesystem": fs, "sha256": "0" * 64,
+                       "name": f"{pre}-{fs}-combined-efi.img.gz", "size": size})  # fmt: skip
+    images.append({"type": "rootfs", "filesystem": "squashfs", "sha256": "0" * 64,
+                   "name": f"{pre}-squashfs-rootfs.img.gz"})  # fmt: skip
+    profiles_json(out / "profiles.json", "25.12.5", "armsr/armv8",
+                  {"generic": {"image_prefix": pre, "images": images, "device_packages": [],
+                               "supported_devices": [], "titles": []}})  # fmt: skip
+    (a,) = artifacts.measure_dir(out)
+    assert a.rootfs is not None and a.rootfs.size == unsquashfs_size(mbedtls_fs[1])
+    assert a.fit is not None and a.fit.limit == 104 * 1024 * 1024
+    assert "ROOTFS_PARTSIZE 104 MiB" in (a.fit.limit_name or "")
+    assert a.fit.margin == 104 * 1024 * 1024 - a.rootfs.size and a.fit.verdict == "FITS"
+    assert a.upgrade_image is not None and a.upgrade_image.size == disks["squashfs"]
