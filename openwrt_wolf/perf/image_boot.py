@@ -1,9 +1,10 @@
-"""A real OpenWrt malta image booted for the lab's tests inside it (`perf --target vm --rootfs`:
-perf/wifi_image.py, perf/image_heap.py): the kernel without initramfs and the image's rootfs
-on a disk of its own (targets/vm/image.private_disk), as a router boots from flash; the
-image's HTTPS port forwarded to the host; heaptrack built with the image's own OpenWrt
-toolchain (musl: programs built with another C library do not load there). What every record
-of such a run says about where it ran is here (`guest`, `machine`, `device`)."""
+"""A real OpenWrt image (malta; armsr on QEMU's virt machine) booted for the lab's tests
+inside it (`perf --target vm --rootfs`: perf/wifi_image.py, perf/image_heap.py): the kernel
+without initramfs and the image's rootfs on a disk of its own (targets/vm/image.private_disk),
+as a router boots from flash; the image's HTTPS port forwarded to the host; heaptrack built
+with the image's own OpenWrt toolchain (musl: programs built with another C library do not load
+there). What every record of such a run says about where it ran is here (`guest`, `machine`,
+`device`)."""
 
 from __future__ import annotations
 
@@ -105,8 +106,8 @@ def booted(
         port = free_port()
         vm_spec = dataclasses.replace(spec_for(img.kernel, rootfs=disk), extra=extra,
                                       forwards=((port, 443),))  # fmt: skip
-        machine = (f"{binary(vm_spec.kernel)} -M malta TCG{''.join(' ' + x for x in extra)}, "
-                   f"{img.kernel.name}")  # fmt: skip
+        machine = (f"{binary(vm_spec.kernel)} -M {vm_spec.kernel.machine} TCG"
+                   f"{''.join(' ' + x for x in extra)}, {img.kernel.name}")  # fmt: skip
         say(f"perf: booting {img.rootfs.name} with {img.kernel.name}")
         vm = stack.enter_context(VM(vm_spec, name=name))
         vm.boot("network")

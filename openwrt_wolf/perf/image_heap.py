@@ -200,7 +200,7 @@ def run(req: Request, say: Callable[[str], None] = print) -> HeapUse:
     req.image.check()
     with tempfile.TemporaryDirectory(prefix="wolf-image-heap-") as tmp:
         pki = download_pki(Path(tmp) / "pki")  # before the boot: the guest's clock is later
-        with image_boot.booted(req.image, extra=(), name="qemu-malta-heap", say=say) as b:
+        with image_boot.booted(req.image, extra=(), name="qemu-image-heap", say=say) as b:
             got = measure(b.vm, b.shim, pki, b.https_port, req.requests, say)
     data = HeapUse(
         common=b.common(req.flavour, backend=f"libustream-{req.flavour} (the image's)",

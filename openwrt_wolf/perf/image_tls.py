@@ -73,7 +73,7 @@ def run(req: Request, say: Callable[[str], None] = print) -> Handshakes:
     cpu_ms: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="wolf-image-tls-") as tmp:
         pki = net.make_pki(Path(tmp) / "pki", int(conf["page_bytes"]), 1024)  # before the boot
-        with image_boot.booted(req.image, extra=(), name="qemu-malta-tls", say=say) as b:
+        with image_boot.booted(req.image, extra=(), name="qemu-image-tls", say=say) as b:
             _serve(b.vm, pki)
             port = b.https_port
             for group in conf["groups"]:

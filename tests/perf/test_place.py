@@ -139,10 +139,22 @@ def test_glibc_programs_refused_for_a_musl_router(router: FakeRouter) -> None:
 
 
 def test_unknown_architecture_is_one_line() -> None:
-    p = parse_probe(OPENWRT_ANSWER.replace("mips\n", "aarch64\n", 1).replace(" 1 2", " 2 1"))
-    assert (p.machine, p.endian) == ("aarch64", "little")
-    with pytest.raises(WolfError, match="runs aarch64 little-endian"):
+    p = parse_probe(OPENWRT_ANSWER.replace("mips\n", "riscv64\n", 1).replace(" 1 2", " 2 1"))
+    assert (p.machine, p.endian) == ("riscv64", "little")
+    with pytest.raises(WolfError, match="runs riscv64 little-endian"):
         open_place.lab_arch(p, "router")
+
+
+def test_an_armsr_guest_is_the_lab_s_aarch64() -> None:
+    """armsr/armv8 (aarch64_generic) in the virt VM: the lab's AArch64 build, whose flags name
+    no CPU (-Os -pipe), so its programs run on any ARMv8."""
+    p = parse_probe(OPENWRT_ANSWER.replace("mips\n", "aarch64\n", 1).replace(" 1 2", " 2 1"))
+    assert open_place.lab_arch(p, "vm") == "aarch64_cortex-a76"
+    from openwrt_wolf.footprint import spec
+
+    assert not any(
+        f.startswith(("-mcpu", "-march")) for f in spec.get_arch("aarch64_cortex-a76").cflags
+    )
 
 
 def test_qemu_place_runs_and_stops_a_server(tmp_path: Path) -> None:
