@@ -524,10 +524,11 @@ def vm(c, image=None, ssh=False, rootfs=None, initrd=None, append=None, memory=N
 
 @task(
     help={
-        "device": "malta-be or malta-le (image from the newest build record); with --host the "
-        "router's device (checked against its board_name)",
+        "device": "malta-be, malta-le or armsr-armv8 (image from the newest build record); with "
+        "--host the router's device (checked against its board_name)",
         "flavour": "TLS flavour: of that build; with --host checked against the router's packages",
-        "image": "a malta kernel ELF to measure instead of a build",
+        "image": "a kernel to measure instead of a build: a malta ELF, or an arm64 Image (armsr, "
+        "on QEMU's virt machine)",
         "release": "OpenWrt release of the build record / device entry",
         "boots": "number of boots (default 3); with --host: reboots, one reading after each",
         "idle": "seconds idle after boot before reading memory (default 10)",
@@ -557,7 +558,8 @@ def measure_memory(
     key=None, password=False, accept_new=False, known_hosts=None, wait_up=None, queue=None,
     root=None,
 ):  # fmt: skip
-    """Boot a malta image (or reboot a router, --host) N times; record free memory at idle."""
+    """Boot a malta or armsr image (or reboot a router, --host) N times; record free memory at
+    idle."""
     image, rootfs = path(image, "--image"), path(rootfs, "--rootfs")
     initrd, store, key = path(initrd, "--initrd"), path(store, "--store"), path(key, "--key")
     known_hosts = path(known_hosts, "--known-hosts")

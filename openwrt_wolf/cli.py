@@ -226,7 +226,13 @@ def main() -> None:
         name="Invoke", binary="inv[oke]", binary_names=["invoke", "inv"],
         version=invoke.__version__, config_class=_config_class(),
     )  # fmt: skip
-    program.run()
+    try:
+        program.run()
+    except BrokenPipeError:
+        # the reader went away (`./wolf --help X | head`): nothing more to say, as a shell
+        # tool that gets SIGPIPE; stdout is pointed at /dev/null so its flush at exit is quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
 
 
 def _config_class() -> type:

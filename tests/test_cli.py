@@ -147,3 +147,17 @@ def test_an_error_line_is_not_a_page(args: list[str], tmp_path: Path) -> None:
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error:")]
     assert p.returncode == 2 and len(lines) == 1, p.stderr[-500:]
     assert len(lines[0]) <= 1000
+
+
+def test_help_into_a_closed_pipe_is_quiet() -> None:
+    """`./wolf --help perf | head -1` once head has gone: the writer ends as a shell tool ends
+    on SIGPIPE (141), with nothing on stderr (no BrokenPipeError trace). The pipe's reading
+    end is closed before the program starts, so its first write fails, whatever the timing."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(ROOT / "wolf"), "--help", "perf"], stdout=w,
+                           stderr=subprocess.PIPE, cwd=ROOT, timeout=120)  # fmt: skip
+    finally:
+        os.close(w)
+    assert p.returncode == 141 and b"Traceback" not in p.stderr, p.stderr.decode(errors="replace")
