@@ -227,7 +227,10 @@ def main() -> None:
         version=invoke.__version__, config_class=_config_class(),
     )  # fmt: skip
     try:
-        program.run()
+        try:
+            program.run()
+        finally:  # what is still buffered (all of a short help) is written here, not at exit
+            sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (`./wolf --help X | head`): nothing more to say, as a shell
         # tool that gets SIGPIPE; stdout is pointed at /dev/null so its flush at exit is quiet

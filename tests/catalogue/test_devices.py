@@ -139,4 +139,7 @@ def test_armsr_and_pi5_resolve_by_their_names() -> None:
     assert devices.resolve("generic").target_path == "armsr/armv8"
     assert devices.resolve("pi5").profile == "rpi-5"
     assert devices.resolve("rpi-5").buildroot_config == ()
-    assert devices.resolve("armsr").buildroot_config == (("TARGET_ROOTFS_INITRAMFS", "y"),)
+    assert devices.resolve("armsr").buildroot_config == (
+        ("PACKAGE_u-boot-qemu_armv8", "n"),
+        ("TARGET_ROOTFS_INITRAMFS", "y"),
+    )

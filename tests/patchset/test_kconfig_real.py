@@ -291,7 +291,8 @@ def test_disk_image_devices_as_openwrts_kconfig_sees_them(patched: Path, name: s
     """The catalogue's 64-bit ARM entries against the tree's own Kconfig: the seed the buildroot
     backend renders for each flavour expands (conf) to the device, passes the backend's check,
     and gives the catalogue's package architecture and partition sizes (config/Config-images.in
-    defaults for the target); armsr's seed adds its initramfs kernel."""
+    defaults for the target); armsr's seed adds its initramfs kernel and leaves out the
+    u-boot for QEMU a generic profile selects by default."""
     from openwrt_wolf.build import buildroot, packages
     from openwrt_wolf.catalogue import devices
 
@@ -301,7 +302,7 @@ def test_disk_image_devices_as_openwrts_kconfig_sees_them(patched: Path, name: s
         brf = buildroot.flavour(flavour)
         none = packages.Changes((), (), ())
         seed = buildroot.render_seed(none, brf, dev, "25.12.5")
-        lines = [ln for ln in seed.splitlines() if ln.startswith("CONFIG_")]
+        lines = [ln for ln in seed.splitlines() if ln.startswith(("CONFIG_", "# CONFIG_"))]
         sel = kconfig.select(patched, kconfig.Device(dev.target, dev.subtarget, dev.profile),
                              use_wolfssl=False, extra=tuple(lines))  # fmt: skip
         cfg = {k.removeprefix("CONFIG_"): v for k, v in sel.config.items()}
@@ -310,6 +311,7 @@ def test_disk_image_devices_as_openwrts_kconfig_sees_them(patched: Path, name: s
         assert int(cfg["TARGET_KERNEL_PARTSIZE"]) == dev.kernel_partsize
         assert int(cfg["TARGET_ROOTFS_PARTSIZE"]) == dev.rootfs_partsize
         assert cfg.get("TARGET_ROOTFS_INITRAMFS") == ("y" if name == "armsr-armv8" else None)
+        assert "PACKAGE_u-boot-qemu_armv8" not in cfg  # QEMU's firmware, left out on armsr
 
 
 PI5 = kconfig.Device("bcm27xx", "bcm2712", "rpi-5")
