@@ -5,6 +5,7 @@ are the test's own (its oracle), never a figure the code under test computed."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from openwrt_wolf.results.artifacts import Artifacts
@@ -147,3 +148,13 @@ def build_data(
     assert fit is not None, "a version 1 record has a fit"
     del d["output"], d["version"]
     return {**d, "fit": fit}
+
+
+def openwrt_sha256(sums: Path, name: str) -> str:
+    """What OpenWrt's own sha256sums (lines `<digest> *<file>`) of a committed run says of a
+    file: the records of real images are checked against it."""
+    for line in sums.read_text().splitlines():
+        digest, _, file = line.partition(" *")
+        if file == name:
+            return digest
+    raise AssertionError(f"{name} not in {sums}")

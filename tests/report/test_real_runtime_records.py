@@ -26,17 +26,14 @@ from openwrt_wolf.results.perf import (
     WifiConnections,
 )
 from openwrt_wolf.results.store import FileStore, Record
+from tests import records as records_kit
 
 RUN = Path(__file__).resolve().parents[2] / "docs" / "records" / "openwrt-25.12.5-malta-be-runtime"
 FLAVOURS = ("mbedtls", "wolfssl", "openssl")
 
 
 def openwrt_sha256(flavour: str, name: str) -> str:
-    for line in (RUN / "openwrt" / flavour / "sha256sums").read_text().splitlines():
-        digest, _, file = line.partition(" *")
-        if file == name:
-            return digest
-    raise AssertionError(f"{name} not in OpenWrt's sha256sums of {flavour}")
+    return records_kit.openwrt_sha256(RUN / "openwrt" / flavour / "sha256sums", name)
 
 
 def manifest(flavour: str) -> set[str]:
