@@ -84,3 +84,46 @@ def test_without_linkat_the_bytes_are_copied(
     data = os.urandom(3 << 20)
     outputs.write(tmp_path / "big.bin", lambda out: out.write(data))
     assert (tmp_path / "big.bin").read_bytes() == data and os.listdir(tmp_path) == ["big.bin"]
+
+
+SLOT_COPIER = """
+import shutil, sys, time
+from pathlib import Path
+from openwrt_wolf import signals
+from openwrt_wolf.build import trees
+from openwrt_wolf.build.imagebuilder import ImageBuilder
+
+tree = shutil.copytree
+def slow(src, dst, **kw):  # one file copied, then stuck: SIGTERM arrives mid-tree
+    shutil.copy2(src, dst, **kw)
+    print("copying", flush=True)
+    time.sleep(600)
+shutil.copytree = lambda src, dst, **kw: tree(src, dst, copy_function=slow, **kw)
+with signals.as_interrupt():
+    trees.slot_dirs(ImageBuilder(Path(sys.argv[1])), 2)
+"""
+
+
+def test_a_termination_signal_while_a_slot_is_copied_leaves_no_work_tree(
+    tmp_path: Path,
+) -> None:
+    """build/trees.py copies the ImageBuilder into a slot under a work name; a SIGTERM halfway
+    (a CI timeout) must remove it, not only an OSError (before outputs.work, '.copying' was
+    left). The oracle: the slot root's listing after a real SIGTERM."""
+    ib = tmp_path / "ib"
+    ib.mkdir()
+    for n in ("Makefile", "a", "b"):
+        (ib / n).write_text(n)
+    env = {**os.environ, "OPENWRT_WOLF_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-c", SLOT_COPIER, str(ib)], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "copying\n"
+        (root,) = list((tmp_path / "cache" / "slots").iterdir())
+        assert [c.name for c in root.iterdir()] == ["slot-1.copying"]  # the work name, half
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    finally:
+        p.kill()
+    assert p.returncode != 0
+    assert list(root.iterdir()) == []

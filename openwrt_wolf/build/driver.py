@@ -777,7 +777,8 @@ def _measure(out: Path, dev: Device) -> tuple[list[Artifact], Artifacts, bool, l
     notes: list[str] = []
     pieces = {f"{dev.profile}-kernel.bin": "kernel", "root.squashfs": "rootfs"}
     files: list[Artifact] = []
-    for f in artifacts.output_files(out, dev.profile):
+    spec = artifacts.read_profiles_json(out)  # once, for the file list and the output
+    for f in artifacts.output_files(out, dev.profile, spec=spec):
         a = Artifact.of(f.path, pieces.get(f.path.name, f.type))
         if f.listed_sha256 is not None and f.listed_sha256 != a.sha256:
             notes.append(f"{f.path.name}: sha256 differs from OpenWrt's sha256sums")
@@ -788,7 +789,7 @@ def _measure(out: Path, dev: Device) -> tuple[list[Artifact], Artifacts, bool, l
             if p.is_file():
                 kind = "package index" if p.suffix == ".adb" or p.name == "Packages" else "package"
                 files.append(replace(Artifact.of(p, kind), name=f"packages/{p.name}"))
-    output, report = artifacts.of_build_output(out, dev)
+    output, report = artifacts.of_build_output(out, dev, spec)
     sysupgrade = next((a for a in files if a.type == "sysupgrade"), None)
     if sysupgrade is not None and report.final_size not in (None, sysupgrade.size):
         notes.append(

@@ -91,11 +91,11 @@ def slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Pa
             tmp = d.with_name(d.name + ".copying")
             shutil.rmtree(tmp, ignore_errors=True)
             try:
-                shutil.copytree(ib.top, tmp, symlinks=True)
-                (tmp / ".openwrt-wolf-slot").write_text(stamp_src)
-                outputs.publish(tmp, d)
+                with outputs.work(tmp):
+                    shutil.copytree(ib.top, tmp, symlinks=True)
+                    (tmp / ".openwrt-wolf-slot").write_text(stamp_src)
+                    outputs.publish(tmp, d)
             except OSError as e:
-                shutil.rmtree(tmp, ignore_errors=True)
                 if e.errno == 28:
                     raise download.disk_full(tmp, e) from None
                 raise

@@ -28,7 +28,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -181,6 +181,22 @@ def publish(made: Path | str, path: Path | str) -> None:
     are the OSError the caller already handles (ENOSPC, ENOTEMPTY, EXDEV)."""
     signals.check()
     os.replace(made, path)
+
+
+@contextlib.contextmanager
+def work(made: Path) -> Iterator[Path]:
+    """The work name a finished file or tree is built under before ``publish``: removed when
+    the block ends in any exception, a termination signal or Ctrl-C included (a cleanup for
+    OSError alone left ``.copying``/``.partial`` names behind), untouched once published."""
+    try:
+        yield made
+    except BaseException:
+        if made.is_dir() and not made.is_symlink():
+            shutil.rmtree(made, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                made.unlink()
+        raise
 
 
 def write_text(path: Path | str, text: str, *, inputs: Sequence[Path | str] = ()) -> None:

@@ -187,6 +187,13 @@ def load_profiles_json(pj: Path) -> ProfilesJson:
     return doc
 
 
+def read_profiles_json(outdir: Path) -> ProfilesJson | None:
+    """An output directory's profiles.json, read once by whoever measures the directory; None
+    where there is none (malta). Anything else named so (a FIFO, a loop) is read and refused."""
+    pj = outdir / "profiles.json"
+    return load_profiles_json(pj) if os.path.lexists(pj) else None
+
+
 def _from_profiles_json(outdir: Path, pj: Path, profiles: list[str] | None) -> list[Artifacts]:
     data = load_profiles_json(pj)
     out = []
@@ -219,14 +226,17 @@ def _listed_images(outdir: Path, spec: ProfileSpec) -> tuple[str, list[ImageFile
     return layout, images, notes
 
 
-def of_build_output(outdir: Path, device: Device) -> tuple[Artifacts, FitReport]:
+def of_build_output(
+    outdir: Path, device: Device, spec: ProfilesJson | None = None
+) -> tuple[Artifacts, FitReport]:
     """A build's own output directory, for the one device it built: measured once, here, for
     the build record (results/build.py keeps it; the report reads it from there). Its images
     as profiles.json lists them, else every image file there; the fit always evaluated, for
     the device the build was asked for (UNKNOWN where it has no flash: malta), and given
-    beside it too."""
-    pj = outdir / "profiles.json"
-    spec = load_profiles_json(pj) if os.path.lexists(pj) else None
+    beside it too. ``spec``: profiles.json as the caller read it (read_profiles_json), else
+    read here."""
+    if spec is None:
+        spec = read_profiles_json(outdir)
     listed = spec.profiles.get(device.profile) if spec else None
     if spec is not None and listed is not None:
         layout, images, notes = _listed_images(outdir, listed)
@@ -438,15 +448,16 @@ class OutputFile:
     listed_sha256: str | None  # what OpenWrt's sha256sums says of it, when it lists it
 
 
-def output_files(outdir: Path, profile: str, *, skip: tuple[str, ...] = ()) -> list[OutputFile]:
+def output_files(
+    outdir: Path, profile: str, *, skip: tuple[str, ...] = (), spec: ProfilesJson | None = None
+) -> list[OutputFile]:
     """Every regular file of an output directory (but ``skip``), typed by the profile's
-    images in profiles.json, with OpenWrt's sha256sums entry for it; both files are read as
-    untrusted as any other."""
-    images: dict[str, str] = {}
-    pj = outdir / "profiles.json"
-    if pj.exists():
-        prof = load_profiles_json(pj).profiles.get(profile)
-        images = {i.name: i.type for i in prof.images} if prof else {}
+    images in profiles.json (``spec`` as the caller read it, else read here), with OpenWrt's
+    sha256sums entry for it; both files are read as untrusted as any other."""
+    if spec is None:
+        spec = read_profiles_json(outdir)
+    prof = spec.profiles.get(profile) if spec else None
+    images = {i.name: i.type for i in prof.images} if prof else {}
     sums = {}
     if (outdir / "sha256sums").exists():
         sums = parse_sha256sums(untrusted.read_text(outdir / "sha256sums", "sha256sums"))

@@ -47,17 +47,17 @@ def publish(rec: BuildRecord, dest: str) -> BuildRecord:
 def _copy_all(files: list[Path], names: list[str], into: Path) -> str:
     """Copy into a temporary directory beside INTO, then rename: readers see all or nothing."""
     tmp = into.with_name(f".{into.name}.{os.getpid()}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
     try:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for f, n in zip(files, names, strict=True):
-            (tmp / n).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(f, tmp / n)
-            if n != "build.log" and file_sha256(tmp / n) != file_sha256(f):
-                raise WolfError(f"--artifacts: {tmp / n} differs from {f} after copying")
-        shutil.rmtree(into, ignore_errors=True)
-        outputs.publish(tmp, into)
+        with outputs.work(tmp):
+            for f, n in zip(files, names, strict=True):
+                (tmp / n).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, tmp / n)
+                if n != "build.log" and file_sha256(tmp / n) != file_sha256(f):
+                    raise WolfError(f"--artifacts: {tmp / n} differs from {f} after copying")
+            shutil.rmtree(into, ignore_errors=True)
+            outputs.publish(tmp, into)
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise WolfError(
             f"--artifacts {into.parent}: {e.strerror or e}",
             hint="is the shared directory writable?",

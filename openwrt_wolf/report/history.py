@@ -13,7 +13,7 @@ from ..catalogue import devices, flavours
 from ..errors import WolfError
 from ..results import memory
 from ..results.store import FileStore, Record, now_utc
-from .sizereport import cell_from_artifacts, read_builds, read_memory, variant_of
+from .sizereport import StoredMemory, cell_from_artifacts, read_builds, read_memory, variant_of
 
 SCHEMA = "openwrt-wolf/history/1"
 
@@ -48,19 +48,16 @@ class History:
         return asdict(self)
 
 
-Memory = tuple[Record, memory.MemoryResult]
-
-
-def _memory_for(build: Record, later: str | None, mems: list[Memory]) -> Memory | None:
+def _memory_for(build: Record, later: str | None, mems: list[StoredMemory]) -> StoredMemory | None:
     """The newest memory record of this build's device, flavour and release made after it and
     before the next build of the same flavour and release."""
     hits = [
-        (m, result)
-        for m, result in mems
+        m
+        for m in mems
         if m.flavour == build.flavour
-        and m.release == build.release
-        and m.created >= build.created
-        and (later is None or m.created < later)
+        and m.record.release == build.release
+        and m.record.created >= build.created
+        and (later is None or m.record.created < later)
     ]
     return hits[-1] if hits else None
 
@@ -113,8 +110,8 @@ def build(
                 headroom_blocks=c.headroom_blocks,
                 verdict=c.verdict,
                 tls_xz=c.tls_xz,
-                memfree_kb=mem[1].medians().get("MemFree") if mem else None,
-                mem_source=f"store:memory/{mem[0].key}" if mem else None,
+                memfree_kb=mem.result.medians().get("MemFree") if mem else None,
+                mem_source=f"store:memory/{mem.record.key}" if mem else None,
             )
         )
     if not points:

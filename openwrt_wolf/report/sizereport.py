@@ -357,7 +357,18 @@ def _from_dirs(specs: list[str], profiles: list[str] | None, got: _Collected) ->
         got.sources.append(str(path))
 
 
-def read_memory(records: list[Record]) -> list[tuple[Record, memory.MemoryResult]]:
+@dataclass(frozen=True)
+class StoredMemory:
+    """A memory record read whole: its envelope, its model, and the device and flavour it
+    names (a record without both is not one of a cell)."""
+
+    record: Record
+    result: memory.MemoryResult
+    device: str
+    flavour: str
+
+
+def read_memory(records: list[Record]) -> list[StoredMemory]:
     """Memory records of a device and flavour, each read whole (results/memory.py); one of the
     wrong shape is skipped with the store's one warning line naming its file and field."""
     out = []
@@ -370,20 +381,20 @@ def read_memory(records: list[Record]) -> list[tuple[Record, memory.MemoryResult
         except WolfError as e:
             skipped(e)
             continue
-        out.append((rec, m))
+        out.append(StoredMemory(rec, m, rec.device, rec.flavour))
     return out
 
 
 def _memory(store: FileStore, got: _Collected, release: str | None) -> None:
     """Memory records (kind "memory") of the release, per device, flavour and boot; newest
     wins."""
-    for rec, m in read_memory(store.query(memory.KIND, release=release)):
-        assert rec.device and rec.flavour  # read_memory keeps only those
-        cells = got.cells.setdefault(rec.device, {})
-        old = cells.get(rec.flavour) or Cell(flavour=rec.flavour, source=f"store:memory/{rec.key}")
+    for s in read_memory(store.query(memory.KIND, release=release)):
+        rec, m = s.record, s.result
+        cells = got.cells.setdefault(s.device, {})
+        old = cells.get(s.flavour) or Cell(flavour=s.flavour, source=f"store:memory/{rec.key}")
         fig = MemoryFigure(m.medians(), f"store:memory/{rec.key}", rec.created, m.target)
-        cells[rec.flavour] = dataclasses.replace(old, memory={**old.memory, m.boot_root: fig})
-        got.meta.setdefault(rec.device, (rec.release, None))
+        cells[s.flavour] = dataclasses.replace(old, memory={**old.memory, m.boot_root: fig})
+        got.meta.setdefault(s.device, (rec.release, None))
 
 
 def _footprints(store: FileStore, wanted: set[str] | None) -> list[FootprintRow]:

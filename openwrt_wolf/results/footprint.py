@@ -35,16 +35,10 @@ class Smoke:
     output: str
 
 
-@dataclass(frozen=True)
-class Component:
-    """A package built against the library that a flavour ships with it (apk, libustream, ...),
-    measured like the library: its files as installed."""
+class _Files:
+    """Bytes summed over a package's files, as installed and as xz -9e each."""
 
-    name: str  # the lab's component name, e.g. "apk"
-    package: str  # the OpenWrt package, e.g. apk-wolfssl
     files: list[LibraryFile]
-    cache_key: str
-    installed_path: str = ""  # where the package installs the (first) file, e.g. usr/bin/apk
 
     @property
     def installed(self) -> int:
@@ -53,6 +47,18 @@ class Component:
     @property
     def xz(self) -> int:
         return sum(f.xz for f in self.files)
+
+
+@dataclass(frozen=True)
+class Component(_Files):
+    """A package built against the library that a flavour ships with it (apk, libustream, ...),
+    measured like the library: its files as installed."""
+
+    name: str  # the lab's component name, e.g. "apk"
+    package: str  # the OpenWrt package, e.g. apk-wolfssl
+    files: list[LibraryFile]
+    cache_key: str
+    installed_path: str = ""  # where the package installs the (first) file, e.g. usr/bin/apk
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,19 +118,11 @@ class Footprint:
 
 
 @dataclass(frozen=True)
-class StackPart:
+class StackPart(_Files):
     component: str  # "TLS library", "libustream-ssl", "px5g", "uencrypt", "apk"
     package: str  # the OpenWrt package name of this flavour
     files: list[LibraryFile]
     note: str = ""
-
-    @property
-    def installed(self) -> int:
-        return sum(f.installed for f in self.files)
-
-    @property
-    def xz(self) -> int:
-        return sum(f.xz for f in self.files)
 
 
 @dataclass(frozen=True)

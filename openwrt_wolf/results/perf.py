@@ -9,19 +9,33 @@ from __future__ import annotations
 import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Self, cast
 
 from .. import paths
 from ..trust import untrusted
 
 CRYPTO = "perf-crypto"
 
-T = TypeVar("T")
+
+class _Kind:
+    """A record kind of the lab: its data is the dataclass as a dict, read back with every
+    field checked, nested ones too (untrusted.typed)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(cast(Any, self))
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str | None = None) -> Self:
+        return untrusted.typed(cls, d, where or f"{cls.__name__} record")
 
 
-def _from_dict(cls: type[T], d: Any, where: str | None) -> T:
-    """A record of the lab read back: every field checked, nested ones too (untrusted.typed)."""
-    return untrusted.typed(cls, d, where or f"{cls.__name__} record")
+class _NetKind(_Kind):
+    """A network test's record: `common` also spread at the top (the comparison reads
+    metrics/target/emulated there)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(cast(Any, self))
+        return {**d["common"], **d}
 
 
 @dataclass(frozen=True)
@@ -35,7 +49,7 @@ class Where:
 
 
 @dataclass(frozen=True)
-class CryptoSpeed:
+class CryptoSpeed(_Kind):
     """The library's own benchmark tool, parsed from its output.
 
     ms_per_op: operation id (data/perf/perf.toml [operations]) -> milliseconds per operation.
@@ -59,12 +73,7 @@ class CryptoSpeed:
     footprint_key: str  # the footprint lab build the tool ran against
     notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> CryptoSpeed:
-        return _from_dict(cls, d, where)
 
 
 def record_key(flavour: str, target: str, test: str) -> str:
@@ -122,7 +131,7 @@ class NetCommon:
 
 
 @dataclass(frozen=True)
-class Handshakes:
+class Handshakes(_NetKind):
     """TLS 1.3 handshakes to uhttpd (P-256 ECDSA certificate), timed by the host client from
     TCP connect to the end of its handshake; median per group."""
 
@@ -137,12 +146,7 @@ class Handshakes:
     # emulated program's and qemu's translation), ms
     server_cpu_ms: dict[str, float] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
-        return _flat(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> Handshakes:
-        return _from_dict(cls, d, where)
 
 
 @dataclass(frozen=True)
@@ -156,7 +160,7 @@ class HeapPhase:
 
 
 @dataclass(frozen=True)
-class HeapUse:
+class HeapUse(_NetKind):
     """heaptrack in uclient-fetch (one download) and uhttpd (phases between SIGUSR2 marks)."""
 
     common: NetCommon
@@ -165,16 +169,11 @@ class HeapUse:
     server: list[HeapPhase]  # uhttpd's marks, in order
     reports: dict[str, str]  # "uclient-fetch" / "uhttpd": heaptrack's raw lines
 
-    def to_dict(self) -> dict[str, Any]:
-        return _flat(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> HeapUse:
-        return _from_dict(cls, d, where)
 
 
 @dataclass(frozen=True)
-class Soak:
+class Soak(_NetKind):
     """Many HTTPS requests to uhttpd, `jobs` at a time, and many uclient-fetch downloads."""
 
     common: NetCommon
@@ -191,19 +190,14 @@ class Soak:
     client_summary: str  # the client's own count: "done ok=<n> failed=<n>"
     download_exits: dict[str, int]  # uclient-fetch exit status -> how many times
 
-    def to_dict(self) -> dict[str, Any]:
-        return _flat(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> Soak:
-        return _from_dict(cls, d, where)
 
 
 INSTRUCTIONS = "perf-instructions"
 
 
 @dataclass(frozen=True)
-class Instructions:
+class Instructions(_NetKind):
     """The guest instructions uhttpd executes under qemu-user, counted by a QEMU plugin
     (data/perf/insncount.c): per full TLS 1.3 handshake per group, and per MiB it sends per
     cipher suite. Each figure is a difference of two whole runs of the server (more
@@ -220,12 +214,7 @@ class Instructions:
     negotiated: dict[str, dict[str, str]]  # ... -> the probe's {version, group, sig, cipher}
     missing: dict[str, str]  # ... -> why there is no figure
 
-    def to_dict(self) -> dict[str, Any]:
-        return _flat(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> Instructions:
-        return _from_dict(cls, d, where)
 
 
 WIFI = "perf-wifi"
@@ -268,7 +257,7 @@ class WifiMode:
 
 
 @dataclass(frozen=True)
-class WifiConnections:
+class WifiConnections(_NetKind):
     """perf --test wifi: wpad-basic-<flavour> (hostapd + wpa_supplicant) in the Wi-Fi guest."""
 
     common: NetCommon
@@ -276,19 +265,14 @@ class WifiConnections:
     wpad: dict[str, Any]  # the build: source, patches, make options, wpad's size (x86_64)
     guest: dict[str, str]  # kernel package and release, QEMU options
 
-    def to_dict(self) -> dict[str, Any]:
-        return _flat(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> WifiConnections:
-        return _from_dict(cls, d, where)
 
 
 IMAGE = "perf-image"
 
 
 @dataclass(frozen=True)
-class ImageServer:
+class ImageServer(_Kind):
     """The image's own programs in a real OpenWrt image booted in the VM (bench/openwrt_vm.py):
     its uhttpd's memory from /proc/<pid>/status (idle, after `requests` HTTPS requests, with
     `held` TLS sessions open at once), handshakes timed by the host's Python ssl client, the
@@ -325,19 +309,7 @@ class ImageServer:
     # inflates every CPU figure (issue 35's first run)
     host_load: list[float] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
-    @classmethod
-    def from_dict(cls, d: Any, where: str | None = None) -> ImageServer:
-        return _from_dict(cls, d, where)
-
-
-def _flat(obj: Any) -> dict[str, Any]:
-    """asdict, with `common` also spread at the top (the comparison reads metrics/target/
-    emulated there)."""
-    d = asdict(obj)
-    return {**d["common"], **d}
 
 
 def metric(value: float, unit: str) -> dict[str, Any]:
