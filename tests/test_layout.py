@@ -138,3 +138,36 @@ def test_at_most_eight_loose_modules_at_the_package_root() -> None:
     """docs/conventions.md: what is not a stage lives in a folder that says what it is."""
     loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
     assert len(loose) <= 8, f"{len(loose)} loose modules at openwrt_wolf/: {loose}"
+
+
+# --- module names used twice: only those the doc explains --------------------------------
+
+TWICE = re.compile(r"^- (?P<names>(?:`\w+\.py`(?:, | \(|:))+)", re.M)
+
+
+def doubled(package: Path) -> set[str]:
+    """Module names found in more than one folder of the package."""
+    seen: dict[str, int] = {}
+    for f in package.rglob("*.py"):
+        if "__pycache__" not in f.parts:
+            seen[f.name] = seen.get(f.name, 0) + 1
+    return {n for n, count in seen.items() if count > 1}
+
+
+def explained(doc: str) -> set[str]:
+    """The names the doc's 'Module names used twice' list gives a reason for."""
+    section = doc.split("## Module names used twice", 1)[1].split("\n## ", 1)[0]
+    return {n for m in TWICE.finditer(section) for n in re.findall(r"`(\w+\.py)`", m["names"])}
+
+
+def test_a_module_name_is_used_twice_only_where_the_doc_says_why() -> None:
+    """'No two modules of one name where one would do' (issue 33): a new pair of names fails
+    here until the doc explains it, and a pair gone must leave the doc too."""
+    assert doubled(PACKAGE) == explained(DOC.read_text(encoding="utf-8"))
+
+
+def test_the_doubled_names_check_sees_a_new_pair(tmp_path: Path) -> None:
+    for f in ("a/model.py", "b/model.py", "a/one.py"):
+        (tmp_path / f).parent.mkdir(exist_ok=True)
+        (tmp_path / f).write_text("")
+    assert doubled(tmp_path) == {"model.py"}

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
 import json
 import queue
 import re
@@ -33,7 +32,7 @@ from ..files.hashing import file_sha256
 from ..firmware import artifacts
 from ..host import hosttools
 from ..patchset import series
-from ..results import store
+from ..results import key_policy, store
 from ..results.artifacts import Artifacts
 from ..results.build import KIND, Artifact, BuildRecord
 from ..trust import untrusted
@@ -368,7 +367,7 @@ def _sdk_key(sdk_id: str, names: list[str], base: sdk_mod.BaseFeed | None, opts:
     if base is not None:
         parts += [base.identity, base.patch_set, *sorted(base.wanted), repr(base.config),
                   _sources_digest(opts)]  # fmt: skip
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return key_policy.digest("\0".join(parts), 16)
 
 
 def _fill_base_sources(

@@ -17,7 +17,7 @@ from ..errors import CommandError, WolfError
 from ..files import outputs
 from ..files.locks import locked
 from ..host import upstream
-from ..results import store
+from ..results import key_policy, store
 from ..results.footprint import Component, Footprint
 from . import recipes, sources, spec
 from .sizes import strip_and_measure
@@ -61,8 +61,7 @@ def patches() -> list[Path]:
 
 
 def _key(parts: list[object]) -> str:
-    blob = json.dumps([RECIPE_VERSION, *parts], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return key_policy.digest_json([RECIPE_VERSION, *parts], 16)
 
 
 def root() -> Path:

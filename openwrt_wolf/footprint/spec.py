@@ -5,8 +5,6 @@ library + release + configuration, resolved to exact options and flags."""
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -16,6 +14,7 @@ from typing import Any
 from ..catalogue import flavours, releases
 from ..errors import WolfError
 from ..paths import DATA_DIR
+from ..results import key_policy
 from ..units import parse_size
 
 FOOTPRINT_DATA = DATA_DIR / "footprint"
@@ -197,13 +196,10 @@ class BuildSpec:
 
     def key(self, toolchain_id: str) -> str:
         """The cache key: (version, sha256, config, options, flags, toolchain, recipe)."""
-        blob = json.dumps(
-            [RECIPE_VERSION, self.library, self.version, self.source.sha256, self.config,
-             self.ecc, self.options, self.cflags, self.ldflags, self.exports, self.build,
-             self.arch.name, toolchain_id],
-            sort_keys=True,
-        )  # fmt: skip
-        return f"{self.label}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+        inputs = [RECIPE_VERSION, self.library, self.version, self.source.sha256, self.config,
+                  self.ecc, self.options, self.cflags, self.ldflags, self.exports, self.build,
+                  self.arch.name, toolchain_id]  # fmt: skip
+        return key_policy.named(self.label, key_policy.digest_json(inputs, 16))
 
 
 def compose_flags(

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from .. import paths
-from ..results import store
+from ..results import key_policy, store
 from ..results.footprint import STACK_KIND as KIND
 from ..results.footprint import Stack, StackPart
 from . import apk, lab, sizes, spec, userland
@@ -87,7 +87,7 @@ def collect(
     store.FileStore(paths.store_dir(store_dir)).put(
         store.Record(
             kind=KIND,
-            key=f"{ub.arch}-{flavour}-{ub.root.name}",
+            key=key_policy.named(ub.arch, flavour, ub.root.name),
             release=fp.release,
             device=None,
             flavour=flavour,

@@ -41,7 +41,7 @@ from ..errors import CommandError, WolfError
 from ..files import outputs
 from ..files.locks import locked
 from ..host import hosttools, upstream
-from ..results import store
+from ..results import key_policy, store
 from ..results.footprint import Footprint, LibraryFile
 from ..trust import untrusted
 from . import lab, sizes, spec, toolchain
@@ -383,21 +383,18 @@ def _key(
     flags: tuple[str, str],
 ) -> str:
     patches = {p: _sha256(PATCHES / p) for p in fv.ustream_patches}
-    blob = json.dumps(
-        [
-            RECIPE_VERSION,
-            asdict(fv),
-            arch.name,
-            tc.identity,
-            fp.cache_key,
-            {k: v.name for k, v in srcs.items()},
-            str(tree),
-            patches,
-            flags,
-        ],
-        sort_keys=True,
-    )
-    return f"{arch.name}-{fv.name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+    inputs = [
+        RECIPE_VERSION,
+        asdict(fv),
+        arch.name,
+        tc.identity,
+        fp.cache_key,
+        {k: v.name for k, v in srcs.items()},
+        str(tree),
+        patches,
+        flags,
+    ]
+    return key_policy.named(arch.name, fv.name, key_policy.digest_json(inputs, 16))
 
 
 def _sources(overrides: Mapping[str, Path] | None) -> tuple[dict[str, Path], Path]:

@@ -32,7 +32,7 @@ from ..errors import CommandError, WolfError
 from ..files import outputs
 from ..files.locks import locked
 from ..host import hosttools, upstream
-from ..results import store
+from ..results import key_policy, store
 from ..results.footprint import Footprint, LibraryFile
 from . import lab, sizes, sources, spec, toolchain, userland
 
@@ -161,9 +161,9 @@ def _ucode_stub(dest: Path) -> Path:
 def _key(flavour: str, tc: toolchain.Toolchain, fp: Footprint, src: Path, pkg: Path) -> str:
     files = sorted(p for p in pkg.rglob("*") if p.is_file())
     tree = {str(p.relative_to(pkg)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
-    blob = json.dumps([RECIPE_VERSION, flavour, data(), tc.identity, fp.cache_key,
-                       hostapd_source().sha256, src.name, tree], sort_keys=True)  # fmt: skip
-    return f"{ARCH}-{flavour}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}"
+    inputs = [RECIPE_VERSION, flavour, data(), tc.identity, fp.cache_key,
+              hostapd_source().sha256, src.name, tree]  # fmt: skip
+    return key_policy.named(ARCH, flavour, key_policy.digest_json(inputs, 16))
 
 
 def build(flavour: str, *, say: Callable[[str], None] = print, rebuild: bool = False) -> WpadBuild:

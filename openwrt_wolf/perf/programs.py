@@ -13,7 +13,6 @@ share one build."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ from ..footprint import recipes as fp_build
 from ..footprint import sources
 from ..footprint.spec import BuildSpec
 from ..footprint.toolchain import Toolchain
+from ..results import key_policy
 from ..results.footprint import Footprint
 
 RECIPE_VERSION = 1
@@ -45,8 +45,7 @@ def root() -> Path:
 
 
 def _key(*parts: object) -> str:
-    blob = json.dumps([RECIPE_VERSION, *parts], sort_keys=True, default=str)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return key_policy.digest_json([RECIPE_VERSION, *parts], 16)
 
 
 def _cpu_flags(bs: BuildSpec, tc: Toolchain) -> list[str]:

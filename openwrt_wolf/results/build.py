@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import WolfError
 from ..files.hashing import file_sha256
 from ..trust import untrusted
+from . import key_policy
 from .artifacts import Artifacts, ImageFile, PackageFile
 from .fit_report import FitReport
 
@@ -66,8 +67,7 @@ class BuildRequest:
         for optional in ("tree", "sources", "files", "variant"):
             if not d[optional]:
                 del d[optional]  # requests without them hash as before these fields
-        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return key_policy.digest_json(d, 32, compact=True)
 
     @classmethod
     def from_dict(cls, d: Any, where: str = "build request") -> BuildRequest:

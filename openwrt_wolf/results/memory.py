@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..trust import untrusted
+from . import key_policy
 
 KIND = "memory"
 SHOWN = ("MemTotal", "MemFree", "MemAvailable")  # the fields the size report shows
@@ -105,5 +106,4 @@ def record_key(result: MemoryResult, device: str | None, flavour: str | None) ->
     else:
         rootfs = result.rootfs_sha256 or result.rootfs  # older records: the path
         what = f"{result.image_sha256} {rootfs} {result.qemu_memory_mb}"
-    h = hashlib.sha256(f"{what} {result.idle_s}".encode()).hexdigest()[:12]
-    return "-".join(p for p in ("memory", device, flavour, h) if p)
+    return key_policy.named("memory", device, flavour, key_policy.digest(f"{what} {result.idle_s}", 12))

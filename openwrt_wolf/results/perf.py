@@ -13,6 +13,7 @@ from typing import Any, Self, cast
 
 from .. import paths
 from ..trust import untrusted
+from . import key_policy
 
 CRYPTO = "perf-crypto"
 
@@ -77,7 +78,7 @@ class CryptoSpeed(_Kind):
 
 
 def record_key(flavour: str, target: str, test: str) -> str:
-    return f"{flavour}-{target}-{test}"
+    return key_policy.named(flavour, target, test)
 
 
 LAB_ARCH = "mips_24kc"  # the lab's own architecture: the reference's routers (ath79)

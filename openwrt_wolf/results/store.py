@@ -21,10 +21,11 @@ from ..files import outputs
 from ..errors import WolfError
 from ..files.outputs import WriteError as WriteError  # callers catch store.WriteError
 from ..trust import untrusted
+from . import key_policy
 
 SCHEMA_VERSION = 1
 write_atomic = outputs.write_text  # the one writer (outputs.py), by the name callers use
-_KEY = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+_KEY = key_policy.KEY  # the one key policy (results/key_policy.py)
 HISTORY = ".history"  # <kind>/.history/<key>/<created>.json: replaced records
 log = logging.getLogger("openwrt_wolf.store")
 

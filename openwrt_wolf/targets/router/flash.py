@@ -29,6 +29,7 @@ from ... import term
 from ...catalogue import devices
 from ...catalogue.releases import parse_openwrt_release
 from ...errors import WolfError
+from ...results import key_policy
 from ...results.flash import KIND, FlashResult, StateLog
 from ...results.store import FileStore, Record, now_utc
 from . import hostkeys, installed, ssh, sysupgrade
@@ -530,7 +531,7 @@ class Flasher:
 def store_result(store: FileStore, device: devices.Device, result: FlashResult) -> Path:
     host = re.sub(r"[^A-Za-z0-9.-]", "-", result.host)
     stamp = now_utc().replace(":", "").replace("-", "")
-    key = f"{device.profile}-{host}-{result.port}-{stamp}"
+    key = key_policy.named(device.profile, host, str(result.port), stamp)
     return store.put(
         Record(
             kind=KIND,
