@@ -18,6 +18,7 @@ from elftools.common.exceptions import ELFError
 from .. import paths
 from ..catalogue.flavours import names as flavour_names
 from ..errors import WolfError
+from ..files import elf
 from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain, userland
 from ..host import hosttools
@@ -40,7 +41,6 @@ from ..results.perf import (
     record_key,
 )
 from ..targets.router.login import Login
-from ..targets.vm.wifiguest import elf_needs
 from . import (
     cpu_crypto,
     crypto,
@@ -334,10 +334,10 @@ def _cpu_crypto_note(req: Request, flavour: str) -> str | None:
     return f"ARMv8 crypto extensions: {req.cpu_crypto} (--cpu-crypto{': ' + how if how else ''})"
 
 
-def _needed(elf: Path) -> list[str]:
+def _needed(elf_file: Path) -> list[str]:
     """The DT_NEEDED entries of a file (none when it is not an ELF file)."""
     try:
-        return elf_needs(elf)[1]
+        return elf.needs(elf_file)[1]
     except ELFError:
         return []
 

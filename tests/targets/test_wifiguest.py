@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.errors import WolfError
+from openwrt_wolf.files import elf
 from openwrt_wolf.host import debian
 from openwrt_wolf.targets.vm import qemu, wifiguest
 from openwrt_wolf.targets.vm.kernel import inspect_bzimage, inspect_kernel
@@ -97,7 +98,7 @@ def test_partial_unpack_matches_dpkg_deb(tmp_path: Path) -> None:
 def test_needed_libraries_match_readelf() -> None:
     need_tools("readelf")
     exe = Path("/bin/ls").resolve()
-    interp, needed = wifiguest.elf_needs(exe)
+    interp, needed = elf.needs(exe)
     out = subprocess.run(["readelf", "-d", "-l", str(exe)], capture_output=True, text=True,
                          check=True).stdout  # fmt: skip
     assert needed == re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)

@@ -21,12 +21,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from elftools.elf.segments import InterpSegment
 
 from ... import paths, proc
 from ...errors import WolfError
+from ...files import elf
 from ...files.locks import locked
 from ...host import debian
 from .initramfs import Archive, init_script
@@ -146,24 +145,6 @@ def load_order(modules: Path, roots: list[str]) -> list[Path]:
     return order
 
 
-def elf_needs(path: Path) -> tuple[str | None, list[str]]:
-    """(PT_INTERP, DT_NEEDED) of an ELF file."""
-    with path.open("rb") as fh:
-        elf = ELFFile(fh)
-        interp = None
-        for seg in elf.iter_segments():
-            if isinstance(seg, InterpSegment):
-                interp = seg.get_interp_name()
-        needed = [
-            str(t.needed)  # type: ignore[attr-defined]  # pyelftools sets it per DT_NEEDED
-            for sec in elf.iter_sections()
-            if isinstance(sec, DynamicSection)
-            for t in sec.iter_tags()
-            if t.entry.d_tag == "DT_NEEDED"
-        ]
-    return interp, needed
-
-
 def _system_lib(gcc: str, name: str) -> Path:
     out = proc.run([gcc, f"-print-file-name={name}"], timeout=30).output.strip()
     if out == name or not Path(out).is_file():
@@ -184,7 +165,7 @@ class _Libraries:
         guest whole) when there, else the system's, into /lib (the loader's own path)."""
         todo = [program]
         while todo:
-            interp, needed = elf_needs(todo.pop())
+            interp, needed = elf.needs(todo.pop())
             if interp and interp not in self.found:
                 self.found[interp] = Path(interp).resolve()
             for name in needed:
