@@ -28,7 +28,6 @@ from openwrt_wolf.footprint import lab as fp_lab
 from openwrt_wolf.footprint import spec, toolchain, userland
 from openwrt_wolf.host import hosttools
 from openwrt_wolf.perf import crypto, handshake, net, netlab, open_place, programs
-from openwrt_wolf.perf.runner import QemuRunner
 
 ARCH = "mips_24kc"
 VERSION = "5.9.2"  # the lab's wolfSSL (25.12.5's 5.9.1 is not in Debian)
@@ -83,9 +82,9 @@ def main() -> None:
         for r in range(args.rounds):
             for name, ub in builds.items():
                 flavour = name.split()[0]
+                at = dataclasses.replace(place, workdir=work / f"r{r}-{len(cpu[name])}-{flavour}")
                 lab = netlab.NetLab(
-                    flavour=flavour, ub=ub, heaptrack=shim,
-                    runner=QemuRunner(place.qemu, work / f"r{r}-{len(cpu[name])}-{flavour}"),
+                    flavour=flavour, ub=ub, heaptrack=shim, place=at,
                     probe=probe, pki=pki, conf=sizes, quick=False, clock="wall",
                     say=lambda s: None,
                 )  # fmt: skip

@@ -39,8 +39,8 @@ from .. import proc
 from ..errors import WolfError
 from ..footprint import pki, userland
 from .net import relay, s_server_session
+from .ports import free_port, wait_listening
 from .programs import data_file
-from .runner import free_port, wait_listening
 
 log = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ def measure(lab: NetLab) -> Handshakes:
     with lab.uhttpd() as (served, port):
         for group in lab.conf["groups"]:
             pr = lab.probe if group in HOST_LACKS else None
-            witness = net.s_client_brief(lab.runner.address, port, lab.pki.ca, group, pr)
+            witness = net.s_client_brief(lab.place.address, port, lab.pki.ca, group, pr)
             sessions[group] = witness
             warm = lab.probe_run(port, group=group, handshake_only=True)
             if warm.failed or not witness_ok(witness, group):

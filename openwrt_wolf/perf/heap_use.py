@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from ..errors import WolfError
@@ -25,17 +26,17 @@ def phase(name: str, requests: int, r: heap.HeapReport, prev: heap.HeapReport) -
 
 
 def _download(lab: NetLab) -> tuple[HeapPhase, str]:
-    scratch = lab.runner.scratch(f"{lab.flavour}-download")
-    heap_out, out = scratch / "heap-uclient-fetch.txt", scratch / "download"
+    scratch = lab.place.scratch(f"{lab.flavour}-download")
+    heap_out, out = f"{scratch}/heap-uclient-fetch.txt", f"{scratch}/download"
     with net.download_server(lab.pki) as port:
         url = f"https://localhost:{port}/{net.DOWNLOAD}"
         rc, text = lab.fetch(url, out, heap_out)
     size = (lab.pki.www / "download").stat().st_size
-    got = out.stat().st_size if out.exists() else -1
+    got = Path(out).stat().st_size if Path(out).exists() else -1  # the place's files are ours
     if rc != 0 or got != size:
         raise WolfError(f"uclient-fetch ({lab.flavour}) download failed: exit {rc}, "
                         f"{got} of {size} bytes: {text[-300:]}")  # fmt: skip
-    raw = lab.runner.read(heap_out)
+    raw = lab.place.read(heap_out)
     ends = [r for r in heap.parse(raw) if r.event == "exit"]
     if not ends:
         raise WolfError(f"uclient-fetch wrote no heap report to {heap_out}")
@@ -69,24 +70,24 @@ def measure(lab: NetLab) -> HeapUse:
     n, conc, settle = int(lab.conf["requests"]), int(lab.conf["concurrent"]), lab.conf["settle"]
     lab.say(f"perf: {lab.flavour}: memory: uclient-fetch download")
     download, fetch_raw = _download(lab)
-    heap_out = lab.runner.scratch(f"{lab.flavour}-uhttpd") / "heap-uhttpd.txt"
-    heap_out.unlink(missing_ok=True)
+    heap_out = f"{lab.place.scratch(f'{lab.flavour}-uhttpd')}/heap-uhttpd.txt"
+    Path(heap_out).unlink(missing_ok=True)
     phases = []
     lab.say(f"perf: {lab.flavour}: memory: uhttpd, {n}, {2 * n} and {conc} concurrent requests")
     with lab.uhttpd(heap_out) as (served, port):
         _requests(lab, port, 1)  # warm-up: first-use allocations are not per request
-        m0 = mark(served, heap_out, lab.runner, settle)
+        m0 = mark(served, heap_out, lab.place, settle)
         phases.append(HeapPhase("before", 0, m0.live, m0.peak, m0.allocs, m0.frees))
         _requests(lab, port, n)
-        m1 = mark(served, heap_out, lab.runner, settle)
+        m1 = mark(served, heap_out, lab.place, settle)
         phases.append(phase("requests", n, m1, m0))
         _requests(lab, port, 2 * n)
-        m2 = mark(served, heap_out, lab.runner, settle)
+        m2 = mark(served, heap_out, lab.place, settle)
         phases.append(phase("double", 2 * n, m2, m1))
         _requests(lab, port, conc, jobs=conc, barrier=True)
-        m3 = mark(served, heap_out, lab.runner, settle)
+        m3 = mark(served, heap_out, lab.place, settle)
         phases.append(phase("concurrent", conc, m3, m2))
-    raw = lab.runner.read(heap_out)
+    raw = lab.place.read(heap_out)
     metrics = memory_metrics(download, phases)
     for name, m in metrics.items():
         lab.say(f"perf: {lab.flavour}: {name} = {m['value']:,} {m['unit']}")

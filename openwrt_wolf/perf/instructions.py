@@ -29,8 +29,8 @@ from ..results.perf import Instructions, metric
 from . import net, programs
 from .handshake import PROBE_GROUP
 from .netlab import NetLab
+from .place import QemuPlace
 from .qemu_user import QemuUser
-from .runner import QemuRunner
 
 PLUGIN = "insncount"
 GROUPS = ("x25519", "p256")
@@ -87,7 +87,7 @@ def read_count(path: Path) -> int:
 @dataclasses.dataclass
 class _Counter:
     lab: NetLab
-    qemu: QemuUser  # the counting qemu, without its plugin argument yet
+    place: QemuPlace  # the counting qemu's, without its plugin argument yet
     plugin: Path
     workdir: Path
     runs: int = 0
@@ -96,8 +96,9 @@ class _Counter:
         """One whole run of uhttpd under the plugin: (its instructions, what the probe saw)."""
         self.runs += 1
         out = self.workdir / f"count-{self.runs}"
-        q = dataclasses.replace(self.qemu, plugin=f"{self.plugin},out={out}")
-        lab = dataclasses.replace(self.lab, runner=QemuRunner(q, self.workdir / f"run-{self.runs}"))
+        q = dataclasses.replace(self.place.qemu, plugin=f"{self.plugin},out={out}")
+        at = dataclasses.replace(self.place, qemu=q, workdir=self.workdir / f"run-{self.runs}")
+        lab = dataclasses.replace(self.lab, place=at)
         with lab.uhttpd() as (_served, port):
             run = action(lab, port)
         return read_count(out), run
@@ -119,15 +120,17 @@ def _checked(run: net.ProbeRun, n: int, group: str, suite: str | None, body: int
 
 
 def measure(lab: NetLab) -> Instructions:
-    if not isinstance(lab.runner, QemuRunner):
+    if not isinstance(lab.place, QemuPlace):  # its qemu, which the plugin goes into
         raise WolfError("--test instructions runs on --target qemu only (a QEMU plugin counts)")
     start = time.monotonic()
     more = FEW + int(lab.conf["handshakes"])
     body = int(lab.conf["download_bytes"])
     downloads = int(lab.conf["instruction_downloads"])
-    qemu = counting_qemu(lab.runner.qemu)
-    said = dataclasses.replace(lab, runner=QemuRunner(qemu, lab.runner.workdir))  # its `where`
-    counter = _Counter(lab, qemu, plugin(), lab.runner.scratch("instructions"))
+    workdir = Path(lab.place.scratch("instructions"))
+    counting = dataclasses.replace(lab.place, qemu=counting_qemu(lab.place.qemu), workdir=workdir)
+    lab = dataclasses.replace(lab, place=counting)  # the record names the counting qemu
+    counter = _Counter(lab, counting, plugin(), workdir)
+    qemu = counting.qemu
     per_handshake: dict[str, int] = {}
     per_mib: dict[str, int] = {}
     counts: dict[str, list[int]] = {}
@@ -175,7 +178,7 @@ def measure(lab: NetLab) -> Instructions:
     metrics = {f"insns_handshake_{g}": metric(v, "instructions") for g, v in per_handshake.items()}
     metrics |= {f"insns_per_mib_{s}": metric(v, "instructions") for s, v in per_mib.items()}
     return Instructions(
-        common=said.common(metrics, time.monotonic() - start),
+        common=lab.common(metrics, time.monotonic() - start),
         counter=f"data/perf/{PLUGIN}.c (QEMU TCG plugin), {Path(qemu.qemu).name} {qemu.version} "
         f"-cpu {qemu.cpu}",
         per_handshake=per_handshake, per_mib=per_mib, counts=counts, spans=spans,

@@ -58,8 +58,7 @@ from . import (
     wifi,
     wifi_image,
 )
-from .place import Place, QemuPlace
-from .runner import QemuRunner
+from .place import Place
 
 FLAVOURS = tuple(flavour_names())  # the catalogue's (data/flavours.toml)
 TARGETS = ("qemu", "router", "vm")
@@ -72,7 +71,11 @@ NET_TESTS: dict[str, tuple[str, NetTest]] = {
     "soak": (SOAK, soak.measure),
     "instructions": (INSTRUCTIONS, instructions.measure),
 }
-NET_TARGETS = ("qemu",)  # where uhttpd/uclient-fetch run today (perf/runner.py)
+# Where the network tests run: where they have been measured. Every place can serve, signal
+# and read (perf/place.py), but the tests hand the host's paths to the programs and check
+# the host's files (netlab.py): uploading them to a router or VM, and measuring there, is a
+# change of its own.
+NET_TARGETS = ("qemu",)
 WIFI_TARGETS = ("vm",)  # the x86_64 guest with mac80211_hwsim radios (perf/wifi.py)
 Result = CryptoSpeed | Handshakes | HeapUse | Soak | Instructions | WifiConnections
 
@@ -219,7 +222,11 @@ def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
         else:
             open_place.check_libc(remote, tc)
             place = remote
-        return _run_all(dataclasses.replace(req, arch=arch_name), place, tc, conf, say)
+        try:
+            return _run_all(dataclasses.replace(req, arch=arch_name), place, tc, conf, say)
+        finally:
+            if remote is None:  # the router's or VM's is closed by opened()
+                place.close()
 
 
 def _run_all(
@@ -244,8 +251,8 @@ def _run_all(
             say(f"perf: {flavour}: library {bs.label} (footprint lab, {req.arch})")
             if "crypto" in req.tests:
                 results.append(_crypto(req, flavour, bs, tc, fp_req, place, conf, st, say))
-            if pki is not None and probe is not None and isinstance(place, QemuPlace):
-                results += _net(req, flavour, bs, tc, place, conf, st, say, work, pki, probe)
+            if pki is not None and probe is not None and place.target in NET_TARGETS:
+                results += _net(req, flavour, bs, tc, place, conf, st, say, pki, probe)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return results
@@ -284,9 +291,9 @@ def _crypto(
 
 
 def _net(
-    req: Request, flavour: str, bs: spec.BuildSpec, tc: toolchain.Toolchain, place: QemuPlace,
-    conf: dict[str, Any], st: store.FileStore, say: Callable[[str], None], work: Path,
-    pki: net.Pki, probe: net.Probe,
+    req: Request, flavour: str, bs: spec.BuildSpec, tc: toolchain.Toolchain, place: Place,
+    conf: dict[str, Any], st: store.FileStore, say: Callable[[str], None], pki: net.Pki,
+    probe: net.Probe,
 ) -> list[Result]:  # fmt: skip
     """Handshakes, heap and soak with the flavour's uhttpd and uclient-fetch on the target."""
     results: list[Result] = []
@@ -300,7 +307,7 @@ def _net(
             f"({ub.library.config}), not --wolfssl-config/--ecc")  # fmt: skip
     lab = netlab.NetLab(
         flavour=flavour, ub=ub, heaptrack=programs.shim("heaptrack", bs, tc),
-        runner=QemuRunner(place.qemu, work / flavour), probe=probe, pki=pki,
+        place=place, probe=probe, pki=pki,
         conf=netlab.sizes(conf["net"], req.quick), quick=req.quick, clock="wall", say=say,
         extra_env=cpu_crypto.env(flavour, req.cpu_crypto),
     )  # fmt: skip

@@ -22,7 +22,7 @@ from ..footprint import lab as fp_lab
 from ..footprint import spec, toolchain
 from . import programs
 from .crypto import settings
-from .runner import free_port, wait_listening
+from .ports import free_port, wait_listening
 
 TIMEOUT = 120.0
 HOST_OPENSSL = ("openssl", "openwrt")  # the probe's library: footprint lab, x86_64

@@ -1,6 +1,10 @@
 """What the network tests (handshake, memory, soak) share: the flavour's userland (uhttpd,
 uclient-fetch: footprint/userland.py), the heaptrack shim for the target, the host's client,
-the certificates, and the runner of the target."""
+the certificates, and the place the programs run at (perf/place.py).
+
+Paths are the place's: those of this machine's files (the userland, the certificates) are
+given as they are, so the tests run where the place's files are the host's, qemu-user
+(lab.NET_TARGETS)."""
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ from ..errors import WolfError
 from ..footprint import userland
 from ..results.perf import NetCommon
 from . import heap, net
-from .runner import Runner, Served, free_port
+from .place import Place, Served
+from .ports import free_port
 
 
 @dataclass(frozen=True)
@@ -23,7 +28,7 @@ class NetLab:
     flavour: str
     ub: userland.UserlandBuild
     heaptrack: Path  # the shim for the target (programs.shim("heaptrack", ...))
-    runner: Runner
+    place: Place
     probe: net.Probe
     pki: net.Pki
     conf: dict[str, Any]  # perf.toml [net] with the run's size ([net.full] or [net.quick])
@@ -32,34 +37,35 @@ class NetLab:
     say: Callable[[str], None]
     extra_env: dict[str, str] = field(default_factory=dict)  # e.g. OPENSSL_armcap (cpu_crypto)
 
-    def env(self, heap_out: Path | None = None) -> dict[str, str]:
+    def env(self, heap_out: str | None = None) -> dict[str, str]:
         env = dict(self.ub.env()) | self.extra_env
         if heap_out is not None:
-            env |= {"LD_PRELOAD": str(self.heaptrack), heap.ENV_OUT: str(heap_out)}
+            env |= {"LD_PRELOAD": str(self.heaptrack), heap.ENV_OUT: heap_out}
         return env
 
     @contextlib.contextmanager
-    def uhttpd(self, heap_out: Path | None = None) -> Iterator[tuple[Served, int]]:
+    def uhttpd(self, heap_out: str | None = None) -> Iterator[tuple[Served, int]]:
         """uhttpd serving pki.www over HTTPS with the P-256 certificate; (server, port)."""
         port = free_port()
-        args = ["-f", "-h", str(self.pki.www), "-s", f"{self.runner.address}:{port}",
+        args = ["-f", "-h", str(self.pki.www), "-s", f"{self.place.address}:{port}",
                 "-C", str(self.pki.cert), "-K", str(self.pki.key)]  # fmt: skip
-        with self.runner.serve(self.ub.uhttpd, args, self.env(heap_out), port,
+        with self.place.serve(str(self.ub.uhttpd), args, self.env(heap_out), port,
                                float(self.conf["start_timeout"])) as served:  # fmt: skip
             yield served, port
 
     def probe_run(self, port: int, **kw: Any) -> net.ProbeRun:
-        return net.run_probe(self.probe, self.runner.address, port, self.pki.ca, **kw)
+        return net.run_probe(self.probe, self.place.address, port, self.pki.ca, **kw)
 
-    def fetch(self, url: str, out: Path, heap_out: Path | None = None) -> tuple[int, str]:
+    def fetch(self, url: str, out: str, heap_out: str | None = None) -> tuple[int, str]:
         """uclient-fetch on the target: (exit status, what it printed)."""
-        args = ["--ca-certificate", str(self.pki.ca), "-O", str(out), url]
-        r = self.runner.run(self.ub.uclient_fetch, args, self.env(heap_out), timeout=net.TIMEOUT)
-        return r.returncode, r.output
+        args = ["--ca-certificate", str(self.pki.ca), "-O", out, url]
+        r = self.place.run(str(self.ub.uclient_fetch), args, self.env(heap_out),
+                           timeout=net.TIMEOUT, check=False)  # fmt: skip
+        return r.status, r.output
 
     def common(self, metrics: dict[str, dict[str, Any]], seconds: float) -> NetCommon:
         lib = self.ub.library
-        w = self.runner.where(self.clock)
+        w = self.place.where(self.clock)
         return NetCommon(
             flavour=self.flavour, library=f"{lib.title} {lib.version} {lib.config}"
             f"{' ' + lib.ecc if lib.ecc else ''}", backend=self.ub.backend,
@@ -70,14 +76,14 @@ class NetLab:
         )  # fmt: skip
 
 
-def mark(served: Served, heap_out: Path, runner: Runner, settle: float) -> heap.HeapReport:
+def mark(served: Served, heap_out: str, place: Place, settle: float) -> heap.HeapReport:
     """Let the server finish with its connections, SIGUSR2 it, return its new mark."""
     time.sleep(settle)
-    before = len([r for r in heap.parse(runner.read(heap_out)) if r.event == "mark"])
+    before = len([r for r in heap.parse(place.read(heap_out)) if r.event == "mark"])
     served.signal(heap.SIGNAL)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        marks = [r for r in heap.parse(runner.read(heap_out)) if r.event == "mark"]
+        marks = [r for r in heap.parse(place.read(heap_out)) if r.event == "mark"]
         if len(marks) > before:
             return marks[-1]
         time.sleep(0.05)

@@ -102,7 +102,7 @@ def opened(
             ssh.close()
         return
     if target == "vm":
-        from ..targets.vm.machine import VM
+        from ..targets.vm.machine import VM, lan_host
         from ..targets.vm.qemu import spec_for
 
         if login is not None:
@@ -116,7 +116,8 @@ def opened(
             say(f"perf: booting {Path(vm.image).name} in QEMU")
             machine.boot("shell")
             # servers in the guest are reached through QEMU's port forwarding, not an address
-            place = TargetPlace(machine, label="vm", emulated=True, address="")
+            place = TargetPlace(machine, label="vm", emulated=True, address="",
+                                host_address=lan_host(spec.kernel) or "")  # fmt: skip
             _said(place, say)
             try:
                 yield place

@@ -1,13 +1,16 @@
 """Where the lab's programs run: one ``Place`` interface for qemu-user on this machine
 (``QemuPlace``), and a router over SSH or the malta VM (``TargetPlace``, over the
-targets.target.Target both implement).
+targets.target.Target both implement). The benchmark tools, the Wi-Fi test and the network
+tests (handshake, memory, soak: perf/netlab.py) all run through it.
 
-A place runs a program and returns its output, starts and stops a server, says the address the
-host reaches servers at, takes uploads (``put``: the path the program sees there) and removes
-them all again in ``close()`` (also after a failure or Ctrl-C), and labels its figures
-(``where``). A program on a Target runs in the background of the remote shell with its pid in
-a file of the upload directory, so a timeout, a dropped connection or Ctrl-C can still end it:
-``close()`` kills what is left before it removes the directory."""
+A place runs a program and returns its output (or its exit status: ``check=False``), starts and
+stops a server, serves one until it listens (``serve``: signal it, its output, its CPU time),
+reads the files programs wrote in its ``scratch`` directories, says the addresses each side
+reaches the other at, takes uploads (``put``: the path the program sees there) and removes them
+all again in ``close()`` (also after a failure or Ctrl-C), and labels its figures (``where``).
+A program on a Target runs in the background of the remote shell with its pid in a file of the
+upload directory, so a timeout, a dropped connection or Ctrl-C can still end it: ``close()``
+kills what is left before it removes the directory."""
 
 from __future__ import annotations
 
@@ -15,8 +18,13 @@ import contextlib
 import logging
 import os
 import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -25,6 +33,8 @@ from .. import proc
 from ..errors import CommandError, WolfError
 from ..results.perf import Where
 from ..targets.target import Target
+from .cputime import proc_cpu_seconds, process_cpu_clock
+from .ports import listening, wait_listening
 from .qemu_user import QemuUser
 
 log = logging.getLogger("openwrt_wolf.perf.place")
@@ -36,6 +46,7 @@ STOP_WAIT = 10.0  # seconds a server gets to end after SIGTERM before SIGKILL
 class Ran:
     command: str  # the line that reproduces the run (host argv or the remote shell command)
     output: str  # stdout and stderr together
+    status: int = 0  # its exit status (not 0 only with check=False)
 
 
 @dataclass
@@ -50,9 +61,24 @@ class Server:
     stopped: bool = False
 
 
+class Served(Protocol):
+    """A server a place serves (``Place.serve``)."""
+
+    def signal(self, sig: signal.Signals) -> None:
+        """Send it sig; WolfError when it has exited."""
+        ...
+
+    def output(self) -> str: ...
+
+    def cpu_seconds(self) -> float:
+        """CPU time it has used so far, in seconds (its CPU clock, else /proc ticks)."""
+        ...
+
+
 class Place(Protocol):
     target: str  # qemu | router | vm
     address: str  # where the host reaches a server the place runs
+    host_address: str  # where the place's programs reach the host's servers ("" unknown)
 
     def where(self, clock: str) -> Where: ...
 
@@ -74,14 +100,30 @@ class Place(Protocol):
 
     def run(
         self, program: str, args: list[str], env: dict[str, str], *, timeout: float,
-        on_line: OnLine | None = None,
+        on_line: OnLine | None = None, check: bool = True,
     ) -> Ran:  # fmt: skip
-        """Run and wait; CommandError on a non-zero exit or a timeout (the program is ended)."""
+        """Run and wait; CommandError on a timeout (the program is ended), and on a non-zero
+        exit unless ``check`` is False (then the caller judges ``status``)."""
         ...
 
     def spawn(self, program: str, args: list[str], env: dict[str, str]) -> Server: ...
 
     def stop(self, server: Server) -> None: ...
+
+    def serve(
+        self, program: str, args: list[str], env: dict[str, str], port: int, timeout: float
+    ) -> contextlib.AbstractContextManager[Served]:
+        """Start it, wait until it listens on port (at ``address``); stopped (SIGTERM, then
+        SIGKILL) on exit. WolfError when it exits first or nothing listens in time."""
+        ...
+
+    def read(self, path: str) -> str:
+        """A file there as text ("" when there is none)."""
+        ...
+
+    def scratch(self, name: str) -> str:
+        """A directory there for files the programs write (made if need be); its path there."""
+        ...
 
     def close(self) -> None:
         """Stop every server and remove every upload."""
@@ -91,14 +133,51 @@ class Place(Protocol):
 # -- qemu-user on this machine ------------------------------------------------------------------
 
 
+def _name_ok(name: str) -> str:
+    """A scratch directory's name: one path component of ours."""
+    if not name or "/" in name or name in (".", ".."):
+        raise WolfError(f"{name!r} is not a scratch directory's name")
+    return name
+
+
+@dataclass
+class _QemuServed:
+    popen: subprocess.Popen[bytes]
+    logfile: Path
+    fine: bool | None = None  # the CPU clock is readable (decided at the first reading)
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.popen.poll() is not None:
+            raise WolfError(f"the server exited ({self.popen.returncode}): {self.output()[-500:]}")
+        os.kill(self.popen.pid, sig)  # qemu-user forwards it to the emulated program
+
+    def output(self) -> str:
+        return self.logfile.read_text(errors="replace") if self.logfile.exists() else ""
+
+    def cpu_seconds(self) -> float:
+        """The qemu process's: the emulated program's CPU time and qemu's translation."""
+        fine = process_cpu_clock(self.popen.pid) if self.fine is not False else None
+        if self.fine is None:  # decided once: the deltas of one run are read on one clock
+            self.fine = fine is not None
+        if fine is not None:
+            return fine
+        return proc_cpu_seconds(Path(f"/proc/{self.popen.pid}/stat").read_text())
+
+
 @dataclass
 class QemuPlace:
-    """qemu-user: programs are host processes under the emulator, files stay where they are."""
+    """qemu-user: programs are host processes under the emulator, files stay where they are,
+    servers are reached on 127.0.0.1 and a signal to the qemu process reaches the program."""
 
     qemu: QemuUser
+    # scratch directories and server logs; None: a temporary one, removed by close()
+    workdir: Path | None = None
     target: str = "qemu"
     address: str = "127.0.0.1"
-    servers: list[Server] = field(default_factory=list)
+    host_address: str = "127.0.0.1"
+    # not an argument: dataclasses.replace(place, qemu=...) is a place of its own
+    servers: list[Server] = field(default_factory=list, init=False, repr=False)
+    _own: Path | None = field(default=None, init=False, repr=False)
 
     def where(self, clock: str) -> Where:
         return self.qemu.where(clock)
@@ -117,18 +196,23 @@ class QemuPlace:
 
     def run(
         self, program: str, args: list[str], env: dict[str, str], *, timeout: float,
-        on_line: OnLine | None = None,
+        on_line: OnLine | None = None, check: bool = True,
     ) -> Ran:  # fmt: skip
         argv = self.qemu.argv(program, args, env)
-        out = proc.run(argv, timeout=timeout, on_line=on_line).output
-        return Ran(proc.command_line(argv), out)
+        r = proc.run(argv, timeout=timeout, on_line=on_line, check=check)
+        return Ran(proc.command_line(argv), r.output, r.returncode)
 
-    def spawn(self, program: str, args: list[str], env: dict[str, str]) -> Server:
+    def _spawn(
+        self, program: str, args: list[str], env: dict[str, str], output: Path | None = None
+    ) -> Server:
         argv = self.qemu.argv(program, args, env)
-        p = proc.spawn(argv, grace=STOP_WAIT)
-        s = Server(Path(program).name, p.line, process=p)
+        p = proc.spawn(argv, output=output, grace=STOP_WAIT)
+        s = Server(Path(program).name, p.line, process=p, logfile=str(output or ""))
         self.servers.append(s)
         return s
+
+    def spawn(self, program: str, args: list[str], env: dict[str, str]) -> Server:
+        return self._spawn(program, args, env)
 
     def stop(self, server: Server) -> None:
         if server.process is None or server.stopped:
@@ -136,9 +220,38 @@ class QemuPlace:
         server.process.stop()
         server.stopped = True
 
+    @contextlib.contextmanager
+    def serve(
+        self, program: str, args: list[str], env: dict[str, str], port: int, timeout: float
+    ) -> Iterator[Served]:
+        logfile = Path(self.scratch("servers")) / f"server-{port}.log"
+        s = self._spawn(program, args, env, logfile)
+        assert s.process is not None
+        try:
+            # the stop's SIGTERM: uhttpd ends its loop and exits (heap "exit")
+            wait_listening(self.address, port, timeout, s.process)
+            yield _QemuServed(s.process.popen, logfile)
+        finally:
+            self.stop(s)
+
+    def read(self, path: str) -> str:
+        f = Path(path)
+        return f.read_text(errors="replace") if f.exists() else ""
+
+    def scratch(self, name: str) -> str:
+        root = self.workdir or self._own
+        if root is None:
+            root = self._own = Path(tempfile.mkdtemp(prefix="wolf-perf-qemu-"))
+        d = root / _name_ok(name)
+        d.mkdir(parents=True, exist_ok=True)
+        return str(d)
+
     def close(self) -> None:
         for s in self.servers:
             self.stop(s)
+        if self._own is not None:
+            shutil.rmtree(self._own, ignore_errors=True)
+            self._own = None
 
 
 # -- a router or the VM, through the Target interface ------------------------------------------
@@ -153,12 +266,14 @@ class Platform:
     libc: str  # musl | glibc | unknown
     loader: str  # the dynamic loader found, e.g. /lib/ld-musl-mips-sf.so.1
     model: str  # /tmp/sysinfo/model (OpenWrt's board name), else the host name
+    client: str = ""  # the SSH client's address there (SSH_CLIENT): the host, as seen there
 
 
 _PROBE = (
     "uname -m; uname -n; "
     "echo loaders: $(ls /lib/ld-musl-* /lib/ld-linux* /lib64/ld-linux* /lib/ld.so.1 2>/dev/null); "
     "echo model: $(cat /tmp/sysinfo/model 2>/dev/null); "
+    "echo client: ${SSH_CLIENT%% *}; "
     # the first 6 bytes of an ELF file, the 6th is EI_DATA (1 little, 2 big); OpenWrt's
     # busybox has hexdump but no od (package/utils/busybox/Config-defaults.in), Debian od
     "echo elf: $( (hexdump -n 6 -e '6/1 \" %u\"' /bin/sh || od -An -N6 -tu1 /bin/sh) 2>/dev/null)"
@@ -177,7 +292,8 @@ def parse_probe(text: str) -> Platform:
     glibc = [p for p in loaders if "/ld-linux" in p or p.endswith("/ld.so.1")]
     libc, loader = ("musl", musl[0]) if musl else ("glibc", glibc[0]) if glibc else ("unknown", "")
     return Platform(machine=lines[0], endian=endian, libc=libc, loader=loader,
-                    model=tagged.get("model") or lines[1])  # fmt: skip
+                    model=tagged.get("model") or lines[1],
+                    client=tagged.get("client", ""))  # fmt: skip
 
 
 class TargetPlace:
@@ -186,7 +302,7 @@ class TargetPlace:
 
     def __init__(
         self, target: Target, *, label: str, emulated: bool, address: str,
-        run_timeout_slack: float = 30.0,
+        host_address: str = "", run_timeout_slack: float = 30.0,
     ) -> None:  # fmt: skip
         self.t = target
         self.target = label
@@ -199,6 +315,9 @@ class TargetPlace:
         self._made = False
         self._n = 0
         self.platform = parse_probe(self._sh(_PROBE, timeout=60).output)
+        # over SSH the router says where we come from; a VM's console does not (its caller
+        # knows QEMU's user network)
+        self.host_address = host_address or self.platform.client
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -209,7 +328,7 @@ class TargetPlace:
             tail = r.output.strip().splitlines()[-5:]
             raise CommandError(f"{command!r} on {self.t.name} exited with {r.exit_status}",
                                tail=tail)  # fmt: skip
-        return Ran(command, r.output)
+        return Ran(command, r.output, r.exit_status)
 
     def _ensure_dir(self) -> None:
         if not self._made:
@@ -271,7 +390,7 @@ class TargetPlace:
 
     def run(
         self, program: str, args: list[str], env: dict[str, str], *, timeout: float,
-        on_line: OnLine | None = None,
+        on_line: OnLine | None = None, check: bool = True,
     ) -> Ran:  # fmt: skip
         self._ensure_dir()
         pidfile = self._next("run") + ".pid"
@@ -291,12 +410,12 @@ class TargetPlace:
         if on_line:
             for text in r.output.splitlines():
                 on_line(text)
-        if r.exit_status != 0:
+        if check and r.exit_status != 0:
             raise CommandError(
                 f"{Path(program).name} on {self.t.name} exited with {r.exit_status}",
                 tail=r.output.strip().splitlines()[-20:],
             )
-        return Ran(line, r.output)
+        return Ran(line, r.output, r.exit_status)
 
     def _kill(self, pidfile: str) -> None:
         with contextlib.suppress(WolfError):
@@ -327,6 +446,41 @@ class TargetPlace:
         )
         server.stopped = True
 
+    @contextlib.contextmanager
+    def serve(
+        self, program: str, args: list[str], env: dict[str, str], port: int, timeout: float
+    ) -> Iterator[Served]:
+        if not self.address:
+            raise WolfError(f"the {self.target}'s servers have no address the host reaches",
+                            hint="QEMU forwards only the ports it was started with")  # fmt: skip
+        s = self.spawn(program, args, env)
+        try:
+            self._wait_listening(s, port, timeout)
+            yield _TargetServed(self, s)
+        finally:
+            self.stop(s)
+
+    def _wait_listening(self, s: Server, port: int, timeout: float) -> None:
+        """Seen from the host, as its clients will connect; the pidfile tells if it exited."""
+        deadline = time.monotonic() + timeout
+        while not listening(self.address, port):
+            gone = self._sh(f"kill -0 $(cat {s.pidfile}) 2>/dev/null || echo gone", check=False)
+            if "gone" in gone.output:
+                raise WolfError(f"{s.name} on {self.t.name} exited before listening on {port}",
+                                hint=f"its output: {self.read(s.logfile)[-300:]}")  # fmt: skip
+            if time.monotonic() > deadline:
+                raise WolfError(f"nothing listens on {self.address}:{port} after {timeout:g} s")
+            time.sleep(0.1)
+
+    def read(self, path: str) -> str:
+        return self._sh(f"cat {shlex.quote(path)} 2>/dev/null; true").output
+
+    def scratch(self, name: str) -> str:
+        self._ensure_dir()
+        d = f"{self.dir}/{_name_ok(name)}"
+        self._sh(f"mkdir -p {shlex.quote(d)}")
+        return d
+
     def close(self) -> None:
         """End what still runs from our directory, then remove it; checked, not assumed."""
         if not self._made:
@@ -338,3 +492,30 @@ class TargetPlace:
         self._sh(f"for f in {d}/.*.pid; do [ -f \"$f\" ] && kill -9 $(cat \"$f\") 2>/dev/null; "
                  f"done; rm -rf {d}; ! test -e {d}", timeout=120)  # fmt: skip
         self._made = False
+
+
+@dataclass
+class _TargetServed:
+    """A server on a Target, reached through its pidfile by shell commands there."""
+
+    place: TargetPlace
+    server: Server
+
+    def signal(self, sig: signal.Signals) -> None:
+        f = self.server.pidfile
+        r = self.place._sh(f"kill -{sig.name.removeprefix('SIG')} $(cat {f})", check=False)
+        if r.status != 0:
+            raise WolfError(f"{self.server.name} on {self.place.t.name} has exited: "
+                            f"{self.output()[-500:]}")  # fmt: skip
+
+    def output(self) -> str:
+        return self.place.read(self.server.logfile)
+
+    def cpu_seconds(self) -> float:
+        """utime + stime from /proc there, in its ticks: no CPU clock is readable from outside
+        (BusyBox has no getconf: Linux's USER_HZ, 100, where it is missing)."""
+        f = self.server.pidfile
+        r = self.place._sh(f"cat /proc/$(cat {f})/stat && {{ getconf CLK_TCK 2>/dev/null || "
+                           "echo 100; }")  # fmt: skip
+        lines = r.output.strip().splitlines()
+        return proc_cpu_seconds(lines[0], int(lines[-1]))

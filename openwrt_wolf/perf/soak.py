@@ -6,6 +6,7 @@ uhttpd's held heap (heaptrack marks) before and after."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from ..results.perf import Soak, metric
 from . import net
@@ -20,9 +21,9 @@ def measure(lab: NetLab) -> Soak:
     n, jobs, downloads = (int(lab.conf[k]) for k in ("soak_requests", "soak_jobs",
                                                      "soak_downloads"))  # fmt: skip
     settle = float(lab.conf["settle"])
-    scratch = lab.runner.scratch(f"{lab.flavour}-soak")
-    heap_out = scratch / "heap-uhttpd.txt"
-    heap_out.unlink(missing_ok=True)
+    scratch = Path(lab.place.scratch(f"{lab.flavour}-soak"))  # the place's files are ours
+    heap_out = str(scratch / "heap-uhttpd.txt")
+    Path(heap_out).unlink(missing_ok=True)
     errors: list[str] = []
     done = [0]
     step = max(1, n // PROGRESS_EVERY)
@@ -35,10 +36,10 @@ def measure(lab: NetLab) -> Soak:
 
     with lab.uhttpd(heap_out) as (served, port):
         lab.probe_run(port, count=jobs, jobs=jobs)  # warm-up
-        before = mark(served, heap_out, lab.runner, settle)
+        before = mark(served, heap_out, lab.place, settle)
         run = lab.probe_run(port, count=n, jobs=jobs, on_line=progress,
                             timeout=net.TIMEOUT + 10.0 * n)  # fmt: skip
-        after = mark(served, heap_out, lab.runner, settle)
+        after = mark(served, heap_out, lab.place, settle)
     errors += run.errors[:KEEP_ERRORS]
     size = (lab.pki.www / "download").stat().st_size
     ok = 0
@@ -47,7 +48,7 @@ def measure(lab: NetLab) -> Soak:
         for i in range(downloads):
             out = scratch / "download"
             out.unlink(missing_ok=True)
-            rc, text = lab.fetch(f"https://localhost:{dport}/{net.DOWNLOAD}", out)
+            rc, text = lab.fetch(f"https://localhost:{dport}/{net.DOWNLOAD}", str(out))
             exits[str(rc)] = exits.get(str(rc), 0) + 1
             if rc == 0 and out.exists() and out.stat().st_size == size:
                 ok += 1

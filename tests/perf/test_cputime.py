@@ -1,6 +1,7 @@
-"""perf/runner.py's reading of a server's CPU time (/proc/<pid>/stat) against the kernel's
-other account of the same process, os.times() (times(2)); a name with spaces and ")"; waiting
-for a server to listen (a real one: python's http.server, and one that exits first)."""
+"""perf/cputime.py's reading of a server's CPU time (/proc/<pid>/stat) against the kernel's
+other account of the same process, os.times() (times(2)); a name with spaces and ")"; another
+machine's ticks; perf/ports.py waiting for a server to listen (a real one: python's
+http.server, and one that exits first)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,8 @@ import pytest
 
 from openwrt_wolf import proc
 from openwrt_wolf.errors import WolfError
-from openwrt_wolf.perf.runner import (
-    free_port,
-    proc_cpu_seconds,
-    process_cpu_clock,
-    wait_listening,
-)
+from openwrt_wolf.perf.cputime import proc_cpu_seconds, process_cpu_clock
+from openwrt_wolf.perf.ports import free_port, wait_listening
 
 BURN = """
 import sys, threading, time
@@ -68,6 +65,7 @@ def test_a_process_that_is_gone_has_no_cpu_clock() -> None:
 def test_command_name_with_spaces() -> None:
     line = "42 (a b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 150 0 0 20 0 1 0 5 0 0"
     assert proc_cpu_seconds(line) == pytest.approx(400 / os.sysconf("SC_CLK_TCK"))
+    assert proc_cpu_seconds(line, 250) == pytest.approx(1.6)  # a place's own CLK_TCK
 
 
 def test_wait_listening_sees_a_server_come_up_or_exit_first(tmp_path: Path) -> None:
