@@ -32,7 +32,7 @@ def _download(lab: NetLab) -> tuple[HeapPhase, str]:
         url = f"https://localhost:{port}/{net.DOWNLOAD}"
         rc, text = lab.fetch(url, out, heap_out)
     size = (lab.pki.www / "download").stat().st_size
-    got = Path(out).stat().st_size if Path(out).exists() else -1  # the place's files are ours
+    got = Path(out).stat().st_size if Path(out).exists() else -1  # a file here (netlab.py)
     if rc != 0 or got != size:
         raise WolfError(f"uclient-fetch ({lab.flavour}) download failed: exit {rc}, "
                         f"{got} of {size} bytes: {text[-300:]}")  # fmt: skip

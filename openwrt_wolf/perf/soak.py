@@ -21,7 +21,7 @@ def measure(lab: NetLab) -> Soak:
     n, jobs, downloads = (int(lab.conf[k]) for k in ("soak_requests", "soak_jobs",
                                                      "soak_downloads"))  # fmt: skip
     settle = float(lab.conf["settle"])
-    scratch = Path(lab.place.scratch(f"{lab.flavour}-soak"))  # the place's files are ours
+    scratch = Path(lab.place.scratch(f"{lab.flavour}-soak"))  # a file here (netlab.py)
     heap_out = str(scratch / "heap-uhttpd.txt")
     Path(heap_out).unlink(missing_ok=True)
     errors: list[str] = []
