@@ -28,7 +28,7 @@ from ..targets.vm.kernel import private_disk
 from ..targets.vm.machine import VM
 from ..targets.vm.qemu import binary, free_port, spec_for
 from . import open_place, programs
-from .place import TargetPlace
+from .target_place import TargetPlace
 
 TLS = re.compile(r"^(lib(wolfssl|mbedtls|mbedcrypto|openssl)|libustream-)")  # package names
 

@@ -14,8 +14,9 @@ from ..footprint.spec import Arch
 from ..footprint.toolchain import Toolchain
 from ..host import hosttools
 from . import qemu_user
-from .place import Platform, QemuPlace, TargetPlace
+from .place import QemuPlace
 from .programs import data_file
+from .target_place import Platform, TargetPlace
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,8 @@ from ..targets.vm import wifiguest
 from ..targets.vm.machine import VM
 from ..targets.vm.qemu import VmSpec, binary
 from . import heap, programs
-from .place import Server, TargetPlace
+from .place import Server
+from .target_place import TargetPlace
 from .wpalines import connection_times, negotiated, spread
 
 AP_CLI = "-p /var/run/hostapd -i {ap}"

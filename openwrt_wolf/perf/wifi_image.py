@@ -37,7 +37,7 @@ from ..results import store
 from ..results.perf import WIFI, WifiConnections
 from ..targets.vm.machine import VM, lan_host, served
 from . import image_boot, wifi
-from .place import TargetPlace
+from .target_place import TargetPlace
 
 CLI = {"hostapd_cli": "hostapd", "wpa_cli": "wpa_supplicant"}  # program: its build subfolder
 CLI_PACKAGES = ("hostapd-utils", "wpa-cli")

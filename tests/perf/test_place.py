@@ -1,8 +1,8 @@
-"""perf/place.py's TargetPlace on the stand-in router (real OpenSSH sshd, tests/sshd_router.py):
-a program that outlives its timeout is ended, servers are stopped and uploads removed by
-close(); and what a real OpenWrt router answers to the platform probe maps to the lab's
-mips_24kc, refused with a glibc toolchain. Oracles: /proc here (the stand-in's processes), an
-`ls` over OpenSSH's client, and the probe answers written out by hand."""
+"""perf/target_place.py's TargetPlace on the stand-in router (real OpenSSH sshd,
+tests/sshd_router.py): a program that outlives its timeout is ended, servers are stopped and
+uploads removed by close(); and what a real OpenWrt router answers to the platform probe maps
+to the lab's mips_24kc, refused with a glibc toolchain. Oracles: /proc here (the stand-in's
+processes), an `ls` over OpenSSH's client, and the probe answers written out by hand."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.footprint import spec, toolchain
 from openwrt_wolf.footprint.toolchain import Toolchain
 from openwrt_wolf.perf import open_place
-from openwrt_wolf.perf.place import QemuPlace, TargetPlace, parse_probe
+from openwrt_wolf.perf.place import QemuPlace
 from openwrt_wolf.perf.qemu_user import find
+from openwrt_wolf.perf.target_place import TargetPlace, parse_probe
 from openwrt_wolf.targets.router.login import Login
 from openwrt_wolf.targets.router.ssh import SSHTarget
 from tests import sshd_router

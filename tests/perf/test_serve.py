@@ -23,9 +23,10 @@ import pytest
 
 from openwrt_wolf.errors import CommandError, WolfError
 from openwrt_wolf.footprint import spec, toolchain
-from openwrt_wolf.perf.place import Place, QemuPlace, TargetPlace
+from openwrt_wolf.perf.place import Place, QemuPlace
 from openwrt_wolf.perf.ports import free_port, listening
 from openwrt_wolf.perf.qemu_user import find
+from openwrt_wolf.perf.target_place import TargetPlace
 from openwrt_wolf.targets.router.ssh import SSHTarget
 from tests import sshd_router
 from tests.conftest import need_tools

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from openwrt_wolf.perf import open_place
-from openwrt_wolf.perf.place import TargetPlace
+from openwrt_wolf.perf.target_place import TargetPlace
 from openwrt_wolf.targets.vm import qemu
 from openwrt_wolf.targets.vm.kernel import inspect_kernel
 from openwrt_wolf.targets.vm.machine import VM
