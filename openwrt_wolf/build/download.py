@@ -1,6 +1,6 @@
 """Getting OpenWrt's ImageBuilder and SDK archives: names from data (data/imagebuilders.toml
-and the release's sha256sums), streamed download with progress and resume (HTTP Range),
-sha256 check against sha256sums, a cache by release/target, and extraction of .tar.zst by
+and the release's sha256sums), fetched with progress and resume (HTTP Range) and checked
+against sha256sums by files/fetch.py, a cache by release/target, and extraction of .tar.zst by
 openwrt_wolf.files.archive's rules (a mirror is not trusted: nothing is written outside the tree).
 
 Sources: OpenWrt's download server (data/releases.toml [server]), or --mirror URL|DIR laid out
@@ -17,24 +17,22 @@ import re
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .. import paths, term
 from ..catalogue import releases
 from ..errors import WolfError
 from ..files import archive as archives
+from ..files import fetch as fetching
 from ..files import outputs
-from ..files.hashing import file_sha256
 from ..files.locks import locked
 from ..firmware.artifacts import parse_sha256sums
 from ..firmware.imageformats import bounded
 from ..trust import secrets, untrusted
 
-CHUNK = 1 << 16
 TIMEOUT = (10.0, 60.0)  # connect, read
 EXTRACTED_MARK = ".openwrt-wolf-extracted"
 FILES_MARK = ".openwrt-wolf-files"  # the files unpacked, checked before each use
@@ -158,96 +156,55 @@ def cache_path(a: Archive) -> Path:
     return paths.cache_dir() / "downloads" / a.release / t / s / a.name
 
 
-def _copy_stream(src: IO[bytes] | Iterator[bytes], dst: IO[bytes], bar: term.Tracker) -> None:
-    chunks = iter(lambda: src.read(CHUNK), b"") if hasattr(src, "read") else src
-    for chunk in chunks:
-        dst.write(chunk)
-        bar.advance(len(chunk))
-
-
 def fetch(a: Archive) -> Path:
-    """The archive in the cache: downloaded (resumed when a .part exists) and sha256-checked.
-    One process at a time per archive (a lock file beside it): two first builds at once
-    would otherwise write the same .part."""
+    """The archive in the cache: downloaded (resumed when a .part exists) and sha256-checked
+    (files/fetch.py). One process at a time per archive (a lock in <cache>/locks): two first
+    builds at once would otherwise write the same .part."""
     dest = cache_path(a)
-    with _lock(dest):
-        return _fetch_locked(a, dest)
-
-
-def _lock(path: Path) -> contextlib.AbstractContextManager[None]:
-    """A lock for one archive or tree, kept apart in <cache>/locks (not beside the file)."""
-    digest = hashlib.sha256(str(path).encode()).hexdigest()[:20]
-    return locked(paths.cache_dir() / "locks" / f"download-{digest}.lock")
-
-
-def _fetch_locked(a: Archive, dest: Path) -> Path:
-    if dest.exists() and file_sha256(dest) == a.sha256:
-        return dest
-    part = dest.with_name(dest.name + ".part")
+    origin = fetching.Origin(a.url, label=a.name)
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if re.match(r"^https?://", a.url):
-            _fetch_http(a, part)
-        else:
-            src = Path(a.url)
-            if not src.is_file():
-                raise WolfError(f"{src} does not exist in the mirror directory")
-            size = src.stat().st_size
-            with (
-                src.open("rb") as fi,
-                part.open("wb") as fo,
-                term.progress(a.name, size, unit="B") as bar,
-            ):
-                _copy_stream(fi, fo, bar)
-    except OSError as e:
-        if e.errno == errno.ENOSPC:
-            part.unlink(missing_ok=True)
-            raise disk_full(part, e) from None
-        raise
-    got = file_sha256(part)
-    if got != a.sha256:
-        part.unlink()
-        raise WolfError(
-            f"checksum mismatch for {a.name} from {a.url}: sha256 {got}, sha256sums says "
+        return fetching.fetch(dest, [origin], fetching.sha256(a.sha256), lock=_lock_path(dest),
+                              resume=True).path  # fmt: skip
+    except fetching.NotFetched as e:
+        raise _failed(a, dest, e.failures[0]) from None
+
+
+def _failed(a: Archive, dest: Path, f: fetching.Failure) -> WolfError:
+    """The one line for the archive's one origin, as a build says it."""
+    if f.got is not None:
+        return WolfError(
+            f"checksum mismatch for {a.name} from {a.url}: sha256 {f.got}, sha256sums says "
             f"{a.sha256}; the bad file was removed",
             hint="re-run to download it again, or use another --mirror",
         )
-    outputs.publish(part, dest)
-    return dest
-
-
-def _fetch_http(a: Archive, part: Path) -> None:
-    import requests
-
-    have = part.stat().st_size if part.exists() else 0
-    headers = {"Range": f"bytes={have}-"} if have else {}
-    try:
-        r = requests.get(a.url, stream=True, timeout=TIMEOUT, headers=headers)
-    except requests.RequestException as e:
-        raise Unreachable(
-            f"download server unreachable for {a.url} ({type(e).__name__})",
+    if isinstance(f.error, OSError) and f.error.errno == errno.ENOSPC:
+        return disk_full(dest.with_name(dest.name + ".part"), f.error)
+    if f.missing:
+        return WolfError(f"{a.url} does not exist in the mirror directory")
+    if f.status is not None:
+        return WolfError(f"{a.url}: HTTP {f.status}", hint=unreachable_hint())
+    if f.broken:
+        return WolfError(
+            f"download of {a.url} broke off ({f.reason}); the partial file is kept",
+            hint="re-run to resume it",
+        )
+    if f.unreached:
+        return Unreachable(
+            f"download server unreachable for {a.url} ({f.reason})",
             hint=unreachable_hint(),
             note=OFFLINE_NOTE,
-        ) from None
-    with r:
-        if r.status_code == 416:  # nothing left to send: the .part is complete (or bad)
-            return
-        if r.status_code not in (200, 206):
-            raise WolfError(f"{a.url}: HTTP {r.status_code}", hint=unreachable_hint())
-        mode = "ab" if r.status_code == 206 else "wb"
-        if mode == "wb":
-            have = 0
-        length = r.headers.get("Content-Length")
-        total = have + int(length) if length else None
-        try:
-            with part.open(mode) as fo, term.progress(a.name, total, unit="B") as bar:
-                bar.advance(have)
-                _copy_stream(r.iter_content(CHUNK), fo, bar)
-        except requests.RequestException as e:
-            raise WolfError(
-                f"download of {a.url} broke off ({type(e).__name__}); the partial file is kept",
-                hint="re-run to resume it",
-            ) from None
+        )
+    return WolfError(f"cannot fetch {a.url}: {f.reason}")
+
+
+def _lock_path(path: Path) -> Path:
+    """The lock for one archive or tree, kept apart in <cache>/locks (not beside the file)."""
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:20]
+    return paths.cache_dir() / "locks" / f"download-{digest}.lock"
+
+
+def _lock(path: Path) -> contextlib.AbstractContextManager[None]:
+    return locked(_lock_path(path))
 
 
 def _file_list(top: Path) -> list[str]:

@@ -1,3 +1,3 @@
-"""Files from outside and files we make: an archive unpacked (archive), a download streamed
-and hashed (downloads), a file's sha256 (hashing), a lock (locks), and the one writer
-(outputs). The floor every stage stands on, above trust/."""
+"""Files from outside and files we make: an archive unpacked (archive), the one
+fetch-verify-cache every downloader uses (fetch), a file's sha256 (hashing), a lock (locks),
+and the one writer (outputs). The floor every stage stands on, above trust/."""

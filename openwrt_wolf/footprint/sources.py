@@ -1,19 +1,16 @@
-"""Source tarballs: local directories first, then OpenWrt's PKG_SOURCE_URL, user mirrors,
+"""Source tarballs: local directories first, then user mirrors, OpenWrt's PKG_SOURCE_URL,
 OpenWrt's source mirrors and Debian's archive; every file checked against OpenWrt's PKG_HASH
-and kept in the cache under OpenWrt's file name."""
+and kept in the cache under OpenWrt's file name, by the one fetcher (files/fetch.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .. import paths
 from ..errors import WolfError
-from ..files import downloads, outputs
-from ..files.hashing import file_sha256
-from ..files.locks import locked
+from ..files import fetch as fetching
 from ..host.upstream import Unavailable
 from .spec import Source
 
@@ -46,62 +43,31 @@ def fetch(
     mirrors: Sequence[str] = (),
     origins: Iterable[str] | None = None,
 ) -> Path:
-    """The verified tarball in the cache. ``origins`` limits which kinds of URL are tried
-    (openwrt, mirror, openwrt-mirror, debian); local directories are always looked at."""
-    with locked(download_dir() / f"{src.file}.lock"):
-        return _fetch(src, local=local, mirrors=mirrors, origins=origins)
-
-
-def _fetch(
-    src: Source,
-    *,
-    local: Sequence[str | os.PathLike[str]] = (),
-    mirrors: Sequence[str] = (),
-    origins: Iterable[str] | None = None,
-) -> Path:
-    dest_dir = download_dir()
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    dest = dest_dir / src.file
-    if dest.exists():
-        if file_sha256(dest) == src.sha256:
-            return dest
-        dest.unlink()  # a stale or damaged cache entry: fetch again
-
-    names = {src.file} | {Path(u).name for _, u in src.urls}
-    for d in local_dirs(local):
-        for name in sorted(names):
-            cand = d / name
-            if cand.is_file():
-                got = file_sha256(cand)
-                if got != src.sha256:
-                    raise _mismatch(src, str(cand), got)
-                outputs.copy_file(cand, dest)
-                return dest
-
-    import requests  # here: a run that fetches nothing does not load it
-
+    """The verified tarball in the cache (files/fetch.py, under a lock beside it). ``origins``
+    limits which kinds of URL are tried (openwrt, mirror, openwrt-mirror, debian); local
+    directories are always looked at, first."""
+    names = sorted({src.file} | {Path(u).name for _, u in src.urls})
+    tried = [fetching.Origin(str(d / n)) for d in local_dirs(local) for n in names
+             if (d / n).is_file()]  # fmt: skip
     urls = [("mirror", f"{m.rstrip('/')}/{src.file}") for m in mirrors] + list(src.urls)
     allowed = set(origins) if origins is not None else None
-    failures: list[str] = []
-    for origin, url in urls:
-        if allowed is not None and origin not in allowed:
-            continue
-        try:
-            got = downloads.download(url, dest, f"{src.file} ({origin})")
-        except (requests.RequestException, OSError) as e:
-            failures.append(f"{origin}: {downloads.reason(e)}")
-            continue
-        if got != src.sha256:
-            with contextlib.suppress(FileNotFoundError):
-                dest.unlink()
-            raise _mismatch(src, url, got)
-        return dest
+    tried += [fetching.Origin(url, name=origin, label=f"{src.file} ({origin})")
+              for origin, url in urls if allowed is None or origin in allowed]  # fmt: skip
+    dest = download_dir() / src.file
+    try:
+        return fetching.fetch(dest, tried, fetching.sha256(src.sha256),
+                              lock=download_dir() / f"{src.file}.lock").path  # fmt: skip
+    except fetching.NotFetched as e:
+        bad = next((f for f in e.failures if f.got is not None), None)
+        if bad is not None:
+            raise _mismatch(src, bad.origin.where, bad.got or "") from None
+        failures = [f"{f.origin.shown}: {f.reason}" for f in e.failures if f.origin.is_url]
     debian = any(o == "debian" for o, _ in src.urls)
-    tried = "; ".join(dict.fromkeys(failures)) or "no URL allowed"
+    tried_s = "; ".join(dict.fromkeys(failures)) or "no URL allowed"
     no_deb = "" if debian else ", and Debian has no upload of this version"
     other = "" if debian else _debian_alternative(src)
     raise Unavailable(
-        f"no source reachable for {src.library} {src.version} ({src.file}): {tried}{no_deb}",
+        f"no source reachable for {src.library} {src.version} ({src.file}): {tried_s}{no_deb}",
         hint=f"{other}put {src.file} (sha256 {src.sha256[:12]}…) in a directory and pass "
         f"--sources DIR or set {SOURCES_ENV}, or give --mirror URL of an OpenWrt source mirror",
     )

@@ -26,7 +26,8 @@ from pathlib import Path
 
 from .. import paths, proc
 from ..errors import WolfError
-from ..files import downloads, outputs
+from ..files import fetch as fetching
+from ..files import outputs
 from ..files.hashing import file_sha256
 from ..files.locks import locked
 from ..trust import secrets
@@ -155,19 +156,37 @@ def _write(path: Path, text: str) -> None:
     outputs.write_text(path, text)
 
 
-def verify(p: Pin, path: Path, where: str) -> str:
-    """How the file was found to be the pinned one; a WolfError when it is not."""
-    sha256 = _sha256(path)
-    if sha256 == p.sha256:
-        return "verified: its sha256 is the pinned file's"
-    got = _tree(path, sha256)
-    if got == p.tree:
-        return "verified: its tree-sha256 is the pinned tree's; the bytes are another packing"
-    raise WolfError(
+def _verifier(p: Pin) -> fetching.Verifier:
+    """The pinned file's sha256, else the pinned tree's digest (another packing)."""
+
+    def check(path: Path, known: str | None) -> fetching.Verdict:
+        # a download's sha256 was taken as it arrived (a .part's is never remembered)
+        sha256 = known or _sha256(path)
+        if sha256 == p.sha256:
+            return fetching.Verdict(True, sha256, "verified: its sha256 is the pinned file's")
+        got = _tree(path, sha256)
+        if got == p.tree:
+            how = "verified: its tree-sha256 is the pinned tree's; the bytes are another packing"
+            return fetching.Verdict(True, got, how)
+        return fetching.Verdict(False, got, "tree-sha256")
+
+    return check
+
+
+def _refused(p: Pin, where: str, got: str) -> WolfError:
+    return WolfError(
         f"{where}: neither its sha256 nor its tree-sha256 {got[:16]}… is the pinned "
         f"{p.tree[:16]}… of {p.project} {p.commit[:12]}",
         hint=f"replace it with {p.project} at {p.commit[:12]} ({p.urls[0]})",
     )
+
+
+def verify(p: Pin, path: Path, where: str) -> str:
+    """How the file was found to be the pinned one; a WolfError when it is not."""
+    v = _verifier(p)(path, None)
+    if not v.ok:
+        raise _refused(p, where, v.got)
+    return v.how
 
 
 # --- fetching -----------------------------------------------------------------------------
@@ -183,8 +202,9 @@ def _say(p: Pin, path: Path, origin: str, how: str) -> None:
 
 
 def tarball(name: str) -> Path:
-    """The pinned archive: from a mirror directory, the cache, a mirror URL or a public URL;
-    verified. Raises Unavailable when nothing holds it."""
+    """The pinned archive: from a mirror directory (used where it is), else the cache, a
+    mirror URL or a public URL (files/fetch.py); verified. Raises Unavailable when nothing
+    holds it."""
     p = pin(name)
     for d in mirror_dirs():
         cand = d / p.file
@@ -192,37 +212,23 @@ def tarball(name: str) -> Path:
             _say(p, cand, str(d), verify(p, cand, str(cand)))
             return cand
     dest = download_dir() / p.file
-    with locked(download_dir() / f"{p.file}.lock"):
-        if dest.is_file():
-            try:
-                how = verify(p, dest, str(dest))
-            except WolfError:
-                dest.unlink()  # a damaged cache entry: fetch it again
-            else:
-                _say(p, dest, "the download cache", how)
-                return dest
-        urls = [f"{m}/{p.file}" for m in mirror_urls()] + list(p.urls)
-        tried = (p.name, str(dest), *urls)
-        if tried in _failed:
-            raise _unavailable(p, _failed[tried])
-        failures: list[str] = []
-        for url in urls:
-            try:
-                downloads.download(
-                    url, dest, f"{p.file} ({url.split('/')[2]})", max_bytes=MAX_DOWNLOAD
-                )
-            except OSError as e:  # requests' errors are OSErrors: requests loads only to fetch
-                failures.append(f"{url}: {downloads.reason(e)}")
-                continue
-            try:
-                how = verify(p, dest, url)
-            except WolfError:
-                dest.unlink()
-                raise
-            _say(p, dest, url, how)
-            return dest
-        _failed[tried] = "; ".join(failures)
-    raise _unavailable(p, _failed[tried])
+    urls = [f"{m}/{p.file}" for m in mirror_urls()] + list(p.urls)
+    tried = (p.name, str(dest), *urls)
+    # the downloads failed earlier in this process: not tried again, only the cache may serve
+    again = tried not in _failed
+    origins = [fetching.Origin(u, label=f"{p.file} ({u.split('/')[2]})") for u in urls if again]
+    try:
+        got = fetching.fetch(dest, origins, _verifier(p), lock=download_dir() / f"{p.file}.lock",
+                             max_bytes=MAX_DOWNLOAD)  # fmt: skip
+    except fetching.NotFetched as e:
+        bad = e.failures[-1] if e.failures else None
+        if bad is not None and bad.got is not None:
+            raise _refused(p, bad.origin.where, bad.got) from None
+        if origins:
+            _failed[tried] = "; ".join(f"{f.origin.where}: {f.reason}" for f in e.failures)
+        raise _unavailable(p, _failed[tried]) from None
+    _say(p, got.path, got.origin.where if got.origin else "the download cache", got.how)
+    return got.path
 
 
 def _unavailable(p: Pin, failures: str) -> Unavailable:

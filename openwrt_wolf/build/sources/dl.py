@@ -34,7 +34,8 @@ from typing import IO
 
 from ... import proc, term
 from ...errors import WolfError
-from ...files import downloads, outputs
+from ...files import fetch as fetching
+from ...files import outputs
 from ...files.hashing import file_sha256
 from ...files.locks import locked
 from ...host import hosttools
@@ -107,9 +108,6 @@ class Filler:
         self._absent: dict[str, list[str]] = {}  # file -> Debian's listed origs the pool lacks
 
     # --- places -----------------------------------------------------------------------
-    def _verified(self, path: Path, n: Needed) -> bool:
-        return n.hash not in ("", "x", "skip") and file_sha256(path) == n.hash
-
     def _place(self, src: Path, name: str, *, move: bool = False) -> Path:
         dest = self.dl / name
         if src.resolve() == dest.resolve():
@@ -122,35 +120,35 @@ class Filler:
             outputs.copy_file(src, dest)
         return dest
 
-    def _from_mirror(self, n: Needed) -> Resolution | None:
-        """``<url>/<file>`` of each --sources-url mirror, kept only with the pinned hash."""
-        if not self.urls or n.hash in ("", "x", "skip"):
-            return None
-        import requests  # here: a run that fetches nothing does not load it
-
-        self.work.mkdir(parents=True, exist_ok=True)
-        for base in self.urls:
-            if base in self._dead:
-                continue
-            url = f"{base}/{n.file}"
-            got = self.work / f".mirror-{n.file}"
-            try:
-                sha = downloads.download(url, got, n.file, max_bytes=MIRROR_MAX)
-            except (requests.RequestException, OSError) as e:
-                if not isinstance(e, requests.HTTPError):
-                    self._dead.add(base)  # unreachable: the other files are not asked for
-                term.console(stderr=True).print(
-                    f"sources: {url}: {downloads.reason(e)}", markup=False
-                )
-                continue
-            if sha == n.hash:
-                self._place(got, n.file, move=True)
-                return Resolution(n, "exact", url, n.file, n.hash)
-            got.unlink(missing_ok=True)
-            term.console(stderr=True).print(
-                f"sources: {url}: sha256 {sha} is not the pinned {n.hash}: not used", markup=False
-            )
-        return None
+    def _fetched(self, n: Needed) -> tuple[Resolution | None, Path | None]:
+        """The pinned bytes from dl/, a --sources directory (under OpenWrt's name) or a
+        --sources-url mirror (``<url>/<file>``), by the one fetcher (files/fetch.py; the tree's
+        lock is held): (exact, None), or (None, the first local file with other bytes)."""
+        local = [d / n.file for d in self.local if (d / n.file).is_file()]
+        if n.hash in ("", "x", "skip"):  # nothing to verify against: a local file is near
+            return None, local[0] if local else None
+        origins = [fetching.Origin(str(p)) for p in local]
+        origins += [fetching.Origin(f"{base}/{n.file}", name=base) for base in self.urls
+                    if base not in self._dead]  # fmt: skip
+        try:
+            got = fetching.fetch(self.dl / n.file, origins, fetching.sha256(n.hash), lock=None,
+                                 max_bytes=MIRROR_MAX, past_mismatch=True,
+                                 remove_bad=False)  # fmt: skip
+        except fetching.NotFetched as e:
+            near = next((Path(f.origin.where) for f in e.failures
+                         if f.got is not None and not f.origin.is_url), None)  # fmt: skip
+            for f in (f for f in e.failures if f.origin.is_url):
+                if f.got is not None:
+                    why = f"sha256 {f.got} is not the pinned {n.hash}: not used"
+                else:
+                    why = f.reason
+                    if f.status is None:  # unreachable: the other files are not asked for
+                        self._dead.add(f.origin.name)
+                err = term.console(stderr=True)
+                err.print(f"sources: {f.origin.where}: {why}", markup=False)
+            return None, near
+        origin = "dl/" if got.origin is None else got.origin.where
+        return Resolution(n, "exact", origin, n.file, n.hash), None
 
     def _git_repo(self, n: Needed) -> Path | None:
         return self._git_repo_of(n.git_url)
@@ -204,18 +202,8 @@ class Filler:
         carried = self._carried(n)
         if carried is not None:
             return carried
-        have = self.dl / n.file
-        if have.is_file() and self._verified(have, n):
-            return Resolution(n, "exact", "dl/", n.file, n.hash)
-        near: Path | None = None
-        for d in self.local:
-            p = d / n.file
-            if p.is_file():
-                if self._verified(p, n):
-                    self._place(p, n.file)
-                    return Resolution(n, "exact", str(p), n.file, n.hash)
-                near = near or p
-        if (r := self._from_mirror(n)) is not None:
+        r, near = self._fetched(n)
+        if r is not None:
             return r
         if (r := self._from_pypi(n)) is not None:
             return r
@@ -422,11 +410,7 @@ class Filler:
         assert self.archive is not None
         cache = self.tree / ".wolf-sources" / "debian"
         cache.mkdir(parents=True, exist_ok=True)
-        dest = cache / o.filename
-        with locked(cache / f".{o.filename}.lock"):
-            if not (dest.is_file() and file_sha256(dest) == o.sha256):
-                self.archive.download(o, dest)
-        return dest
+        return self.archive.download(o, cache / o.filename)
 
     def _topdir(self, n: Needed, version: str | None = None) -> str:
         table = facts.data().get("topdir", {})

@@ -16,7 +16,8 @@ from typing import Any
 
 from ... import paths, proc
 from ...errors import WolfError
-from ...files import downloads, outputs
+from ...files import fetch as fetching
+from ...files import outputs
 from ...files.locks import locked
 from ...host.debian import AptRoot
 from ...trust import untrusted
@@ -116,25 +117,24 @@ class Archive:
             self._heads[o.url] = r.status_code == 200
         return self._heads[o.url]
 
-    def download(self, o: Orig, dest: Path) -> None:
-        """``o`` into ``dest``, its sha256 checked against the Sources index."""
-        import requests
-
+    def download(self, o: Orig, dest: Path) -> Path:
+        """``o`` in the cache file ``dest`` (files/fetch.py, under a lock beside it), its
+        sha256 checked against the Sources index."""
+        origin = fetching.Origin(o.url, label=o.filename)
+        lock = dest.parent / f".{dest.name}.lock"
         try:
-            sha = downloads.download(o.url, dest, o.filename, max_bytes=o.size)
-        except (requests.RequestException, OSError) as e:
-            why = downloads.reason(e)
-            if why == "HTTP 404":
-                raise NotInPool(
-                    f"{o.url}: HTTP 404 (listed in Debian's index, missing from the pool)"
-                ) from None
-            raise WolfError(
-                f"cannot download {o.url}: {why}",
-                hint="Debian's archive (deb.debian.org) must be reachable",
-            ) from None
-        if sha != o.sha256:
-            dest.unlink(missing_ok=True)
-            raise WolfError(f"{o.url}: sha256 {sha} is not the index's {o.sha256}")
+            return fetching.fetch(dest, [origin], fetching.sha256(o.sha256), lock=lock,
+                                  max_bytes=o.size).path  # fmt: skip
+        except fetching.NotFetched as e:
+            (f,) = e.failures
+        if f.got is not None:
+            raise WolfError(f"{o.url}: sha256 {f.got} is not the index's {o.sha256}")
+        if f.status == 404:
+            raise NotInPool(f"{o.url}: HTTP 404 (listed in Debian's index, missing from the pool)")
+        raise WolfError(
+            f"cannot download {o.url}: {f.reason}",
+            hint="Debian's archive (deb.debian.org) must be reachable",
+        )
 
 
 def _paragraphs(path: Path, wanted: set[str]) -> list[dict[str, Any]]:
