@@ -137,22 +137,31 @@ def fetch(
         part = dest.with_name(dest.name + ".part")
         failures: list[Failure] = []
         for o in origins:
-            failure, known = _into(o, part, o.label or dest.name, max_bytes, resume)
-            if failure is None:
-                try:
-                    v = verify(part, known)
-                except BaseException:
+            try:
+                failure, known = _into(o, part, o.label or dest.name, max_bytes, resume)
+                if failure is None:
+                    v = _verified(verify, part, known)
+                    if v.ok:
+                        outputs.publish(part, dest)  # refused after a termination signal
+                        return Got(dest, o, v.how)
                     part.unlink(missing_ok=True)
-                    raise
-                if v.ok:
-                    outputs.publish(part, dest)
-                    return Got(dest, o, v.how)
-                part.unlink(missing_ok=True)
-                failure = Failure(o, f"{v.how} {v.got} is not the expected one", got=v.got)
+                    failure = Failure(o, f"{v.how} {v.got} is not the expected one", got=v.got)
+            except BaseException:  # interrupted: a .part is kept only to be resumed
+                if not resume:
+                    part.unlink(missing_ok=True)
+                raise
             failures.append(failure)
             if failure.mismatch and not past_mismatch:
                 break
         raise NotFetched(dest, failures)
+
+
+def _verified(verify: Verifier, part: Path, known: str | None) -> Verdict:
+    try:
+        return verify(part, known)
+    except BaseException:  # the verifier's own error line: the bytes are not kept either
+        part.unlink(missing_ok=True)
+        raise
 
 
 def reason(e: BaseException) -> str:
