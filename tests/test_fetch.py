@@ -185,3 +185,39 @@ def test_another_packing_is_accepted_by_its_tree_digest(tmp_path: Path) -> None:
         fetching.fetch(dest, [fetching.Origin(str(tampered))], _tree_verifier(sha, tree),
                        lock=None)  # fmt: skip
     assert e.value.failures[0].got not in (None, tree) and list(dest.parent.iterdir()) == []
+
+
+def test_an_archive_from_a_mirror_is_bounded(
+    www: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sha256sums names no size: an ImageBuilder mirror that sends more than an archive can be
+    (here the bound made 100,000 bytes, the file a MiB) ends in one line, nothing kept."""
+    from openwrt_wolf.build import download
+    from openwrt_wolf.errors import WolfError
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(download, "ARCHIVE_MAX", 100_000)
+    with serve(www) as (url, _):
+        a = download.Archive("imagebuilder", "25.12.5", "ath79/generic", "a.tar.zst", SHA,
+                             f"{url}/a.tar.zst", False)  # fmt: skip
+        with pytest.raises(WolfError) as e:
+            download.fetch(a)
+    assert "more than 100,000 bytes" in e.value.message and "\n" not in e.value.message
+    assert [p.name for p in download.cache_path(a).parent.iterdir()] == []
+
+
+def test_a_library_source_from_a_mirror_is_bounded(
+    www: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from openwrt_wolf.footprint import sources
+    from openwrt_wolf.footprint.spec import Source
+    from openwrt_wolf.host.upstream import Unavailable
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(sources.SOURCES_ENV, raising=False)
+    monkeypatch.setattr(sources, "SOURCE_MAX", 100_000)
+    src = Source("wolfssl", "0", "a.tar.zst", SHA, ())
+    with serve(www) as (url, _), pytest.raises(Unavailable) as e:
+        sources.fetch(src, mirrors=[url])
+    assert "mirror: more than 100,000 bytes" in e.value.message
+    assert [p.name for p in sources.download_dir().iterdir()] == ["a.tar.zst.lock"]

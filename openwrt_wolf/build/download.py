@@ -34,6 +34,9 @@ from ..firmware.imageformats import bounded
 from ..trust import secrets, untrusted
 
 TIMEOUT = (10.0, 60.0)  # connect, read
+# what a server may send for one archive: sha256sums names no size, and a mirror that sends
+# for ever must not fill the disk (an ImageBuilder or SDK is a few hundred MiB)
+ARCHIVE_MAX = 4 << 30
 EXTRACTED_MARK = ".openwrt-wolf-extracted"
 FILES_MARK = ".openwrt-wolf-files"  # the files unpacked, checked before each use
 log = logging.getLogger("openwrt_wolf.download")
@@ -164,7 +167,7 @@ def fetch(a: Archive) -> Path:
     origin = fetching.Origin(a.url, label=a.name)
     try:
         return fetching.fetch(dest, [origin], fetching.sha256(a.sha256), lock=_lock_path(dest),
-                              resume=True).path  # fmt: skip
+                              resume=True, max_bytes=ARCHIVE_MAX).path  # fmt: skip
     except fetching.NotFetched as e:
         raise _failed(a, dest, e.failures[0]) from None
 

@@ -15,6 +15,9 @@ from ..host.upstream import Unavailable
 from .spec import Source
 
 SOURCES_ENV = "OPENWRT_WOLF_SOURCES"  # colon-separated directories holding tarballs
+# what a server may send for one tarball (a TLS library's is tens of MiB): a mirror that
+# sends for ever must not fill the disk
+SOURCE_MAX = 512 << 20
 
 
 def download_dir() -> Path:
@@ -56,7 +59,8 @@ def fetch(
     dest = download_dir() / src.file
     try:
         return fetching.fetch(dest, tried, fetching.sha256(src.sha256),
-                              lock=download_dir() / f"{src.file}.lock").path  # fmt: skip
+                              lock=download_dir() / f"{src.file}.lock",
+                              max_bytes=SOURCE_MAX).path  # fmt: skip
     except fetching.NotFetched as e:
         bad = next((f for f in e.failures if f.got is not None), None)
         if bad is not None:
