@@ -365,7 +365,39 @@ def families(w: Path) -> list[Family]:
         ),
         Family("wifi image", _wifi_image(w, elf, bomb)),
         Family("arm64", _arm64(w, rnd, fifo, big)),
+        Family("fetch origins", _fetch_origins(w)),
     ]
+
+
+def _fetch_origins(w: Path) -> list[list[str]]:
+    """Issue 33's one fetcher (files/fetch.py) behind `build --mirror DIR`: a mirror whose
+    sha256sums names the ImageBuilder but whose archive there is a FIFO, /dev/zero, a
+    directory, a link out of the mirror to a secret, or other bytes. Never read for ever,
+    never copied into the cache: one line each."""
+    ib = "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst"
+    secret = w / "fetch-secret"
+    secret.write_text("not for the cache\n")
+    out = []
+    for kind in ("fifo", "zero", "dir", "link-out", "other-bytes"):
+        top = w / f"mirror-{kind}"
+        tdir = top / "releases" / "25.12.5" / "targets" / "ath79" / "generic"
+        if not tdir.is_dir():
+            tdir.mkdir(parents=True)
+            (tdir / "sha256sums").write_text(f"{'0' * 64} *{ib}\n")
+            a = tdir / ib
+            if kind == "fifo":
+                os.mkfifo(a)
+            elif kind == "zero":
+                a.symlink_to("/dev/zero")
+            elif kind == "dir":
+                a.mkdir()
+            elif kind == "link-out":
+                a.symlink_to(secret)
+            else:
+                a.write_bytes(os.urandom(4096))
+        out.append(["build", "--no-report", "-f", "mbedtls", "-d", "tl-wr902ac", "--mirror",
+                    str(top)])  # fmt: skip
+    return out
 
 
 def _arm64(w: Path, rnd: Path, fifo: Path, big: Path) -> list[list[str]]:

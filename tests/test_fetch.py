@@ -221,3 +221,26 @@ def test_a_library_source_from_a_mirror_is_bounded(
         sources.fetch(src, mirrors=[url])
     assert "mirror: more than 100,000 bytes" in e.value.message
     assert [p.name for p in sources.download_dir().iterdir()] == ["a.tar.zst.lock"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "missing"])
+def test_a_mirror_directorys_archive_that_is_no_file_is_not_read(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO would block a read for ever, /dev/zero never end: neither is opened."""
+    from openwrt_wolf.build import download
+    from openwrt_wolf.errors import WolfError
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    where = tmp_path / "mirror" / "a.tar.zst"
+    where.parent.mkdir()
+    if kind == "fifo":
+        os.mkfifo(where)
+    elif kind == "device":
+        where.symlink_to("/dev/zero")
+    a = download.Archive("imagebuilder", "25.12.5", "ath79/generic", "a.tar.zst", SHA,
+                         str(where), False)  # fmt: skip
+    with pytest.raises(WolfError) as e:
+        download.fetch(a)
+    there = "does not exist" if kind == "missing" else "is not a regular file"
+    assert e.value.message == f"{where} {there} in the mirror directory"

@@ -183,7 +183,8 @@ def _failed(a: Archive, dest: Path, f: fetching.Failure) -> WolfError:
     if isinstance(f.error, OSError) and f.error.errno == errno.ENOSPC:
         return disk_full(dest.with_name(dest.name + ".part"), f.error)
     if f.missing:
-        return WolfError(f"{a.url} does not exist in the mirror directory")
+        there = "is not a regular file" if os.path.lexists(a.url) else "does not exist"
+        return WolfError(f"{a.url} {there} in the mirror directory")
     if f.status is not None:
         return WolfError(f"{a.url}: HTTP {f.status}", hint=unreachable_hint())
     if f.broken:
