@@ -883,9 +883,13 @@ def test(c, k=None, serial=False):
 
 @task
 def lint(c):
-    """ruff (lint + format check) and mypy over openwrt_wolf."""
+    """ruff (lint + format check), mypy over openwrt_wolf, and the package's layout: the stage
+    folders as layers, one writer, the architecture page (tests/test_layers.py,
+    tests/test_layout.py)."""
     os.chdir(os.path.dirname(os.path.abspath(__file__)))
     paths = " ".join(p for p in ("openwrt_wolf", "tests", "tasks.py", "bench") if os.path.exists(p))
     c.run(f"{sys.executable} -m ruff check {paths}")
     c.run(f"{sys.executable} -m ruff format --check {paths}")
     c.run(f"{sys.executable} -m mypy openwrt_wolf")
+    layout = "tests/test_layers.py tests/test_layout.py"
+    c.run(f"{sys.executable} -m pytest -q -p no:cacheprovider -n 0 {layout}")
