@@ -1,4 +1,5 @@
-"""TCP ports on this machine: a free one for a server, and waiting until a server listens."""
+"""TCP ports on this machine: a free one for a server (targets/vm/qemu.py's, which QEMU's
+forwarded ports take too), and waiting until a server listens."""
 
 from __future__ import annotations
 
@@ -7,12 +8,7 @@ import time
 
 from .. import proc
 from ..errors import WolfError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ..targets.vm.qemu import free_port as free_port  # one finder of a free port
 
 
 def listening(address: str, port: int) -> bool:
