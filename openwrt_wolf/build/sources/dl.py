@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -42,7 +43,7 @@ from ...host import hosttools
 from ...patchset import series
 from ...trust import untrusted
 from .. import packages
-from . import edit, facts, from_debian, listing, pack
+from . import edit, facts, from_debian, gitrepo, listing, pack
 from .edit import Edit
 from .listing import Needed
 from .substitutions import (
@@ -161,8 +162,8 @@ class Filler:
             return None
         for d in self.local:
             for cand in [d / proj, d / f"{proj}.git", *sorted(d.glob(f"*+{proj}/repo"))]:
-                if (cand / "HEAD").is_file() or (cand / ".git").exists():
-                    return cand / ".git" if (cand / ".git").is_dir() else cand
+                if (cand / "HEAD").is_file() or os.path.lexists(cand / ".git"):
+                    return gitrepo.git_dir(cand)  # read as data only (gitrepo.py)
         return None
 
     # --- resolving --------------------------------------------------------------------
@@ -171,6 +172,8 @@ class Filler:
         try:
             untrusted.file_name(n.file, "a file the tree asks for")  # a name in dl/, no path
             return self._resolve(n)
+        except gitrepo.UnsafeRepository:
+            raise  # an input to fix, not a file that is missing: the run stops, one line
         except WolfError as e:
             return Resolution(n, "missing", note=f"failed: {e.message}")
 
@@ -215,6 +218,8 @@ class Filler:
                 r = self._from_git(n)
             else:
                 r = self._from_debian(n) if self.archive is not None else None
+        except gitrepo.UnsafeRepository:
+            raise
         except WolfError as e:  # one source failing: the fallbacks below may still serve
             failed, r = f"failed: {e.message}", None
         if r is not None:
@@ -285,12 +290,16 @@ class Filler:
         if repo is None:
             return None
         self.work.mkdir(parents=True, exist_ok=True)
-        subdir = pack.stem(n.file)
-        commit = pack.resolve_commit(repo, n.commit) if n.commit else ""
+        with gitrepo.reading(repo) as src:
+            return self._from_git_source(n, src)
+
+    def _from_git_source(self, n: Needed, src: gitrepo.Source) -> Resolution | None:
+        repo, subdir = src.origin, pack.stem(n.file)
+        commit = src.resolve(n.commit) if n.commit else ""
         if commit:
             out = self.work / n.file
-            left_out = pack.git_pack(repo, commit, subdir, out, submodules=n.submodules,
-                                        find=self._git_repo_of)  # fmt: skip
+            left_out = pack.git_pack(src, commit, subdir, out, submodules=n.submodules,
+                                     find=self._git_repo_of)  # fmt: skip
             sha = file_sha256(out)
             if sha == n.hash:
                 self._place(out, n.file, move=True)
@@ -314,21 +323,21 @@ class Filler:
                 + _left_out_note(left_out),
                 tuple(edits),
             )
-        head = pack.resolve_commit(repo, "HEAD")
+        head = src.resolve("HEAD")
         if not head:
             return None
         gate = self._gate(n, "substitute", f"{repo} has no commit {n.commit[:8]}")
         if gate:
             return gate
-        when = pack.commit_time(repo, head)
+        when = pack.commit_time(src, head)
         date = datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%d")
         version = f"{date.replace('-', '.')}~{head[:8]}"
         name = n.file.replace(n.version, version) if n.version else ""
         if not name or name == n.file:
             raise WolfError(f"{n.file}: cannot name a substitute (PKG_VERSION {n.version!r})")
         out = self.work / name
-        left_out = pack.git_pack(repo, head, pack.stem(name), out,
-                                    submodules=n.submodules, find=self._git_repo_of)  # fmt: skip
+        left_out = pack.git_pack(src, head, pack.stem(name), out,
+                                 submodules=n.submodules, find=self._git_repo_of)  # fmt: skip
         sha = file_sha256(out)
         edits = [
             *edit.set_var(self.tree, n.dirs, "PKG_SOURCE_DATE", n.source_date, date),

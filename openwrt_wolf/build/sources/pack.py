@@ -2,7 +2,8 @@
 PKG_MIRROR_HASH: a git checkout packed as include/download.mk's rawgit method packs it, and a
 tarball repacked under OpenWrt's name (top directory, compression).
 
-rawgit, step by step: `git archive` of the commit (core.abbrev 8 for export-subst), extracted
+rawgit, step by step: `git archive` of the commit (core.abbrev 8 for export-subst; git reads
+the repository as data only, build/sources/gitrepo.py), extracted
 with umask 022, then GNU tar `--numeric-owner --owner=0 --group=0 --mode=a-s --sort=name
 --mtime=@<commit time>` piped into `zstd -T0 --ultra -20` (dl_pack/zst). zstd 1.5.7's
 multi-threaded frame is what OpenWrt's own staging zstd writes; the zstandard module bundles
@@ -13,6 +14,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import lzma
+import os
 import re
 import shutil
 import tempfile
@@ -23,8 +25,9 @@ from typing import IO
 from ... import proc
 from ...errors import WolfError
 from ...files import archive, outputs
+from . import gitrepo
+from .gitrepo import Source
 
-GIT_TIMEOUT = 600.0
 MAX_MISSING = 50
 TAR_TIMEOUT = 1800.0
 EXTENSIONS = ("tar.gz", "tgz", "tar.bz2", "tar.xz", "tar.zst")
@@ -150,46 +153,41 @@ def _extract(tarball: Path, into: Path) -> None:
     archive.extract(tarball, into, archive.TREE, what="source tarball")
 
 
-def commit_time(repo: Path, commit: str) -> int:
-    out = proc.run(
-        ["git", "--git-dir", repo, "log", "-1", "--no-show-signature", "--format=%ct", commit],
-        timeout=GIT_TIMEOUT,
-    ).output
+def commit_time(repo: Path | Source, commit: str) -> int:
+    """The commit's committer time, as rawgit's `git log -1 --format=%ct` gives it."""
+    with gitrepo.reading(repo) as src:
+        full = _commit(src, commit)
+        out = src.git("show", "-s", "--no-show-signature", "--format=%ct", full).output
     return int(out.strip())
 
 
-def resolve_commit(repo: Path, rev: str) -> str:
+def resolve_commit(repo: Path | Source, rev: str) -> str:
     """A revision (HEAD, a tag, an abbreviated commit) as a full commit id, or ""."""
-    done = proc.run(
-        ["git", "--git-dir", repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-        timeout=GIT_TIMEOUT,
-        check=False,
-    )
-    return done.output.strip() if done.returncode == 0 else ""
+    with gitrepo.reading(repo) as src:
+        return src.resolve(rev)
 
 
-def _archive(repo: Path, commit: str, archive: Path) -> list[str]:
+def _commit(src: Source, rev: str) -> str:
+    full = src.resolve(rev)
+    if not full:
+        raise WolfError(f"git repository {src.origin} has no commit {rev[:40]!r}")
+    return full
+
+
+def _archive(src: Source, commit: str, archive: Path) -> list[str]:
     """`git archive` of ``commit``; a snapshot that lacks some blobs (GitHub snapshots leave
     out big files such as gnulib's ChangeLog) is archived without them. Returns the paths
     left out."""
     left_out: list[str] = []
     for _ in range(MAX_MISSING):
-        done = proc.run(
-            [
-                "git",
-                "--git-dir",
-                repo,
-                "-c",
-                "core.abbrev=8",
-                "archive",
-                "--format=tar",
-                f"--output={archive}",
-                commit,
-                "--",
-                ".",
-                *(f":(exclude,literal){p}" for p in left_out),
-            ],
-            timeout=GIT_TIMEOUT,
+        done = src.git(
+            "archive",
+            "--format=tar",
+            f"--output={archive}",
+            commit,
+            "--",
+            ".",
+            *(f":(exclude,literal){p}" for p in left_out),
             check=False,
         )
         if done.returncode == 0:
@@ -197,20 +195,21 @@ def _archive(repo: Path, commit: str, archive: Path) -> list[str]:
         missing = re.findall(r"invalid object [0-7]+ [0-9a-f]+ for '([^']+)'", done.output)
         if not missing or set(missing) <= set(left_out):
             raise WolfError(
-                f"git archive {commit[:12]} of {repo} failed: "
+                f"git archive {commit[:12]} of {src.origin} failed: "
                 f"{done.output.strip().splitlines()[-1] if done.output.strip() else ''}"
             )
         left_out += [m for m in missing if m not in left_out]
-    raise WolfError(f"git archive {commit[:12]} of {repo}: more than {MAX_MISSING} files missing")
+    raise WolfError(
+        f"git archive {commit[:12]} of {src.origin}: more than {MAX_MISSING} files missing"
+    )
 
 
 SubmoduleRepo = Callable[[str], "Path | None"]  # a submodule's URL -> a repository of it
 
 
-def _gitlinks(repo: Path, commit: str) -> list[tuple[str, str]]:
+def _gitlinks(src: Source, commit: str) -> list[tuple[str, str]]:
     """(path, commit) of every submodule of ``commit``: its tree's mode-160000 entries."""
-    out = proc.run(["git", "--git-dir", repo, "ls-tree", "-r", "-z", commit],
-                   timeout=GIT_TIMEOUT).output  # fmt: skip
+    out = src.git("ls-tree", "-r", "-z", commit).output
     links = []
     for entry in out.split("\0"):
         meta, _, path = entry.partition("\t")
@@ -220,22 +219,20 @@ def _gitlinks(repo: Path, commit: str) -> list[tuple[str, str]]:
     return links
 
 
-def _submodule_url(repo: Path, commit: str, path: str) -> str:
-    done = proc.run(["git", "--git-dir", repo, "config", "--blob", f"{commit}:.gitmodules",
-                     "--get-regexp", r"^submodule\..*\.path$"], timeout=GIT_TIMEOUT,
-                    check=False)  # fmt: skip
+def _submodule_url(src: Source, commit: str, path: str) -> str:
+    # --no-includes: a committed .gitmodules could include any file of this machine
+    blob = ["config", "--no-includes", "--blob", f"{commit}:.gitmodules"]
+    done = src.git(*blob, "--get-regexp", r"^submodule\..*\.path$", check=False)
     for line in done.output.splitlines():
         key, _, value = line.partition(" ")
         if value == path:
             name = key.removeprefix("submodule.").removesuffix(".path")
-            return proc.run(["git", "--git-dir", repo, "config", "--blob",
-                             f"{commit}:.gitmodules", f"submodule.{name}.url"],
-                            timeout=GIT_TIMEOUT).output.strip()  # fmt: skip
+            return src.git(*blob, f"submodule.{name}.url").output.strip()
     raise WolfError(f"submodule {path} of {commit[:12]} is not in its .gitmodules")
 
 
 def _checkout_submodules(
-    repo: Path,
+    src: Source,
     commit: str,
     top: Path,
     into: Path,
@@ -247,10 +244,10 @@ def _checkout_submodules(
     """What rawgit's `git submodule update --init --recursive -- $(SUBMODULES)` leaves: each
     submodule's files as `git checkout` writes them (no export attributes), and in its folder
     the one-line .git file pointing into the superproject's .git/modules/."""
-    for path, sub in _gitlinks(repo, commit) if links is None else links:
+    for path, sub in _gitlinks(src, commit) if links is None else links:
         if wanted and path not in wanted.split():
             continue
-        url = _submodule_url(repo, commit, path)
+        url = _submodule_url(src, commit, path)
         sub_repo = find(url)
         if sub_repo is None:
             raise WolfError(f"no git repository of {url} (submodule {path}) under --sources")
@@ -258,22 +255,24 @@ def _checkout_submodules(
         if not dest.resolve().is_relative_to(top.resolve()):
             raise WolfError(f"submodule path {path!r} leaves the checkout")
         dest.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="wolf-subidx-") as idx:
+        with (
+            gitrepo.reading(sub_repo) as sub_src,
+            tempfile.TemporaryDirectory(prefix="wolf-subidx-") as idx,
+        ):
             env = {"GIT_INDEX_FILE": str(Path(idx) / "index")}
-            proc.run(["git", "--git-dir", sub_repo, "read-tree", sub], timeout=GIT_TIMEOUT,
-                     env=env)  # fmt: skip
-            proc.run(["git", "--git-dir", sub_repo, "--work-tree", dest, "checkout-index", "-a",
-                      "-f"], timeout=GIT_TIMEOUT, env=env)  # fmt: skip
-        # git's gitdir for a submodule at P (of a submodule at S): .git/modules/[S/modules/]P,
-        # written relative to the submodule's folder
-        gitdir = f"{modules}{path}"
-        up = "../" * len(dest.relative_to(top).parts)
-        (dest / ".git").write_text(f"gitdir: {up}.git/modules/{gitdir}\n")
-        _checkout_submodules(sub_repo, sub, top, dest, "", find, f"{gitdir}/modules/")
+            sub = _commit(sub_src, sub)
+            sub_src.git("read-tree", sub, env=env)
+            sub_src.git("--work-tree", dest, "checkout-index", "-a", "-f", env=env)
+            # git's gitdir for a submodule at P (of a submodule at S): .git/modules/[S/modules/]P,
+            # written relative to the submodule's folder
+            gitdir = f"{modules}{path}"
+            up = "../" * len(dest.relative_to(top).parts)
+            outputs.write_text(dest / ".git", f"gitdir: {up}.git/modules/{gitdir}\n")
+            _checkout_submodules(sub_src, sub, top, dest, "", find, f"{gitdir}/modules/")
 
 
 def git_pack(
-    repo: Path,
+    repo: Path | Source,
     commit: str,
     subdir: str,
     dest: Path,
@@ -281,31 +280,36 @@ def git_pack(
     submodules: str = "skip",
     find: SubmoduleRepo | None = None,
 ) -> list[str]:
-    """Pack ``commit`` of the git repository ``repo`` (bare or not) as OpenWrt's rawgit method
-    packs a checkout into ``dest`` (its extension says the compression). ``submodules`` is
+    """Pack ``commit`` of the git repository ``repo`` (a git directory, bare or a checkout's
+    .git; read as data, build/sources/gitrepo.py) as OpenWrt's rawgit method packs a checkout
+    into ``dest`` (its extension says the compression). ``submodules`` is
     PKG_SOURCE_SUBMODULES ("" all, "skip" none, else paths), their repositories found by
     ``find``. Returns the paths the repository lacks blobs for (left out of the tarball)."""
     if not re.fullmatch(r"[A-Za-z0-9._+~-]+", subdir):
         raise WolfError(f"unusable top directory name {subdir!r}")
-    with tempfile.TemporaryDirectory(prefix="wolf-gitpack-", dir=dest.parent) as tmp:
+    with (
+        gitrepo.reading(repo) as src,
+        tempfile.TemporaryDirectory(prefix="wolf-gitpack-", dir=dest.parent) as tmp,
+    ):
         t = Path(tmp)
+        commit = _commit(src, commit)
         archive = t / "archive.tar"
-        left_out = _archive(repo, commit, archive)
+        left_out = _archive(src, commit, archive)
         (t / subdir).mkdir()
         _extract(archive, t / subdir)
-        links = [] if submodules == "skip" else _gitlinks(repo, commit)
+        links = [] if submodules == "skip" else _gitlinks(src, commit)
         if links:
             if find is None:
                 raise WolfError(f"{subdir}: has submodules and no way to find them")
-            _checkout_submodules(repo, commit, t / subdir, t / subdir, submodules, find,
+            _checkout_submodules(src, commit, t / subdir, t / subdir, submodules, find,
                                  links=links)  # fmt: skip
         for leftover in (".git", ".gitmodules"):
             p = t / subdir / leftover
-            if p.is_dir():
+            if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
-            elif p.exists():
+            elif os.path.lexists(p):
                 p.unlink()
-        pack_dir(t, subdir, commit_time(repo, commit), dest)
+        pack_dir(t, subdir, commit_time(src, commit), dest)
     return left_out
 
 
