@@ -38,6 +38,7 @@ import hostile
 import hostile_env
 import hostile_fs
 import hostile_git
+import hostile_links
 import hostile_patches
 import hostile_readers
 from hostile import Probe
@@ -509,6 +510,7 @@ def hostile_families(w: Path) -> list[Family]:
         Family("image readers", hostile_readers.images_family(w)),
         Family("tree readers", hostile_readers.trees_family(w)),
         Family("git repositories", hostile_git.family(w)),
+        *(Family(name, probes) for name, probes in hostile_links.families(w)),
     ]
 
 

@@ -244,3 +244,70 @@ def test_a_mirror_directorys_archive_that_is_no_file_is_not_read(
         download.fetch(a)
     there = "does not exist" if kind == "missing" else "is not a regular file"
     assert e.value.message == f"{where} {there} in the mirror directory"
+
+
+# --- links planted at a .part (issue 53): never written through -----------------------------
+
+
+def _victim(tmp_path: Path) -> Path:
+    """A file outside every directory we own, with bytes of its own."""
+    v = tmp_path / "outside" / "victim"
+    v.parent.mkdir()
+    v.write_bytes(b"the victim's own bytes\n")
+    return v
+
+
+def _refused_and_intact(e: pytest.ExceptionInfo[Exception], part: Path, victim: Path) -> None:
+    from openwrt_wolf.errors import WolfError
+
+    assert victim.read_bytes() == b"the victim's own bytes\n"
+    assert sorted(os.listdir(victim.parent)) == ["victim"]
+    assert isinstance(e.value, WolfError), e.value
+    assert f"{part} is a symbolic link" in e.value.message and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative"])
+def test_a_resumed_archive_never_appends_to_a_link_at_its_part(
+    how: str, www: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """<cache>/downloads/…/<archive>.part a link: the resume stat'ed the link's target and
+    appended the mirror's bytes to it (open "ab"). Now one line; the victim keeps its bytes."""
+    from openwrt_wolf.build import download
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    victim = _victim(tmp_path)
+    with serve(www) as (url, _):
+        a = download.Archive("imagebuilder", "25.12.5", "ath79/generic", "a.tar.zst", SHA,
+                             f"{url}/a.tar.zst", False)  # fmt: skip
+        part = download.cache_path(a).with_name("a.tar.zst.part")
+        part.parent.mkdir(parents=True)
+        part.symlink_to(victim if how == "absolute" else os.path.relpath(victim, part.parent))
+        with pytest.raises(Exception) as e:
+            download.fetch(a)
+    _refused_and_intact(e, part, victim)
+    assert not download.cache_path(a).exists()
+
+
+def test_an_upstream_pins_part_that_is_a_link_is_not_overwritten(
+    www: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """<cache>/upstream/dl/<pin>.part a link: the download truncated the link's target and
+    wrote the archive into it, then the link itself was renamed into the cache."""
+    from openwrt_wolf.host import upstream
+
+    monkeypatch.setenv("OPENWRT_WOLF_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENWRT_WOLF_SHARED", str(tmp_path / "no-shared"))
+    monkeypatch.delenv(upstream.SOURCES_ENV, raising=False)
+    monkeypatch.delenv(upstream.SOURCES_URL_ENV, raising=False)
+    victim = _victim(tmp_path)
+    with serve(www) as (url, _):
+        pin = upstream.Pin("toy", "o/toy", "0" * 40, "1", (f"{url}/a.tar.zst",), "a.tar.zst",
+                           SHA, "0" * 64)  # fmt: skip
+        monkeypatch.setattr(upstream, "pins", lambda: {"toy": pin})
+        part = upstream.download_dir() / "a.tar.zst.part"
+        part.parent.mkdir(parents=True)
+        part.symlink_to(victim)
+        with pytest.raises(Exception) as e:
+            upstream.tarball("toy")
+    _refused_and_intact(e, part, victim)
+    assert not (upstream.download_dir() / "a.tar.zst").exists()

@@ -13,8 +13,10 @@ Each tree's release (include/version.mk's VERSION_NUMBER) must be the request's.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -122,10 +124,12 @@ def prepare(
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
         try:
             work = tmp / "tree"
-            shutil.copytree(src, work, symlinks=True, ignore=_skip(src) if tree else None)
+            shutil.copytree(src, work, symlinks=True, ignore=_skip(src) if tree else None,
+                            copy_function=_copy_file)  # fmt: skip
             for o in series.apply(work, series.load(patches_dir)):
                 show(f"base feed: {o.action} {o.series} ({len(o.patches)} patches)")
-            outputs.write_text(work / STAMP, _json(want))
+            # the copy is ours; a link the tree had at the stamp's name is replaced
+            outputs.Owned(work, "the base feed's copy").write_text(STAMP, _json(want))
             outputs.publish(work, dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -136,6 +140,16 @@ def _dl(copy: Path, tree: Path | None) -> Path:
     # a user's tree keeps its downloads (read by the SDK, never written by us); a copy of
     # the pinned tree has its own dl/, which `build --sources` fills
     return Tree(tree).top / "dl" if tree is not None else copy / "dl"
+
+
+def _copy_file(src: str, dst: str) -> object:
+    """copytree's copy of what is neither a folder nor a link: a regular file, else one line
+    (a FIFO would hang the copy or end it in shutil.Error, a device be read for ever)."""
+    mode = os.lstat(src).st_mode
+    if not stat.S_ISREG(mode):
+        raise WolfError(f"{src} is {untrusted.kind_of(mode)}; a tree we copy holds files, "
+                        "folders and links", hint="remove it from the tree")  # fmt: skip
+    return shutil.copy2(src, dst)
 
 
 def _skip(top: Path) -> Callable[[str, list[str]], set[str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +187,7 @@ def _into(
         src = Path(o.where)
         if not src.is_file():  # a FIFO or a device is not waited on or read for ever
             return Failure(o, "not a file there", missing=True), None
-        with src.open("rb") as fi, part.open("wb") as fo:
+        with src.open("rb") as fi, _part(part) as fo:
             size = src.stat().st_size
             return None, _copy(iter(lambda: fi.read(CHUNK), b""), fo, label, size, 0, None)
     except OSError as e:  # requests' errors are OSErrors too: they were handled below
@@ -199,7 +200,7 @@ def _from_url(
 ) -> tuple[Failure | None, str | None]:
     import requests  # here: a run that downloads nothing does not load it
 
-    have = part.stat().st_size if resume and part.is_file() else 0
+    have = _part_size(part) if resume else 0
     headers = {"Range": f"bytes={have}-"} if have else {}
     keep = resume and have > 0  # nothing new arrived yet: the .part is as the last run left it
 
@@ -224,7 +225,7 @@ def _from_url(
         total = have + int(length) if length and length.isdigit() else None
         keep = resume
         try:
-            with part.open("ab" if have else "wb") as fo:
+            with _part(part, append=bool(have)) as fo:
                 known = _copy(r.iter_content(CHUNK), fo, label, total, have, max_bytes)
         except requests.RequestException as e:
             return failed(Failure(o, reason(e), broken=True, error=e))
@@ -232,6 +233,19 @@ def _from_url(
             part.unlink(missing_ok=True)
             return Failure(o, reason(e), error=e), None
     return None, (None if have else known)  # a resumed file's is taken by the verifier
+
+
+def _part(part: Path, *, append: bool = False) -> IO[bytes]:
+    """The .part opened by outputs.Owned: a link planted at its name (to any file) is one
+    error line, never written through, also when a download is resumed."""
+    return outputs.Owned(part.parent, "a download directory").open_part(part.name, append=append)
+
+
+def _part_size(part: Path) -> int:
+    """What a broken download left to resume from: a regular file's size (lstat; a link
+    there is refused when it is opened), else 0."""
+    st = outputs.Owned(part.parent, "a download directory").stat(part.name)
+    return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else 0
 
 
 def _copy(

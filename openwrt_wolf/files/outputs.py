@@ -16,6 +16,11 @@ name (downloads, unpacked trees, compiled programs) put in place by one rename, 
   refused: what a task reads is not what it overwrites.
 - Nothing is published after a termination signal (signals.check): the temporary file is
   removed and the task ends with the signal.
+- Inside a directory we own or read (``Owned``: the results store, a download directory, an
+  OpenWrt tree's bookkeeping, its dl/ and the files we edit in it) no link is followed: the
+  directories on the way are opened with O_NOFOLLOW from the top down, a link there is one
+  line; a link at the file's own name is replaced, removed itself or refused, never written
+  through (the rule above for a symlink is --output's alone).
 WriteError (one line) when it cannot be written."""
 
 from __future__ import annotations
@@ -27,13 +32,13 @@ import fcntl
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
 from .. import signals
 from ..errors import WolfError
+from ..trust import untrusted
 
 Fill = Callable[[IO[bytes]], None]
 
@@ -162,12 +167,12 @@ def replace_link(path: Path, target: str) -> None:
     tree): made under a random name beside it and renamed over whatever is there, so nothing
     is followed, and the target is never read."""
 
-    def make(real: Path, made: list[str]) -> None:
+    def make(fd: int, name: str, made: list[str]) -> None:
         while not made:
-            name = str(real.parent / f".{real.name}.{os.urandom(6).hex()}.tmp")
+            tmp = _tmp_name(name)
             with contextlib.suppress(FileExistsError):  # taken: draw another name
-                os.symlink(target, name)
-                made.append(name)
+                os.symlink(target, tmp, dir_fd=fd)
+                made.append(tmp)
 
     _renamed_over(path, make)
 
@@ -225,84 +230,108 @@ def _failed(path: Path, e: BaseException) -> WriteError | None:
     return None
 
 
-def _replace(real: Path, mode: int, fill: Fill) -> None:
-    def make(real: Path, made: list[str]) -> None:
+Make = Callable[[int, str, list[str]], None]  # (its directory's fd, its name, names made)
+
+
+def _tmp_name(name: str) -> str:
+    return f".{name}.{os.urandom(6).hex()}.tmp"
+
+
+def _replace(real: Path, mode: int, fill: Fill, dirfd: int | None = None) -> None:
+    def make(fd: int, name: str, made: list[str]) -> None:
         try:
             # a file with no name until it is whole: SIGKILL (or a power cut) while it is
             # written leaves nothing beside the old file (a mkstemp name stayed there)
-            fd = os.open(real.parent, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+            out = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=fd)
             tmp = None
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise
-            fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+            out, tmp = _mkstemp_at(fd, name)
             made.append(tmp)
-        with os.fdopen(fd, "wb") as fh:  # O_RDWR: _named may read it back
+        with os.fdopen(out, "wb") as fh:  # O_RDWR: _named may read it back
             fill(fh)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             os.fsync(fh.fileno())
             signals.check()  # interrupted while writing: publish nothing
             if tmp is None:
-                made.append(_named(fh.fileno(), real))
+                made.append(_named(fh.fileno(), fd, name))
 
-    _renamed_over(real, make)
+    _renamed_over(real, make, dirfd)
 
 
-def _renamed_over(real: Path, make: Callable[[Path, list[str]], None]) -> None:
-    """A new entry that ``make`` creates beside real (its name put in the list), renamed over
-    real; removed instead when anything fails or a termination signal came meanwhile."""
+def _renamed_over(real: Path, make: Make, dirfd: int | None = None) -> None:
+    """A new entry that ``make`` creates in real's directory (its name put in the list),
+    renamed over real; removed instead when anything fails or a termination signal came
+    meanwhile. ``dirfd``: that directory, opened by the caller (Owned: nothing followed on the
+    way); None: real's parent, made when missing."""
     made: list[str] = []
+    fd = dirfd
     try:
-        real.parent.mkdir(parents=True, exist_ok=True)
-        make(real, made)
+        if fd is None:
+            real.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(real.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        make(fd, real.name, made)
         signals.check()  # interrupted while writing: publish nothing
-        os.replace(made[0], real)
+        os.replace(made[0], real.name, src_dir_fd=fd, dst_dir_fd=fd)
     except BaseException as e:
         for tmp in made:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=fd)
         err = _failed(real, e)
         if err is not None:
             raise err from None
         raise
+    finally:
+        if dirfd is None and fd is not None:
+            os.close(fd)
 
 
-_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+def _mkstemp_at(fd: int, name: str) -> tuple[int, str]:
+    """A new file at a random name in the directory ``fd`` (mkstemp's O_EXCL, 0600)."""
+    while True:
+        tmp = _tmp_name(name)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with contextlib.suppress(FileExistsError):  # taken: draw another name
+            return os.open(tmp, flags, 0o600, dir_fd=fd), tmp
+
+
+_AT_EMPTY_PATH = 0x1000
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _named(fd: int, real: Path) -> str:
-    """The whole O_TMPFILE file given a random name beside ``real`` (the rename's source):
-    linkat(fd, "", AT_EMPTY_PATH), else through /proc/self/fd, else (neither allowed here)
-    its bytes copied into a mkstemp file."""
+def _named(out: int, fd: int, name: str) -> str:
+    """The whole O_TMPFILE file ``out`` given a random name in the directory ``fd`` (the
+    rename's source): linkat(out, "", AT_EMPTY_PATH), else through /proc/self/fd, else
+    (neither allowed here) its bytes copied into a new file."""
     while True:
-        name = str(real.parent / f".{real.name}.{os.urandom(6).hex()}.tmp")
-        if _libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(name), _AT_EMPTY_PATH) == 0:
-            return name
+        tmp = _tmp_name(name)
+        if _libc.linkat(out, b"", fd, os.fsencode(tmp), _AT_EMPTY_PATH) == 0:
+            return tmp
         if ctypes.get_errno() == errno.EEXIST:  # taken: draw another name
             continue
         try:
-            os.link(f"/proc/self/fd/{fd}", name, follow_symlinks=True)
-            return name
+            os.link(f"/proc/self/fd/{out}", tmp, dst_dir_fd=fd, follow_symlinks=True)
+            return tmp
         except FileExistsError:
             continue
         except OSError:
             break
-    out, name = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+    copy, tmp = _mkstemp_at(fd, name)
     try:
         offset = 0
-        while chunk := os.pread(fd, 1 << 20, offset):
-            os.write(out, chunk)
+        while chunk := os.pread(out, 1 << 20, offset):
+            os.write(copy, chunk)
             offset += len(chunk)
-        os.fchmod(out, os.fstat(fd).st_mode & 0o7777)
-        os.fsync(out)
+        os.fchmod(copy, os.fstat(out).st_mode & 0o7777)
+        os.fsync(copy)
     except BaseException:
-        os.unlink(name)
+        os.unlink(tmp, dir_fd=fd)
         raise
     finally:
-        os.close(out)
-    return name
+        os.close(copy)
+    return tmp
 
 
 def _write_into(real: Path, shown: Path, fill: Fill) -> None:
@@ -328,3 +357,259 @@ def _write_into(real: Path, shown: Path, fill: Fill) -> None:
         raise _failed(shown, e) or e from None
     finally:
         os.close(fd)
+
+
+# --- directories we own: nothing followed below their top ---------------------------------
+
+
+class LinkRefused(WriteError):
+    """A symbolic link inside a directory the project owns (``Owned``): never followed."""
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+
+
+class Owned:
+    """A directory the project owns or reads — the results store, a download directory of the
+    cache or of a tree (dl/), an OpenWrt tree's bookkeeping and the files we edit in it — where
+    only someone else makes a symbolic link. Its top is the directory as given (a link there is
+    the user's choice, followed as for --output); below it nothing is followed: each directory
+    on the way is opened from the one before with O_NOFOLLOW, and a link there is one line
+    (``<path> is a symbolic link; links inside <what> are not followed``). At the file's own
+    name a link is replaced (``write``, ``move``: a new entry renamed over it), removed itself
+    (``unlink``) or refused (``open_part``, ``regular``, ``no_link``), never written through.
+    ``rel``: a relative path below the top, without ``..``."""
+
+    def __init__(self, top: Path | str, what: str) -> None:
+        self.top = Path(top)
+        self.what = what
+
+    def path(self, rel: str | Path) -> Path:
+        return self.top.joinpath(*self._parts(rel))
+
+    def _parts(self, rel: str | Path) -> list[str]:
+        text = str(rel)
+        parts = text.split("/")
+        if text.startswith("/") or "\0" in text or any(p in ("", ".", "..") for p in parts):
+            raise WriteError(f"{text[:200]!r} is not a path inside {self.top}")
+        return parts
+
+    def _refused(self, fd: int, parts: Sequence[str]) -> WriteError:
+        shown = self.top.joinpath(*parts)
+        try:
+            mode = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False).st_mode
+        except OSError:
+            return WriteError(f"{shown} is not a directory")
+        if stat.S_ISLNK(mode):
+            return LinkRefused(
+                f"{shown} is a symbolic link; links inside {self.what} are not followed",
+                hint="remove the link: nothing of ours makes one there",
+            )
+        return WriteError(f"{shown} is {untrusted.kind_of(mode)}, not a directory")
+
+    @contextlib.contextmanager
+    def _dir(self, parts: Sequence[str], *, make: bool) -> Iterator[int]:
+        """The directory top/parts opened, no link followed below the top (made when
+        ``make``); FileNotFoundError when it is missing and not made."""
+        try:
+            if make:
+                self.top.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.top, _DIR)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise WriteError(f"{self.what} {self.top}: {untrusted.os_reason(e)}") from None
+        try:
+            for i in range(len(parts)):
+                step = self._step(fd, parts[: i + 1], make)
+                os.close(fd)
+                fd = step
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _step(self, fd: int, parts: Sequence[str], make: bool) -> int:
+        """The next directory on the way, opened from ``fd`` without following a link."""
+        name = parts[-1]
+        try:
+            try:
+                return os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                if not make:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                return os.open(name, _DIR | os.O_NOFOLLOW, dir_fd=fd)
+        except FileNotFoundError:
+            if not make:
+                raise
+            raise WriteError(f"{self.top.joinpath(*parts)} vanished while being made") from None
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise self._refused(fd, parts) from None
+            shown = self.top.joinpath(*parts)
+            raise WriteError(f"{shown}: {untrusted.os_reason(e)}") from None
+
+    def stat(self, rel: str | Path) -> os.stat_result | None:
+        """lstat of top/rel (None: it, or a directory on its way, is missing); a link on the
+        way is refused, one at rel itself is returned as the link it is."""
+        parts = self._parts(rel)
+        try:
+            with self._dir(parts[:-1], make=False) as fd:
+                return os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise WriteError(f"{self.path(rel)}: {untrusted.os_reason(e)}") from None
+
+    def no_link(self, rel: str | Path) -> os.stat_result | None:
+        """``stat``, and a link at rel itself refused too (a file we read there)."""
+        st = self.stat(rel)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            parts = self._parts(rel)
+            with self._dir(parts[:-1], make=False) as fd:
+                raise self._refused(fd, parts)
+        return st
+
+    def regular(self, rel: str | Path) -> os.stat_result:
+        """top/rel as a regular file, no link on the way or at its name; one line else."""
+        st = self.no_link(rel)
+        if st is None:
+            raise WriteError(f"{self.path(rel)} does not exist")
+        if not stat.S_ISREG(st.st_mode):
+            raise WriteError(f"{self.path(rel)} is {untrusted.kind_of(st.st_mode)}, not a file")
+        return st
+
+    def write(self, rel: str | Path, fill: Fill, *, mode: int | None = None) -> Path:
+        """A new file at top/rel (directories on the way made), renamed over whatever is
+        there: a link is replaced, never written through. ``mode``: default the replaced
+        regular file's, else 0666 less the umask."""
+        parts = self._parts(rel)
+        shown = self.top.joinpath(*parts)
+        with self._dir(parts[:-1], make=True) as fd:
+            if mode is None:
+                try:
+                    st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+                    mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else None
+                except FileNotFoundError:
+                    pass
+            _replace(shown, 0o666 & ~_umask() if mode is None else mode, fill, fd)
+        return shown
+
+    def write_text(self, rel: str | Path, text: str) -> Path:
+        def fill(out: IO[bytes]) -> None:
+            out.write(text.encode("utf-8"))
+
+        return self.write(rel, fill)
+
+    def copy_file(self, src: Path, rel: str | Path) -> Path:
+        """src's bytes (a file of ours or the user's, read as it is named) into top/rel."""
+
+        def fill(out: IO[bytes]) -> None:
+            with src.open("rb") as fh:
+                shutil.copyfileobj(fh, out, 1 << 20)
+
+        return self.write(rel, fill)
+
+    def copy(self, src: str | Path, rel: str | Path) -> Path:
+        """top/src (a regular file, nothing followed) copied to top/rel with its mode and
+        mtime (shutil.copy2's), written as ``write`` writes."""
+        st = self.regular(src)
+        parts = self._parts(src)
+
+        def fill(out: IO[bytes]) -> None:
+            with self._dir(parts[:-1], make=False) as fd:
+                flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                with os.fdopen(os.open(parts[-1], flags, dir_fd=fd), "rb") as fh:
+                    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                        raise WriteError(f"{self.path(src)} changed while being copied")
+                    shutil.copyfileobj(fh, out, 1 << 20)
+            out.flush()
+            os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))
+
+        return self.write(rel, fill, mode=stat.S_IMODE(st.st_mode))
+
+    def move(self, src: str | Path, rel: str | Path) -> None:
+        """top/src renamed to top/rel (directories on the way made): whatever is at rel, a
+        link too, is replaced; across file systems copied (``copy``) and src removed."""
+        sp, dp = self._parts(src), self._parts(rel)
+        with self._dir(sp[:-1], make=False) as sfd, self._dir(dp[:-1], make=True) as dfd:
+            try:
+                signals.check()
+                os.replace(sp[-1], dp[-1], src_dir_fd=sfd, dst_dir_fd=dfd)
+                return
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise _failed(self.path(rel), e) or e from None
+        self.copy(src, rel)
+        self.unlink(src)
+
+    def take(self, src: Path, rel: str | Path) -> Path:
+        """A finished work file of ours (``src``, anywhere) put at top/rel: renamed over
+        whatever is there (a link too), across file systems copied by ``write``."""
+        parts = self._parts(rel)
+        with self._dir(parts[:-1], make=True) as fd:
+            try:
+                signals.check()
+                os.replace(src, parts[-1], dst_dir_fd=fd)
+                return self.top.joinpath(*parts)
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise _failed(self.path(rel), e) or e from None
+        self.copy_file(src, rel)
+        src.unlink()
+        return self.top.joinpath(*parts)
+
+    def link(self, src: str | Path, rel: str | Path) -> bool:
+        """A hard link top/rel to the entry top/src (never what a link there names);
+        False where the file system makes none (the caller copies)."""
+        sp, dp = self._parts(src), self._parts(rel)
+        with self._dir(sp[:-1], make=False) as sfd, self._dir(dp[:-1], make=True) as dfd:
+            try:
+                os.link(sp[-1], dp[-1], src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            except OSError:
+                return False
+        return True
+
+    def unlink(self, rel: str | Path, *, missing_ok: bool = True) -> None:
+        """The entry top/rel removed itself (a link, not what it names)."""
+        parts = self._parts(rel)
+        try:
+            with self._dir(parts[:-1], make=False) as fd:
+                os.unlink(parts[-1], dir_fd=fd)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise WriteError(f"{self.path(rel)} does not exist") from None
+        except OSError as e:
+            raise WriteError(f"cannot remove {self.path(rel)}: {untrusted.os_reason(e)}") from None
+
+    def open_part(self, rel: str | Path, *, append: bool = False) -> IO[bytes]:
+        """A work file (a download's .part) opened for writing, emptied first unless
+        ``append`` (a resumed download): never through a link (O_NOFOLLOW: one line), and only
+        a regular file (a FIFO or a device at its name is refused, not written into)."""
+        parts = self._parts(rel)
+        shown = self.top.joinpath(*parts)
+        with self._dir(parts[:-1], make=True) as fd:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+            flags |= os.O_APPEND if append else 0
+            try:
+                st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            if st is not None and stat.S_ISLNK(st.st_mode):
+                raise self._refused(fd, parts)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise WriteError(f"{shown} is {untrusted.kind_of(st.st_mode)}, not a file")
+            try:
+                out = os.open(parts[-1], flags, 0o666, dir_fd=fd)
+            except OSError as e:
+                if e.errno == errno.ELOOP:  # made a link since the stat
+                    raise self._refused(fd, parts) from None
+                raise
+        if not stat.S_ISREG(os.fstat(out).st_mode):
+            os.close(out)
+            raise WriteError(f"{shown} changed while being opened")
+        if not append:
+            os.ftruncate(out, 0)
+        fcntl.fcntl(out, fcntl.F_SETFL, fcntl.fcntl(out, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(out, "ab" if append else "wb")

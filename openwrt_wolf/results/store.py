@@ -1,24 +1,25 @@
 """The results store: every capability (build, footprint, memory, ...) writes typed records
 here as schema-versioned JSON, atomically (temp file + rename), so nothing measured is ever
 half-written or lost. Layout: <root>/<kind>/<key>.json; a replaced record is kept under
-<root>/<kind>/.history/<key>/ (records are only ever added)."""
+<root>/<kind>/.history/<key>/ (records are only ever added). Written as a directory we own
+(files/outputs.py Owned): a link planted at a record is replaced, one at a kind folder or
+.history is refused, never followed."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
-import os
 import re
 import stat
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
-from ..files import outputs
 from ..errors import WolfError
+from ..files import outputs
 from ..files.outputs import WriteError as WriteError  # callers catch store.WriteError
 from ..trust import untrusted
 from . import key_policy
@@ -159,33 +160,43 @@ class FileStore:
                 raise WolfError(f"invalid record {what} {part!r}")
         return self.root / kind / f"{key}.json"
 
-    def put(self, record: Record) -> Path:
-        path = self._path(record.kind, record.key)
-        if path.exists():
-            self._keep(path)
-        write_atomic(path, json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n")
-        return path
+    def _owned(self) -> outputs.Owned:
+        """The store as a directory we own: a link planted in it (a kind, .history, a record)
+        is never followed (files/outputs.py Owned)."""
+        return outputs.Owned(self.root, "the results store")
 
-    def _keep(self, path: Path) -> None:
+    def put(self, record: Record) -> Path:
+        rel = self._path(record.kind, record.key).relative_to(self.root)
+        self._keep(rel)
+        text = json.dumps(record.to_dict(), indent=2, sort_keys=True) + "\n"
+        return self._owned().write_text(rel, text)  # a link at its name is replaced
+
+    def _keep(self, rel: Path) -> None:
         """Records are only ever added: the one a put replaces (a forced rebuild of the same
         request) stays as <kind>/.history/<key>/<its created>.json. A hard link, made before
         the new file is renamed over the old, so no reader sees the record missing. What is
-        no file (a FIFO, a directory) is not kept; a file that does not read is, by its mtime."""
-        if not stat.S_ISREG(path.lstat().st_mode):
+        no file (a FIFO, a directory, a link) is not kept; a file that does not read is, by
+        its mtime. A link on the way (the kind, .history) is refused, never followed."""
+        owned = self._owned()
+        st = owned.stat(rel)
+        if st is None or not stat.S_ISREG(st.st_mode):
             return
+        path = self.root / rel
         try:
             created = self._load(path).created
         except WolfError:
             created = ""
-        stamp = re.sub(r"[^0-9A-Za-z]", "", created) or f"mtime{path.stat().st_mtime_ns}"
-        dest = path.parent / HISTORY / path.stem / f"{stamp}.json"
-        if dest.exists():
+        stamp = re.sub(r"[^0-9A-Za-z]", "", created) or f"mtime{st.st_mtime_ns}"
+        dest = rel.parent / HISTORY / rel.stem / f"{stamp}.json"
+        if owned.no_link(dest) is not None:  # kept already (a link there: refused)
             return
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(path, dest)
-        except OSError:  # a file system without hard links
-            write_atomic(dest, path.read_text())
+        if not owned.link(rel, dest):  # a file system without hard links
+            data = untrusted.read_bytes(path, "store record", MAX_RECORD)
+
+            def fill(out: IO[bytes]) -> None:
+                out.write(data)
+
+            owned.write(dest, fill)
 
     def history(
         self,

@@ -634,7 +634,7 @@ def test_putting_back_never_writes_through_a_link(tree: Path, tmp_path: Path) ->
     edit.add_file(tree, "toolchain/gcc/patches-14.x/995-x.patch", "p\n", "test")
     shutil.rmtree(tree / "toolchain/gcc/patches-14.x")
     (tree / "toolchain/gcc/patches-14.x").symlink_to(outside)
-    with pytest.raises(WolfError, match="leads out of the tree"):
+    with pytest.raises(WolfError, match=r"patches-14\.x is a symbolic link"):
         sources.put_back_unlisted(tree)
     assert (outside / "995-x.patch").read_text() == "theirs\n"
 

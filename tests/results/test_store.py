@@ -107,3 +107,67 @@ def test_size_report_reports_the_rest(tmp_path: Path) -> None:
     (warning,) = [ln for ln in p.stderr.splitlines() if ln.startswith("warning:")]
     assert str(bad) in warning
     assert "431484" in p.stdout.replace(",", "")  # its xz figure (the Flash comparison)
+
+
+# --- links planted in the store (issue 53): never followed -----------------------------------
+
+OLD = {**GOOD, "created": "2026-11-01T08:00:00Z"}
+
+
+def _record(created: str) -> Record:
+    return Record("footprint", "good", "25.12.5", None, "wolfssl", GOOD["data"], created)
+
+
+def _snapshot(d: Path) -> dict[str, bytes | str]:
+    """Every entry below d: a file's bytes, a folder's or a link's kind."""
+    out: dict[str, bytes | str] = {}
+    for p in sorted(d.rglob("*")):
+        rel = str(p.relative_to(d))
+        out[rel] = "link" if p.is_symlink() else "dir" if p.is_dir() else p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("how", ["record absolute", "record ../../", "history", "kind"])
+def test_links_planted_in_the_store_are_not_followed(how: str, tmp_path: Path) -> None:
+    """<store>/<kind>/<key>.json a link (absolute or ../../) had its target overwritten; a
+    .history that links to a folder got the old record hard-linked into it; a kind folder that
+    is a link received the record. Now a link at the record's name is replaced by the record,
+    one on the way is one error line; outside the store nothing changes."""
+    from openwrt_wolf.errors import WolfError
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "good.json").write_text("the victim's own bytes\n")
+    before = _snapshot(outside)
+    store = tmp_path / "store"
+    kind = store / "footprint"
+    kind.parent.mkdir()
+    if how == "kind":
+        kind.symlink_to(outside)
+    else:
+        kind.mkdir()
+    if how.startswith("record"):
+        target = outside / "good.json"
+        (kind / "good.json").symlink_to(
+            target if how.endswith("absolute") else "../../outside/good.json"
+        )
+    if how == "history":
+        (kind / "good.json").write_text(json.dumps(OLD))
+        (kind / ".history").symlink_to(outside)
+    s = FileStore(store)
+    err: WolfError | None = None
+    try:
+        s.put(_record(GOOD["created"]))
+    except WolfError as e:
+        err = e
+    assert _snapshot(outside) == before
+    if how.startswith("record"):
+        assert err is None and not (kind / "good.json").is_symlink()
+        assert s.get("footprint", "good") == _record(GOOD["created"])
+    else:
+        shown = kind if how == "kind" else kind / ".history"
+        assert err is not None and err.message == (
+            f"{shown} is a symbolic link; links inside the results store are not followed"
+        )
+    if how == "history":  # refused before the record was replaced: nothing measured is lost
+        assert json.loads((kind / "good.json").read_text()) == OLD

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 import shutil
@@ -56,6 +55,7 @@ from .substitutions import (
     parse_allow,
     read_substitutions,
     version_key,
+    write_substitutions,
 )
 
 MIRROR_MAX = 1 << 30  # OpenWrt's biggest source (linux, gcc) is a fraction of this
@@ -110,16 +110,15 @@ class Filler:
 
     # --- places -----------------------------------------------------------------------
     def _place(self, src: Path, name: str, *, move: bool = False) -> Path:
-        dest = self.dl / name
-        if src.resolve() == dest.resolve():
-            return dest
+        """src as dl/<name>: dl/ is a directory we own (files/outputs.py Owned), so a link
+        planted at the name is replaced, never written through."""
+        dl = outputs.Owned(self.dl, "the tree's dl/")
+        there, st = dl.stat(name), src.stat()
+        if there is not None and (there.st_dev, there.st_ino) == (st.st_dev, st.st_ino):
+            return dl.path(name)  # the file itself (a --sources directory that is dl/)
         if move:  # our own work file: renamed in
-            part = self.dl / f".{name}.part"
-            shutil.move(str(src), part)
-            outputs.publish(part, dest)
-        else:
-            outputs.copy_file(src, dest)
-        return dest
+            return dl.take(src, name)
+        return dl.copy_file(src, name)
 
     def _fetched(self, n: Needed) -> tuple[Resolution | None, Path | None]:
         """The pinned bytes from dl/, a --sources directory (under OpenWrt's name) or a
@@ -721,9 +720,7 @@ def fill(
         files=tuple(r.to_dict() for r in out),
         env=build_env(out),
     )
-    outputs.write_text(
-        tree / SUBSTITUTIONS, json.dumps(subs.to_dict(), indent=1, sort_keys=True) + "\n"
-    )
+    write_substitutions(tree, subs)
     return subs
 
 

@@ -10,21 +10,32 @@ at all gets its Makefile replaced by one that installs Debian's binary
 <tree>/.wolf-sources/orig/ and each edit is listed in the substitutions file, so nothing is
 silent and everything can be undone.
 
+The tree is written as a directory we own (files/outputs.py Owned): .wolf-sources and what
+runs keep in it are real folders of the tree, no link is followed on the way to a file we
+write, move or remove, and a link at a tree file's own name is replaced, never written
+through (a tree from elsewhere may plant one: .wolf-sources/orig linked to /etc made
+`--revert` move /etc's files into the tree).
+
 A file is only rewritten when its content changes: OpenWrt's stamps hash the package
 directory's paths and mtimes, and an unchanged rewrite would rebuild the package."""
 
 from __future__ import annotations
 
+import os
 import re
-import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import WolfError
-from ...results.store import write_atomic
+from ...files import outputs
+from ...trust import untrusted
 
-ORIG_DIR = ".wolf-sources/orig"
+BOOKKEEPING = ".wolf-sources"
+ORIG_DIR = f"{BOOKKEEPING}/orig"
 ADDED = ".wolf-added"  # marker beside the originals: this file was not in the tree
+KEPT = ("orig", "work", "debian", ".lock")  # what runs keep in BOOKKEEPING
+MAX_KEPT = 64 << 20  # a kept original (a Makefile, a patch) is far smaller
 
 
 @dataclass(frozen=True)
@@ -44,18 +55,31 @@ class Edit:
         return cls(str(d["path"]), str(d["what"]), str(d["old"]), str(d["new"]))
 
 
-def _keep_original(tree: Path, rel: str) -> None:
-    orig = tree / ORIG_DIR / rel
-    if not orig.exists():
-        orig.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(tree / rel, orig)
+def owned(tree: Path) -> outputs.Owned:
+    """The tree as a directory we edit, checked: .wolf-sources and what runs keep in it are
+    no links (one line naming it, before anything is read from or written there)."""
+    o = outputs.Owned(tree, "the OpenWrt tree we edit")
+    for rel in (BOOKKEEPING, *(f"{BOOKKEEPING}/{name}" for name in KEPT)):
+        o.no_link(rel)
+    return o
+
+
+def _is_file(st: os.stat_result | None) -> bool:
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
+def _keep_original(o: outputs.Owned, rel: str) -> None:
+    orig = f"{ORIG_DIR}/{rel}"
+    if o.no_link(orig) is None:  # a link there would be followed by the copy: refused
+        o.copy(rel, orig)
 
 
 def _write(tree: Path, rel: str, text: str) -> None:
-    path = tree / rel
-    if path.read_text() != text:
-        _keep_original(tree, rel)
-        write_atomic(path, text)
+    o = owned(tree)
+    o.regular(rel)  # no link on the way or at its name: what is read is what is replaced
+    if (tree / rel).read_text() != text:
+        _keep_original(o, rel)
+        o.write_text(rel, text)
 
 
 def hash_files(tree: Path, dirs: tuple[str, ...], old: str) -> list[str]:
@@ -122,8 +146,9 @@ def drop_hunks(tree: Path, patch: str, target: str) -> list[Edit]:
     path = tree / patch
     if not path.is_file():
         raise WolfError(f"{patch} is not in the tree (data/sources.toml [[edit]])")
-    orig = tree / ORIG_DIR / patch
-    text = (orig if orig.is_file() else path).read_text()  # an earlier run kept the original
+    kept = _is_file(owned(tree).no_link(f"{ORIG_DIR}/{patch}"))  # an earlier run kept it
+    src = tree / ORIG_DIR / patch if kept else path
+    text = untrusted.read_bytes(src, "", MAX_KEPT).decode()
     parts = re.split(r"(?m)^(?=--- )", text)
     keep = [p for p in parts if not re.match(rf"--- (a/)?{re.escape(target)}\s", p)]
     if len(keep) == len(parts):
@@ -148,11 +173,11 @@ def replace_text(tree: Path, rel: str, old: str, new: str) -> list[Edit]:
 
 def remove_file(tree: Path, rel: str, why: str) -> list[Edit]:
     """Remove a file of the tree (a patch the substitute already contains)."""
-    path = tree / rel
-    if path.is_file():
-        _keep_original(tree, rel)
-        path.unlink()
-    elif not (tree / ORIG_DIR / rel).is_file():
+    o = owned(tree)
+    if _is_file(o.stat(rel)):
+        _keep_original(o, rel)
+        o.unlink(rel)
+    elif not _is_file(o.stat(f"{ORIG_DIR}/{rel}")):
         raise WolfError(f"{rel} is not in the tree (data/sources.toml [[edit]])")
     return [Edit(rel, "removed", rel, why)]
 
@@ -166,74 +191,66 @@ def replace_file(tree: Path, rel: str, text: str, why: str) -> list[Edit]:
 def add_file(tree: Path, rel: str, text: str, why: str) -> list[Edit]:
     """A new file in the tree (a patch for a substitute's source, which OpenWrt applies with
     the others of its directory); --revert removes it again."""
-    path = tree / rel
-    marker = tree / ORIG_DIR / (rel + ADDED)
-    if path.exists() and not marker.is_file():
+    o = owned(tree)
+    marker = f"{ORIG_DIR}/{rel}{ADDED}"
+    there = o.stat(rel)
+    if there is not None and not _is_file(o.no_link(marker)):
         raise WolfError(f"{rel} is already in the tree (data/sources.toml [[edit]] add: new files)")
-    if not path.is_file() or path.read_text() != text:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(why + "\n")
-        write_atomic(path, text)
+    if not _is_file(there) or (tree / rel).read_text() != text:
+        o.write_text(marker, why + "\n")
+        o.write_text(rel, text)
     return [Edit(rel, "added", "", why)]
 
 
-def _drop_added(tree: Path, rel: str) -> bool:
-    marker = tree / ORIG_DIR / (rel + ADDED)
-    if not marker.is_file():
+def _drop_added(o: outputs.Owned, rel: str) -> bool:
+    marker = f"{ORIG_DIR}/{rel}{ADDED}"
+    if not _is_file(o.stat(marker)):
         return False
-    _inside(tree, rel)
-    (tree / rel).unlink(missing_ok=True)
-    marker.unlink()
+    o.unlink(rel)  # the entry itself; a link on its way is refused
+    o.unlink(marker)
     return True
 
 
-def _inside(tree: Path, rel: str) -> None:
-    if not (tree / rel).parent.resolve().is_relative_to(tree.resolve()):
-        raise WolfError(f"{rel}: its folder leads out of the tree {tree}")
-
-
-def _put_back(tree: Path, orig: Path, rel: str) -> bool:
-    """Copy a kept original back to tree/rel, never through a link: a tree file or folder
-    made a symbolic link to somewhere else is not followed out of the tree (the link itself is
-    replaced), and a kept "original" that is not a regular file is left alone."""
-    if orig.is_symlink() or not orig.is_file():
+def _put_back(o: outputs.Owned, rel: str) -> bool:
+    """Move a kept original back to tree/rel, never through a link: a link on the way (in
+    the tree or under orig/) is refused, a tree file made a link is replaced by the original,
+    and a kept "original" that is not a regular file is left alone."""
+    orig = f"{ORIG_DIR}/{rel}"
+    if not _is_file(o.stat(orig)):
         return False
-    dest = tree / rel
-    _inside(tree, rel)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.is_symlink():
-        dest.unlink()
-    elif dest.is_dir():  # copy2 would put the file inside it: not this file's place
+    dest = o.stat(rel)
+    if dest is not None and stat.S_ISDIR(dest.st_mode):  # not this file's place
         return False
-    shutil.copy2(orig, dest)
-    orig.unlink()
+    o.move(orig, rel)  # a rename: its mtime kept, as OpenWrt's stamps want
     return True
 
 
 def revert_paths(tree: Path, rels: list[str]) -> list[str]:
     """Put back the originals of these files (those an earlier run kept), and remove the
     files an earlier run added."""
-    base = tree / ORIG_DIR
-    done = []
-    for rel in dict.fromkeys(rels):
-        orig = base / rel
-        if _drop_added(tree, rel) or _put_back(tree, orig, rel):
-            done.append(rel)
-    return done
+    o = owned(tree)
+    return [rel for rel in dict.fromkeys(rels) if _drop_added(o, rel) or _put_back(o, rel)]
+
+
+def _kept_files(tree: Path) -> list[Path]:
+    """The files under ORIG_DIR (links to files too: left over, never followed); a folder
+    there that is a link is not entered."""
+    owned(tree)
+    return sorted(p for p in (tree / ORIG_DIR).rglob("*") if p.is_file())
 
 
 def kept(tree: Path) -> list[str]:
     """The files an earlier run changed or added (their originals or markers are kept)."""
     base = tree / ORIG_DIR
-    rels = (str(p.relative_to(base)) for p in base.rglob("*") if p.is_file())
-    return sorted({r.removesuffix(ADDED) for r in rels})
+    return sorted({str(p.relative_to(base)).removesuffix(ADDED) for p in _kept_files(tree)})
 
 
 def left_over(tree: Path) -> list[str]:
     """What `revert` could not put back: kept "originals" that are links or not regular
     files, and those whose tree path is now a directory (they stay under ORIG_DIR)."""
     base = tree / ORIG_DIR
-    if not base.is_dir():
+    st = owned(tree).stat(ORIG_DIR)
+    if st is None or not stat.S_ISDIR(st.st_mode):
         return []
     return sorted(
         str(p.relative_to(base)) for p in base.rglob("*") if p.is_symlink() or not p.is_dir()
@@ -242,13 +259,14 @@ def left_over(tree: Path) -> list[str]:
 
 def revert(tree: Path) -> list[str]:
     """Put back every original kept under .wolf-sources/orig/."""
+    o = owned(tree)
     base = tree / ORIG_DIR
     restored = []
-    for orig in sorted(p for p in base.rglob("*") if p.is_file()):
+    for orig in _kept_files(tree):
         rel = str(orig.relative_to(base))
-        if rel.endswith(ADDED) and _drop_added(tree, rel.removesuffix(ADDED)):
+        if rel.endswith(ADDED) and _drop_added(o, rel.removesuffix(ADDED)):
             restored.append(rel.removesuffix(ADDED))
             continue
-        if _put_back(tree, orig, rel):
+        if _put_back(o, rel):
             restored.append(rel)
     return restored

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...catalogue import names
 from ...errors import WolfError
+from ...files import outputs
 from ...trust import untrusted
 from .edit import Edit
 from .listing import Needed
@@ -146,14 +147,27 @@ def _check_file(f: dict[str, Any], where: str, at: str) -> None:
         _tree_path(e["path"], f"{where} {at}.edits[{j}].path")
 
 
+def _owned(tree: Path) -> outputs.Owned:
+    return outputs.Owned(tree, "the OpenWrt tree we edit")
+
+
 def read_substitutions(tree: Path) -> Substitutions | None:
-    """The tree's substitutions file, None when `invoke sources` never ran there."""
-    path = tree / SUBSTITUTIONS
-    if not path.exists():
+    """The tree's substitutions file, None when `invoke sources` never ran there. A link at
+    its name is refused (one line), not read nor later written through (a dangling one made
+    its target)."""
+    if _owned(tree).no_link(SUBSTITUTIONS) is None:
         return None
+    path = tree / SUBSTITUTIONS
     d = untrusted.load_json(path, "substitutions file", MAX_FILE, hint="`./wolf sources --tree`"
                             " writes it; remove it to start over")  # fmt: skip
     return Substitutions.from_dict(d, f"substitutions file {path}")
+
+
+def write_substitutions(tree: Path, subs: Substitutions) -> None:
+    """<tree>/wolf-substitutions.json, a new file renamed over whatever is there (a link too,
+    never written through)."""
+    _owned(tree).write_text(SUBSTITUTIONS, json.dumps(subs.to_dict(), indent=1,
+                                                      sort_keys=True) + "\n")  # fmt: skip
 
 
 def parse_allow(text: str | None) -> tuple[str, ...]:
