@@ -154,6 +154,8 @@ def run(req: Request, say: Callable[[str], None] = print) -> list[Result]:
                         hint=f"targets this lab runs: {', '.join(TARGETS)}")  # fmt: skip
     if req.clock not in ("cpu", "wall"):
         raise WolfError(f"--clock {req.clock!r}: expected cpu or wall")
+    if req.toolchain:  # a path is checked before a tool is installed or a place opened
+        toolchain.given(spec.get_arch(req.arch), req.toolchain)
     if req.rootfs:
         return _image(req, say)
     req = dataclasses.replace(req, tests=_tests(req, say))
