@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
+import hostile_bombs
 import hostile_env
 import hostile_fs
 import hostile_patches
@@ -507,6 +508,7 @@ def hostile_families(w: Path) -> list[Family]:
         Family("patches", hostile_patches.family(w)),
         Family("image readers", hostile_readers.images_family(w)),
         Family("tree readers", hostile_readers.trees_family(w)),
+        Family("archive bombs", hostile_bombs.family(w)),
     ]
 
 
