@@ -1,6 +1,7 @@
 """A path option is checked before a task installs its host tools (docs/conventions.md:
 "a value a task can check without running anything is checked before it installs or runs
-anything"). `perf --toolchain /nonexistent` ran apt-get first (issue 53), and so did
+anything"). `perf --toolchain /nonexistent` ran apt-get first (issue 53; in a real image
+after booting it), and so did
 `build --imagebuilder/--sdk`, `patch --tree`, `patch-defaults --tree` and
 `wolfssl-consumers --wolfssl` with a path that is not there.
 
@@ -24,6 +25,9 @@ CASES = {
     "perf --toolchain": ["perf", "--target", "qemu", "--toolchain", GONE],
     "perf --test crypto --toolchain": ["perf", "--target", "qemu", "--test", "crypto",
                                        "--toolchain", GONE],
+    "perf in a real image --toolchain": ["perf", "--target", "vm", "--test", "memory", "-f",
+                                         "wolfssl", "--image", "{tmp}/k.elf", "--rootfs",
+                                         "{tmp}/rootfs.img", "--toolchain", GONE],
     "build --imagebuilder": ["build", "--no-report", "-f", "mbedtls", "--stock", "-d",
                              "tl-wr902ac", "--imagebuilder", GONE],
     "build --sdk": ["build", "--no-report", "-f", "wolfssl", "-d", "tl-wr902ac", "--sdk", GONE],
@@ -43,7 +47,10 @@ def test_a_missing_path_is_refused_before_apt_get(tmp_path: Path, case: str) -> 
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENWRT_")}
     env |= {"PATH": str(fake), "OPENWRT_WOLF_CACHE": str(tmp_path / "cache"),
             "OPENWRT_WOLF_STORE": str(tmp_path / "store")}  # fmt: skip
-    p = subprocess.run([sys.executable, "-m", "invoke", *CASES[case]], cwd=ROOT, env=env,
+    (tmp_path / "k.elf").write_bytes(b"\x7fELF")  # files that are there (a real image's)
+    (tmp_path / "rootfs.img").write_bytes(bytes(512))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in CASES[case]]
+    p = subprocess.run([sys.executable, "-m", "invoke", *argv], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert not marker.exists(), f"apt-get ran: {marker.read_text()}"
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
