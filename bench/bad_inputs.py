@@ -35,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
+import hostile_bombs
 import hostile_env
 import hostile_fs
 import hostile_git
@@ -468,11 +469,13 @@ def _wifi_image(w: Path, elf: Path, bomb: Path) -> list[list[str]]:
         (pk["wpad-dev"] / "hostapd" / "hostapd_cli").symlink_to("/dev/zero")
         with (pk["wpad-big"] / "hostapd" / "hostapd_cli").open("wb") as fh:
             fh.truncate(4 << 30)
+        (top / "toolchain" / "bin").mkdir(parents=True)  # passes --toolchain's check (a *-gcc)
+        (top / "toolchain" / "bin" / "mips-openwrt-linux-musl-gcc").touch()
     base = ["perf", "--target", "vm", "--test", "wifi", "--flavour", "wolfssl", "--image",
-            str(elf), "--toolchain", str(w / "dir")]  # fmt: skip
+            str(elf), "--toolchain", str(top / "toolchain")]  # fmt: skip
     ok = ["--packages", str(pk["ok"])]
     mem = ["perf", "--target", "vm", "--test", "memory", "--flavour", "mbedtls", "--toolchain",
-           str(w / "dir")]  # fmt: skip
+           str(top / "toolchain")]  # fmt: skip
     return [
         [*base, "--rootfs", str(w / "fifo"), *ok],
         [*base, "--rootfs", "/dev/zero", *ok],
@@ -511,6 +514,7 @@ def hostile_families(w: Path) -> list[Family]:
         Family("tree readers", hostile_readers.trees_family(w)),
         Family("git repositories", hostile_git.family(w)),
         *(Family(name, probes) for name, probes in hostile_links.families(w)),
+        Family("archive bombs", hostile_bombs.family(w)),
     ]
 
 

@@ -20,7 +20,7 @@ import pytest
 from openwrt_wolf.errors import WolfError
 from openwrt_wolf.files import archive
 from tests import hostile_archives as hostile
-from tests import peak
+from tests import peak, tree_bombs
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = hostile.cases(Path("/victim-placeholder"))  # names only; rebuilt per test
@@ -176,6 +176,18 @@ def test_a_gigabyte_bomb_is_refused_in_bounded_memory(how: str, tmp_path: Path) 
           f"{baseline >> 10} MiB")  # fmt: skip
     assert rc == 2 and "decompression bomb" in out, out
     assert rss < baseline + (64 << 10), (rss, baseline)  # KiB: within 64 MiB of nothing
+
+
+@pytest.mark.parametrize("style", tree_bombs.SPARSE)
+def test_a_sparse_tib_is_refused_at_its_header(style: str, tmp_path: Path, no_hang: None) -> None:
+    """A sparse file of a TiB in a ~200-byte archive (tarfile reads its holes as zeros, which
+    the stream's bound never counts): refused before its data is read. Listed, not
+    extracted: the code before this wrote the zeros to disk."""
+    bomb = tree_bombs.sparse_bomb(tmp_path / "bomb.tar.gz", style)
+    with pytest.raises(archive.ArchiveError, match=r"sparse file .*big declares 1,099,511,62"):
+        for _m, data in archive.members(bomb, archive.PACKAGE, what="package"):
+            for _ in data:
+                pass
 
 
 # --- the archive file itself ---------------------------------------------------------------

@@ -160,6 +160,9 @@ def plan(opts: Options) -> list[Job]:
     for fl in flavours.resolve_many(opts.flavour):  # options that do not fit come first:
         _backend(opts, packages.rules(fl.name, rel.name))  # the overlay is not read for them
     files = overlay_digest(opts.files)  # before any work, once
+    for kind, local in (("imagebuilder", opts.imagebuilder), ("sdk", opts.sdk)):
+        if local is not None and not Path(local).expanduser().is_dir():  # before an install
+            raise WolfError(f"--{kind} {local} is not a directory")
     jobs = []
     tree_facts: list[tuple[str, str]] = []  # the tree's identity and substitutions, read once
     ids: dict[tuple[str, str], str] = {}  # (kind, target) -> the ImageBuilder's/SDK's identity

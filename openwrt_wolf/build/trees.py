@@ -15,6 +15,7 @@ from ..catalogue import releases
 from ..errors import WolfError
 from ..files import outputs
 from ..files.locks import locked
+from ..trust import untrusted
 from . import download
 from . import sdk as sdk_mod
 from .imagebuilder import ImageBuilder
@@ -103,10 +104,25 @@ def slot_dirs(ib: ImageBuilder, n: int, *, copies_only: bool = False) -> list[Pa
     return slots
 
 
+# what download.extract writes: "<archive name> <its sha256>\n" (the sha256 may be absent),
+# the name one of data/imagebuilders.toml's
+_MARK = re.compile(
+    r"openwrt-(imagebuilder|sdk)-[A-Za-z0-9._+-]{1,200}\.tar\.(zst|xz)( [0-9a-f]{64})?\n"
+)
+
+
 def tree_stamp(top: Path) -> str:
+    """What the working copies are made from: the stamp download.extract left beside a tree
+    it unpacked, else the tree's path and its Makefile's time."""
     mark = top.parent / download.EXTRACTED_MARK
-    if mark.exists():
-        return mark.read_text()
+    try:
+        # beside an --imagebuilder tree it is the user's file: a FIFO hung the build, a link
+        # to /dev/zero ended in MemoryError, any other file's bytes became our stamp
+        text = untrusted.read_bytes(mark, "", 512).decode()
+    except (WolfError, UnicodeError):  # none, or not a small regular file: not our stamp
+        text = ""
+    if _MARK.fullmatch(text):
+        return text
     st = (top / "Makefile").stat()
     return f"{top}:{st.st_mtime_ns}"
 

@@ -16,8 +16,9 @@ or SDK from a mirror): the one way this project does it, the same on every Pytho
   O_NOFOLLOW): never written through a link or into another name's inode;
 - modes as the filter sets them: no setuid/setgid/sticky, no group/other write, owner rw,
   execute only where the owner has it; owners are not kept;
-- streamed in pieces, at most ``Limits.total`` bytes unpacked and ``Limits.members`` members,
-  and past RATIO_FLOOR at most ``Limits.ratio`` times the bytes read: a bomb stops early.
+- streamed in pieces, at most ``Limits.total`` bytes unpacked (the stream; and sparse files'
+  full sizes, whose holes are not in it) and ``Limits.members`` members, and past
+  RATIO_FLOOR at most ``Limits.ratio`` times the bytes read: a bomb stops early.
 """
 
 from __future__ import annotations
@@ -321,7 +322,7 @@ def members(
 def _infos(
     tar: tarfile.TarFile, limits: Limits, where: str
 ) -> Iterator[tuple[tarfile.TarInfo, Member]]:
-    count, files = 0, set[str]()  # the regular files so far: what a hard link may name
+    count, sparse, files = 0, 0, set[str]()  # files: what a hard link may name
     while (info := tar.next()) is not None:
         # a stream keeps every header it read (an untyped attribute): memory stays bounded
         getattr(tar, "members").clear()  # noqa: B009
@@ -331,6 +332,12 @@ def _infos(
         m = _member(info, where)
         if m is None:
             continue
+        if info.sparse is not None:  # checked before its data: tarfile reads its holes as
+            # zeros the stream's bound never sees (a TiB in a 129-byte archive)
+            sparse += m.size
+            if sparse > limits.total:
+                raise ArchiveError(f"{where}: sparse file {_shown(m.name)} declares "
+                                   f"{m.size:,} bytes, more than {limits.total:,}")  # fmt: skip
         if m.kind == "hardlink" and m.link not in files:
             raise ArchiveError(
                 f"{where}: hard link {_shown(m.name)} -> {_shown(m.link)} is not to a file it "

@@ -160,10 +160,16 @@ def _verifier(p: Pin) -> fetching.Verifier:
     """The pinned file's sha256, else the pinned tree's digest (another packing)."""
 
     def check(path: Path, known: str | None) -> fetching.Verdict:
-        # a download's sha256 was taken as it arrived (a .part's is never remembered)
+        # a download's sha256 was taken as it arrived (a .part's is never remembered); a
+        # mirror's file is not hashed past what a pin can be (a sparse TiB took 15 minutes)
+        if known is None and (size := path.stat().st_size) > MAX_DOWNLOAD:
+            raise WolfError(f"{path} is {size:,} bytes, more than a pinned source's "
+                            f"{MAX_DOWNLOAD:,}")  # fmt: skip
         sha256 = known or _sha256(path)
         if sha256 == p.sha256:
             return fetching.Verdict(True, sha256, "verified: its sha256 is the pinned file's")
+        # other bytes: another packing (GitHub's, a mirror of it) or a bomb; the tree digest
+        # refuses a bomb at its header (treedigest.PIN), before reading what it declares
         got = _tree(path, sha256)
         if got == p.tree:
             how = "verified: its tree-sha256 is the pinned tree's; the bytes are another packing"

@@ -39,10 +39,12 @@ def main(
         raise WolfError("--into goes with --refresh", hint="add --refresh")
     if not tree:
         raise WolfError("no tree given", hint="pass --tree PATH (an OpenWrt checkout)")
-    hosttools.ensure("patch")
     root = Path(tree).expanduser().resolve()
+    if not root.is_dir():  # the paths before a tool is installed
+        raise WolfError(f"no OpenWrt tree at {root}", hint="pass --tree PATH")
     source = patches_dir(patches, release)
     all_series = series.load(source)
+    hosttools.ensure("patch")
     con = term.console()
     if refresh:
         return _refresh(
@@ -102,8 +104,10 @@ def defaults_main(tree: str | None, targets: str | None = None, store: str | Non
 
     if not tree:
         raise WolfError("no tree given", hint="pass --tree PATH (an OpenWrt v25.12.5 tree)")
-    hosttools.ensure("patch")
     root = Path(tree).expanduser().resolve()
+    if not root.is_dir():  # before a tool is installed
+        raise WolfError(f"no OpenWrt tree at {root}", hint="pass --tree PATH")
+    hosttools.ensure("patch")
     chosen = tuple(t.strip() for t in targets.split(",")) if targets else defaults.DEFAULT_TARGETS
     con = term.console()
     with (
@@ -170,6 +174,11 @@ def consumers_main(
 
     if not wolfssl:
         raise WolfError("no wolfSSL tree given", hint="pass --wolfssl DIR (configured sources)")
+    given = {"--wolfssl": wolfssl, "--ustream": ustream, "--hostap": hostap,
+             "--openwrt": openwrt, "--libubox": libubox}  # fmt: skip
+    for opt, v in given.items():  # the paths before the cross compiler is installed
+        if v and not Path(v).expanduser().is_dir():
+            raise WolfError(f"{opt} {v} is not a directory")
     hosttools.ensure(["mips-linux-gnu-gcc"])
     roots = {
         k: Path(v).expanduser().resolve()

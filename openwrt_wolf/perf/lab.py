@@ -175,6 +175,8 @@ def _image(req: Request, say: Callable[[str], None]) -> list[Result]:
     if not (req.image and req.rootfs and req.toolchain):
         raise WolfError("the tests in a real image need --image, --rootfs and --toolchain (the "
                         "image's OpenWrt toolchain, for heaptrack)")  # fmt: skip
+    # before a certificate is made, a tool installed or the image booted
+    toolchain.given(spec.get_arch(req.arch), req.toolchain)
     (flavour,) = req.flavours
     img = image_boot.Image(Path(req.image), Path(req.rootfs), req.toolchain, req.release or "")
     results: list[Result] = []
@@ -202,6 +204,8 @@ def _image(req: Request, say: Callable[[str], None]) -> list[Result]:
 
 def _run_place(req: Request, say: Callable[[str], None]) -> list[Result]:
     """The tests that run at a place (crypto, and the network tests on qemu)."""
+    if req.toolchain:  # a path is checked before a place is opened or a tool installed
+        toolchain.given(spec.get_arch(req.arch), req.toolchain)
     vm = open_place.VmOptions(req.image, req.initrd, req.append) if req.image else None
     with open_place.opened(req.target, login=req.login, vm=vm, say=say) as remote:
         arch_name = req.arch

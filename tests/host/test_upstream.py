@@ -168,7 +168,7 @@ def test_digest_of_a_non_archive_is_one_line(tmp_path: Path, what: str) -> None:
     p = subprocess.run([str(ROOT / "wolf"), "sources", "--digest", str(path)],
                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert p.returncode == 2 and "Traceback" not in p.stderr
-    assert p.stderr.strip().splitlines()[-1].startswith(f"error: {path}")
+    assert p.stderr.strip().splitlines()[-1].startswith(f"error: source archive {path}")
 
 
 # --- the fetcher ----------------------------------------------------------------------------

@@ -38,6 +38,8 @@ def files(tmp_path: Path) -> dict[str, Path]:
     (base / "packages.adb").write_bytes(b"ADB")
     (base / "wpad-basic-wolfssl-2025.08.26~ca266cc2-r1.apk").write_bytes(b"apk")
     (tmp_path / "empty").mkdir()
+    (tmp_path / "toolchain" / "bin").mkdir(parents=True)  # what --toolchain is checked for
+    (tmp_path / "toolchain" / "bin" / "mips-openwrt-linux-musl-gcc").write_text("")
     (tmp_path / "wpad" / "hostapd").mkdir(parents=True)
     (tmp_path / "wpad" / "hostapd" / "hostapd_cli").write_text("#!/bin/sh\n")  # not an ELF
     return {p.name: p for p in tmp_path.iterdir()}
@@ -47,7 +49,7 @@ def _args(files: dict[str, Path], **over: str | None) -> list[str]:
     opts: dict[str, str | None] = {
         "--target": "vm", "--test": "wifi", "--flavour": "wolfssl",
         "--image": str(files["kernel.elf"]), "--rootfs": str(files["rootfs.img"]),
-        "--packages": str(files["packages"]), "--toolchain": str(files["empty"]),
+        "--packages": str(files["packages"]), "--toolchain": str(files["toolchain"]),
         "--store": str(files["empty"]),
     }  # fmt: skip
     opts.update({f"--{k.replace('_', '-')}": v for k, v in over.items()})

@@ -92,7 +92,10 @@ def console_line(command: str, tag: str) -> str:
 def served(files: Mapping[str, bytes | Path], token: str) -> Iterator[int]:
     """An HTTP server on 127.0.0.1 that serves each of ``files`` at /<token>/<name> (bytes, or
     a file read when asked for) and nothing else; its port while the block runs. The guest
-    reaches it at lan_host()."""
+    reaches it at lan_host(). A file's directory is opened when the server starts and the
+    file is opened in it, not followed if a link: a directory swapped for a link to another
+    one afterwards serves nothing of that other one."""
+    dirs = _open_dirs(files)
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -106,8 +109,9 @@ def served(files: Mapping[str, bytes | Path], token: str) -> Iterator[int]:
                 return
             try:  # streamed: a package may be large; a file gone or not regular is not there
                 # (O_NONBLOCK: opening a FIFO does not wait for a writer)
-                fd = os.open(item, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-            except OSError:
+                fd = os.open(item.name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=dirs[item.parent])  # fmt: skip
+            except (OSError, KeyError):
                 self.send_error(404)
                 return
             st = os.fstat(fd)
@@ -127,19 +131,40 @@ def served(files: Mapping[str, bytes | Path], token: str) -> Iterator[int]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-
-    def serve() -> None:
-        signals.keep_off_this_thread()  # its request threads inherit the mask (signals.py)
-        srv.serve_forever()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     try:
-        yield int(srv.server_address[1])
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+        def serve() -> None:
+            signals.keep_off_this_thread()  # its request threads inherit the mask (signals.py)
+            srv.serve_forever()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield int(srv.server_address[1])
+        finally:
+            srv.shutdown()
+            srv.server_close()
     finally:
-        srv.shutdown()
-        srv.server_close()
+        for fd in dirs.values():
+            os.close(fd)
+
+
+def _open_dirs(files: Mapping[str, bytes | Path]) -> dict[Path, int]:
+    """The directories of the files served, each opened once (a missing one: its files are
+    not there)."""
+    dirs: dict[Path, int] = {}
+    try:
+        for item in files.values():
+            if isinstance(item, Path) and item.parent not in dirs:
+                with contextlib.suppress(OSError):
+                    dirs[item.parent] = os.open(item.parent, os.O_RDONLY | os.O_DIRECTORY |
+                                                os.O_CLOEXEC)  # fmt: skip
+    except BaseException:
+        for fd in dirs.values():
+            os.close(fd)
+        raise
+    return dirs
 
 
 def lan_host(kernel: Kernel) -> str | None:
