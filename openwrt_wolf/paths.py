@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 from .errors import WolfError
+from .files.outputs import Owned
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -99,3 +100,32 @@ def writable_dir(path: Path, what: str, *, make: bool = True) -> Path:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise WolfError(f"{what} {path}: {probe} is not writable (permission denied)", hint=hint)
     return path
+
+
+CACHE = "the cache"  # Owned's name for it: "links inside the cache are not followed"
+
+
+def in_cache(path: Path | str) -> tuple[Owned, str]:
+    """A file of ours below the cache (a memo, a measurement, a kept record, a stamp) as the
+    cache (``Owned`` with the cache's root as its top: the user's choice, a link there
+    followed) and its path inside: below the root no folder that is a link is followed and
+    a link at the file's name is replaced. A path outside the cache (a folder a test or a
+    caller named) is owned from its own folder down."""
+    path = Path(path)
+    top = cache_dir()
+    try:
+        return Owned(top, CACHE), str(path.relative_to(top))
+    except ValueError:
+        return Owned(path.parent, f"the folder of {path.name}"), path.name
+
+
+def cache_write_text(path: Path | str, text: str) -> Path:
+    """``text`` into the file ``path`` below the cache, atomically, by ``in_cache``'s rule."""
+    owned, rel = in_cache(path)
+    return owned.write_text(rel, text)
+
+
+def cache_copy_file(src: Path, path: Path | str) -> Path:
+    """``src``'s bytes into the file ``path`` below the cache, by ``in_cache``'s rule."""
+    owned, rel = in_cache(path)
+    return owned.copy_file(src, rel)

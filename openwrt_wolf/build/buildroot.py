@@ -279,7 +279,9 @@ class Tree:
 
     def defconfig(self, seed: str, log: Path) -> dict[str, str]:
         """Write the seed as .config, expand it with `make defconfig`, return the result."""
-        (self.top / ".config").write_text(seed)
+        from ..files.outputs import Owned  # a link at .config replaced, not written through
+
+        Owned(self.top, "the OpenWrt tree").write_text(".config", seed)
         try:
             self._make(["make", "defconfig"], log, DEFCONFIG_TIMEOUT, None)
         except CommandError as e:

@@ -746,7 +746,7 @@ def _store(
     )
     # the cache's disk may be full too: then the store write below says what to do
     with contextlib.suppress(store.WriteError):
-        store.write_atomic(_kept(job), json.dumps(record.to_dict(), indent=2) + "\n")
+        paths.cache_write_text(_kept(job), json.dumps(record.to_dict(), indent=2) + "\n")
     return Outcome(job, record, False, _put_record(st, job, record))
 
 

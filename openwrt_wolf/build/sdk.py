@@ -16,6 +16,7 @@ import hashlib
 import json
 import re
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 from .. import proc
 from ..catalogue import names
 from ..errors import CommandError, WolfError
+from ..files import outputs
 from ..firmware.imageformats import bounded
 from . import packages
 
@@ -211,7 +213,7 @@ class SDK:
         if not old.is_file() or old.read_text(errors="replace") != conf:
             # OpenWrt's scan caches package metadata in tmp/; it names the old feeds' paths
             shutil.rmtree(self.top / "tmp", ignore_errors=True)
-        old.write_text(conf)
+        self._owned().write_text("feeds.conf", conf)
         env = base.env if base else ()
         step("scripts/feeds update -a")
         try:
@@ -276,17 +278,27 @@ class SDK:
     def _mine(self) -> set[str]:
         """The package files earlier runs of ours left in bin/packages (by name)."""
         mark = self._mark_file()
-        if not mark.is_file():
+        if not self._ours(mark):
             return set()
         text = bounded.read_file(mark, "SDK package list", MAX_INDEX).decode(errors="replace")
         return {ln.strip() for ln in text.splitlines() if ln.strip()}
 
     def _mark(self, files: list[Path]) -> None:
-        from ..files import outputs
-
         mine = self._mine() | {str(f.relative_to(self.top / "bin" / "packages")) for f in files}
-        outputs.write_text(self._mark_file(), "".join(f"{n}\n" for n in sorted(mine)))
-        self._pending_file().unlink(missing_ok=True)
+        o = self._owned()
+        o.write_text(f"bin/packages/{BUILT_MARK}", "".join(f"{n}\n" for n in sorted(mine)))
+        o.unlink(f"bin/packages/{BUILT_MARK}-pending")
+
+    def _ours(self, mark: Path) -> bool:
+        """Is the mark a regular file (no link at its name or on the way: a list is read
+        only from a file we wrote there, one a link names is another's)?"""
+        st = self._owned().stat(mark.relative_to(self.top))
+        return st is not None and stat.S_ISREG(st.st_mode)
+
+    def _owned(self) -> outputs.Owned:
+        """The SDK, unpacked by us: what we write in it follows no link (a link at a file's
+        name is replaced, a folder on the way that is one refused)."""
+        return outputs.Owned(self.top, "the SDK")
 
     def _pending_file(self) -> Path:
         return self.top / "bin" / "packages" / (BUILT_MARK + "-pending")
@@ -295,7 +307,7 @@ class SDK:
         """(feed, package) an earlier run of ours was compiling when it stopped (a failed
         make, a kill): the files of those packages are that run's, not a stranger's."""
         mark = self._pending_file()
-        if not mark.is_file():
+        if not self._ours(mark):
             return set()
         text = bounded.read_file(mark, "SDK package list", MAX_INDEX).decode(errors="replace")
         return {(f, n) for f, _, n in (ln.partition("\t") for ln in text.splitlines()) if n}
@@ -306,8 +318,6 @@ class SDK:
         removed, so only this run's file can be taken; one that no run of ours made (the
         user's own compile, another tool) is refused in one line rather than guessed about.
         Then this run's packages are written down as pending until it has marked its files."""
-        from ..files import outputs
-
         pkgdir = self.top / "bin" / "packages"
         mine, pending = self._mine(), self._pending()
         for feed, names_ in wanted.items():
@@ -328,8 +338,8 @@ class SDK:
                     )
         pending |= {(feed, n) for feed, names_ in wanted.items() for n in names_}
         pkgdir.mkdir(parents=True, exist_ok=True)
-        outputs.write_text(self._pending_file(),
-                           "".join(f"{f}\t{n}\n" for f, n in sorted(pending)))  # fmt: skip
+        self._owned().write_text(f"bin/packages/{BUILT_MARK}-pending",
+                                 "".join(f"{f}\t{n}\n" for f, n in sorted(pending)))  # fmt: skip
 
     def _choose(self, base: BaseFeed) -> dict[str, Source]:
         path = self.top / "feeds" / f"{BASE}.index"
@@ -352,7 +362,7 @@ class SDK:
             dl = names.make_variable(f"DOWNLOAD_FOLDER={base.dl.resolve()}")
             key, _, val = dl.partition("=")
             lines.append(f'CONFIG_{key}="{val}"\n')
-        (self.top / ".config").write_text("".join(lines))
+        self._owned().write_text(".config", "".join(lines))
         self._run(["make", "defconfig"], log, "make defconfig", base.env if base else ())
         got = dict(
             line[len("CONFIG_"):].split("=", 1)
@@ -411,9 +421,10 @@ def put_local_packages(ib_top: Path, files: list[Path]) -> None:
     for f in list(pkgdir.iterdir()):
         if f.suffix in (".apk", ".ipk") and package_name(f.name) in ours:
             f.unlink()
+    o = outputs.Owned(ib_top, "the ImageBuilder's working copy")  # a link there: not followed
     for f in files:
-        shutil.copyfile(f, pkgdir / f.name)
-    mark.write_text("".join(f"{f.name}\n" for f in files))
+        o.copy_file(f, f"packages/{f.name}")
+    o.write_text(f"packages/{LOCAL_MARK}", "".join(f"{f.name}\n" for f in files))
 
 
 KEPT = "kept.json"  # in a kept-packages folder: each file's name and sha256
@@ -423,16 +434,15 @@ def keep_packages(into: Path, files: list[Path], sdk: tuple[str, str | None]) ->
     """The SDK's package files copied into ``into`` (the cache, keyed by what made them),
     listed last with their sha256 and the SDK's name and sha256: a folder without the list,
     or with other bytes, is never served."""
-    from ..files import outputs
+    from .. import paths
     from ..files.hashing import file_sha256
 
-    into.mkdir(parents=True, exist_ok=True)
-    out = []
-    for f in files:
-        outputs.copy_file(f, into / f.name)
-        out.append(into / f.name)
+    # in the cache: a folder on the way that is a link refused, a link at a name replaced
+    owned, rel = paths.in_cache(into / KEPT)
+    folder = rel.rpartition("/")[0]
+    out = [owned.copy_file(f, f"{folder}/{f.name}" if folder else f.name) for f in files]
     listed = {"files": {f.name: file_sha256(f) for f in out}, "sdk": sdk[0], "sha256": sdk[1]}
-    outputs.write_text(into / KEPT, json.dumps(listed, sort_keys=True, indent=1) + "\n")
+    owned.write_text(rel, json.dumps(listed, sort_keys=True, indent=1) + "\n")
     return out
 
 

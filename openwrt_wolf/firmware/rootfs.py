@@ -27,7 +27,6 @@ from ..catalogue import flavours
 from ..errors import WolfError
 from ..files import archive
 from ..results.rootfs import Library, PackageUsage, RootfsInfo
-from ..results.store import write_atomic
 from ..trust import untrusted
 from .imageformats.bounded import MAX_IMAGE
 from .squashfs import Entry, SquashFS
@@ -84,7 +83,7 @@ def xz_size(data: bytes) -> int:
             data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=9 | lzma.PRESET_EXTREME
         )
     )
-    write_atomic(hit, str(n))
+    paths.cache_write_text(hit, str(n))  # a link at its name replaced, none followed
     return n
 
 
@@ -151,7 +150,7 @@ def measure_rootfs(path: Path, offset: int = 0, *, jobs: int | None = None) -> R
             unpacked.unlink()
     else:
         info = _measure(path, offset, jobs)
-    write_atomic(hit, json.dumps(asdict(info)))
+    paths.cache_write_text(hit, json.dumps(asdict(info)))
     return info
 
 

@@ -17,7 +17,7 @@ from ..errors import CommandError, WolfError
 from ..files import outputs
 from ..files.locks import locked
 from ..host import upstream
-from ..results import key_policy, store
+from ..results import key_policy
 from ..results.footprint import Component, Footprint
 from . import recipes, sources, spec
 from .sizes import strip_and_measure
@@ -272,7 +272,7 @@ def component(
         cache_key=ab.key,
         installed_path=str(data()["apk"]["installed"]),
     )
-    store.write_atomic(root() / ab.key / "component.json", json.dumps(res.to_dict(), indent=2))
+    paths.cache_write_text(root() / ab.key / "component.json", json.dumps(res.to_dict(), indent=2))
     return res
 
 

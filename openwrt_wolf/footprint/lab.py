@@ -52,6 +52,11 @@ def build_root() -> Path:
     return paths.cache_dir() / "footprint" / "build"
 
 
+def _save(root: Path, fp: Footprint) -> None:
+    """The entry's footprint.json, in the cache: a link at its name replaced, none followed."""
+    paths.cache_write_text(root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
+
+
 def plan(req: Request, soft_float: bool) -> list[spec.BuildSpec]:
     """Every (library, config, ecc) the request names. A library without the config is skipped
     when several libraries were asked for, an error when it was the only one."""
@@ -119,7 +124,7 @@ def build_one(bs: spec.BuildSpec, tc: toolchain.Toolchain, req: Request) -> Foot
                     bs, tc, dirs.include, dirs.lib, dirs.root / "installed", dirs.root / "smoke"
                 )
                 fp = Footprint.from_dict({**fp.to_dict(), "smoke": result.__dict__})
-                store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
+                _save(dirs.root, fp)
             have = {c.name for c in fp.components}
             if any(name not in have for name in req.components):
                 got = list(fp.components)
@@ -128,7 +133,7 @@ def build_one(bs: spec.BuildSpec, tc: toolchain.Toolchain, req: Request) -> Foot
                         step(f"component {name}")
                         got.append(components.build_component(name, bs, key, dirs, tc))
                 fp = dataclasses.replace(fp, components=got)
-                store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
+                _save(dirs.root, fp)
         bar.update(label=bs.label)
     return fp
 
@@ -205,7 +210,7 @@ def _build_and_measure(
         notes=notes,
         exports=list(bs.exports),
     )
-    store.write_atomic(dirs.root / RESULT, json.dumps(fp.to_dict(), indent=2) + "\n")
+    _save(dirs.root, fp)
     if not req.keep_sources:
         shutil.rmtree(dirs.src, ignore_errors=True)  # OpenSSL's tree is ~300 MB once built
     return fp

@@ -30,7 +30,6 @@ from .. import paths, proc
 from ..errors import CommandError, WolfError
 from ..files import outputs
 from ..files.locks import locked
-from ..results.store import write_atomic
 from . import hosttools
 
 log = logging.getLogger("openwrt_wolf.host.debian")
@@ -74,8 +73,8 @@ class AptRoot:
         for sub in ("state/lists/partial", "cache/archives/partial", "etc-empty", "debs"):
             (self.base / sub).mkdir(parents=True, exist_ok=True)
         status = self.base / "state" / "status"
-        if not status.exists():
-            status.write_text("")  # nothing "installed": apt resolves against the archive only
+        if not status.exists():  # nothing "installed": apt resolves against the archive only
+            paths.cache_write_text(status, "")
         keyring = d["keyring"]
         if not Path(keyring).exists():
             raise WolfError(
@@ -87,7 +86,7 @@ class AptRoot:
             for src in d["source"]
             for suite in src["suites"]
         ]
-        (self.base / "sources.list").write_text("\n".join(lines) + "\n")
+        paths.cache_write_text(self.base / "sources.list", "\n".join(lines) + "\n")
         # Dir::Etc::Parts/Main point at an empty directory so the host's apt.conf.d hooks
         # (docker-clean, proxies for other repositories) never run for our private root.
         conf = {
@@ -110,7 +109,7 @@ class AptRoot:
         text = "".join(f'{k} "{v}";\n' for k, v in conf.items())
         text += f'APT::Architectures {{ "{self.arch}"; }};\n'
         if not self.conf.exists() or self.conf.read_text() != text:
-            self.conf.write_text(text)
+            paths.cache_write_text(self.conf, text)
 
     def _env(self) -> dict[str, str]:
         return {"APT_CONFIG": str(self.conf), "LC_ALL": "C"}
@@ -154,7 +153,7 @@ class AptRoot:
             return str(memo["answers"][key])
         out = proc.run(["apt-cache", *args], timeout=120, env=self._env()).output
         memo["answers"][key] = out
-        write_atomic(memo_path, json.dumps(memo))
+        paths.cache_write_text(memo_path, json.dumps(memo))
         return out
 
     def depends(self, package: str, pattern: str) -> str:

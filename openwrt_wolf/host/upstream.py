@@ -152,8 +152,7 @@ def _tree(path: Path, sha256: str) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    outputs.write_text(path, text)
+    paths.cache_write_text(path, text)  # a link at a memo's name replaced, none followed
 
 
 def _verifier(p: Pin) -> fetching.Verifier:
@@ -270,7 +269,7 @@ def source_dir(name: str) -> Path:
             tops = [q for q in tmp.iterdir() if q.is_dir()]
             if len(tops) != 1:
                 raise WolfError(f"{src}: expected one top folder, found {len(tops)}")
-            (tops[0] / STAMP).write_text(p.sha256 + "\n")
+            outputs.Owned(tops[0], "an unpacked source").write_text(STAMP, p.sha256 + "\n")
             outputs.publish(tops[0], dest)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from openwrt_wolf.build.sources import dl, edit
+from openwrt_wolf.build.sources import dl, edit, listing
 from openwrt_wolf.build.sources.listing import Needed
 from openwrt_wolf.errors import WolfError
 
@@ -193,3 +193,31 @@ def test_a_linked_substitutions_file_is_refused(how: str, tree: Path) -> None:
                                 log=tree.parent / "log"))  # fmt: skip
     assert _snapshot(outside) == before
     assert e is not None and f"{dl.SUBSTITUTIONS} is a symbolic link" in e.message
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative"])
+def test_a_link_at_config_is_replaced_by_list_for_tree(
+    how: str, tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sources --tree T --config C` copies each seed over T/.config (shutil.copyfile, which
+    followed a link there) and puts the old one back: both replace a link, never write
+    through it; `make defconfig`'s own write (buildroot.Tree.defconfig) too."""
+    from openwrt_wolf.build import buildroot
+
+    victim = tree.parent / "outside" / "config"
+    victim.write_text("the victim's config\n")
+    (tree / ".config").symlink_to(victim if how == "absolute" else "../outside/config")
+    seed = tree.parent / "seed.config"
+    seed.write_text("CONFIG_TARGET_malta=y\n")
+    seen: list[str] = []
+    monkeypatch.setattr(buildroot.Tree, "_make", lambda self, *a, **k: None)
+
+    def listed(t: Path, log: Path, on_step: object = None) -> list[Needed]:
+        seen.append((t / ".config").read_text())
+        return []
+
+    monkeypatch.setattr(listing, "list_needed", listed)
+    dl.list_for_tree(tree, tree.parent / "log", [seed])
+    assert victim.read_text() == "the victim's config\n"
+    assert seen == ["CONFIG_TARGET_malta=y\n"]
+    assert not (tree / ".config").is_symlink()

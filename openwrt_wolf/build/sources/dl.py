@@ -26,6 +26,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -528,9 +529,12 @@ class Filler:
             src = pack.extract_member(src, name, self.work / f".inner-{name}")
         try:
             same_ext = pack.extension(src.name) == pack.extension(out.name)
+            # work/ is the tree's bookkeeping: a link at the name is replaced or removed
+            book, rel = edit.owned(self.tree), f"{edit.BOOKKEEPING}/work/{out.name}"
             if same_ext and pack.single_top(src) == topdir:  # as OpenWrt names it: keep it
-                shutil.copyfile(src, out)
+                book.copy_file(src, rel)
                 return
+            book.unlink(rel)  # repack creates the file: never opens one a link names
             with term.progress(f"repack {out.name}"):
                 pack.repack(src, out, topdir)
         finally:
@@ -657,14 +661,18 @@ def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> l
     if not configs:
         return listing.list_needed(tree, log, on_step=_step)
     merged: dict[str, Needed] = {}
-    saved = (tree / ".config").read_bytes() if (tree / ".config").is_file() else b""
+    # the tree's .config is written by Owned: a link at its name is replaced (each seed and
+    # the put-back), never written through; a folder on the way is none (the tree's top)
+    o = outputs.Owned(tree, "the OpenWrt tree")
+    st = o.stat(".config")
+    saved = (tree / ".config").read_bytes() if st and stat.S_ISREG(st.st_mode) else b""
 
     def put_back(out: IO[bytes]) -> None:
         out.write(saved)
 
     try:
         for cfg in configs:
-            shutil.copyfile(cfg, tree / ".config")
+            o.copy_file(cfg, ".config")
             from ..buildroot import Tree
 
             Tree(tree).defconfig((tree / ".config").read_text(), log)
@@ -672,7 +680,7 @@ def list_for_tree(tree: Path, log: Path, configs: list[Path] | None = None) -> l
                 merged.setdefault(n.file, n)
     finally:
         if saved:
-            outputs.write(tree / ".config", put_back)
+            o.write(".config", put_back)
     return sorted(merged.values(), key=lambda n: n.file)
 
 
