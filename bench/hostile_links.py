@@ -35,7 +35,7 @@ from hostile import Check, Finding, Probe  # noqa: E402  (bench/hostile.py)
 
 from tests.standin.server import serve  # noqa: E402
 
-FAMILIES = ("tree bookkeeping links", "store links", "cache part links")
+FAMILIES = ("tree bookkeeping links", "store links", "cache part links", "cache memo links")
 MAKEFILE = "tools/x/Makefile"
 IB = "openwrt-imagebuilder-25.12.5-ath79-generic.Linux-x86_64.tar.zst"
 PIN = "fwtool"  # the smallest upstream pin (7 KB)
@@ -51,6 +51,7 @@ def families(w: Path) -> list[tuple[str, list[Probe]]]:
         ("tree bookkeeping links", bookkeeping_family(top / "trees")),
         ("store links", store_family(top / "stores")),
         ("cache part links", cache_family(top / "caches")),
+        ("cache memo links", memo_family(top / "memos")),
     ]
 
 
@@ -292,4 +293,47 @@ def cache_family(top: Path) -> list[Probe]:
                             os.path.relpath(victim / "v", link.parent))  # fmt: skip
 
         out.append(_probe(argv, victim, plant, env=env))
+    return out
+
+
+# --- a memo in the cache (host/upstream.py's digest of a pin already downloaded) ----------------
+
+
+def memo_family(top: Path) -> list[Probe]:
+    """`sources --fetch PIN` with the pin already in the cache: its sha256 is remembered in
+    upstream/<file>.sha256, where a link is planted (absolute, relative: replaced, the run
+    ends well) or upstream/ itself is a link out of the cache (one line)."""
+    pin = _pin_file()
+    if pin is None:
+        return []
+    out = []
+    for how in ("absolute", "relative", "folder"):
+        d = top / how
+        cache, victim = d / "cache", d / "outside"
+        env = {"OPENWRT_WOLF_CACHE": str(cache), "OPENWRT_WOLF_SHARED": str(d / "no-shared")}
+        memo = cache / "upstream" / f"{pin.name}.sha256"
+
+        def plant(cache: Path = cache, victim: Path = victim, memo: Path = memo,
+                  how: str = how) -> None:  # fmt: skip
+            _fresh(cache, victim)
+            victim.mkdir(parents=True)
+            (victim / "v").write_bytes(b"the victim's own bytes\n" * 100)
+            up = victim if how == "folder" else cache / "upstream"
+            (up / "dl").mkdir(parents=True)
+            shutil.copy2(pin, up / "dl" / pin.name)
+            if how == "folder":
+                cache.mkdir(parents=True)
+                (cache / "upstream").symlink_to(victim)
+                return
+            memo.symlink_to(victim / "v" if how == "absolute" else
+                            os.path.relpath(victim / "v", memo.parent))  # fmt: skip
+
+        def remembered(p: subprocess.CompletedProcess[str], memo: Path = memo) -> Finding | None:
+            if p.returncode != 0 or memo.is_symlink() or not memo.is_file():
+                return "wrong", f"exit {p.returncode}, memo not a file: {p.stderr[-300:]!r}"
+            return None
+
+        argv = ["sources", "--fetch", PIN, "--sources-url", "http://127.0.0.1:9/"]
+        check = refused if how == "folder" else remembered
+        out.append(_probe(argv, victim, plant, check=check, env=env))
     return out

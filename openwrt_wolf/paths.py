@@ -105,18 +105,18 @@ def writable_dir(path: Path, what: str, *, make: bool = True) -> Path:
 CACHE = "the cache"  # Owned's name for it: "links inside the cache are not followed"
 
 
-def in_cache(path: Path | str) -> tuple[Owned, str]:
+def in_cache(path: Path | str, outside: str = "") -> tuple[Owned, str]:
     """A file of ours below the cache (a memo, a measurement, a kept record, a stamp) as the
     cache (``Owned`` with the cache's root as its top: the user's choice, a link there
     followed) and its path inside: below the root no folder that is a link is followed and
     a link at the file's name is replaced. A path outside the cache (a folder a test or a
-    caller named) is owned from its own folder down."""
+    caller named, a tree's dl/) is owned from its own folder down (``outside`` its name)."""
     path = Path(path)
     top = cache_dir()
     try:
         return Owned(top, CACHE), str(path.relative_to(top))
     except ValueError:
-        return Owned(path.parent, f"the folder of {path.name}"), path.name
+        return Owned(path.parent, outside or f"the folder of {path.name}"), path.name
 
 
 def cache_write_text(path: Path | str, text: str) -> Path:

@@ -238,13 +238,15 @@ def _from_url(
 def _part(part: Path, *, append: bool = False) -> IO[bytes]:
     """The .part opened by outputs.Owned: a link planted at its name (to any file) is one
     error line, never written through, also when a download is resumed."""
-    return outputs.Owned(part.parent, "a download directory").open_part(part.name, append=append)
+    owned, rel = _owned(part)
+    return owned.open_part(rel, append=append)
 
 
 def _part_size(part: Path) -> int:
     """What a broken download left to resume from: a regular file's size (lstat; a link
     there is refused when it is opened), else 0."""
-    st = outputs.Owned(part.parent, "a download directory").stat(part.name)
+    owned, rel = _owned(part)
+    st = owned.stat(rel)
     return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else 0
 
 
@@ -267,3 +269,11 @@ def _copy(
             h.update(chunk)
             bar.advance(len(chunk))
     return h.hexdigest()
+
+
+def _owned(part: Path) -> tuple[outputs.Owned, str]:
+    """A .part in the cache is owned from the cache's root (a linked folder on the way, as
+    upstream/, refused); elsewhere (a tree's dl/) from its own folder."""
+    from .. import paths
+
+    return paths.in_cache(part, "a download directory")
