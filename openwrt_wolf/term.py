@@ -89,8 +89,11 @@ def plain_every() -> float:
 def check_environment() -> None:
     """The values above, and streams that show what they cannot encode as escapes: with
     PYTHONIOENCODING=ascii (or a C locale) rich's en dash was a UnicodeEncodeError."""
+    from .files import httpget
+
     columns()
     plain_every()
+    httpget.fixed_seconds()  # $OPENWRT_WOLF_DOWNLOAD_DEADLINE
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
