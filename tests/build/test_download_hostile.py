@@ -91,3 +91,38 @@ def test_a_hostile_archive(how: str, said: str, tmp_path: Path) -> None:
     assert error_line(err) == f"error: cannot fetch {archive}: {said} (use another --mirror)"
     assert code == 2 and kib < MAX_RSS_KIB, (code, kib)
     assert left_in_cache(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [("header-drip", "not done in 2 s ($OPENWRT_WOLF_DOWNLOAD_DEADLINE)"),
+     ("redirect-body", "more than 10 redirects")],
+)  # fmt: skip
+def test_debians_pool_asked_with_head(
+    how: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sources --tree` asks Debian's pool whether it serves a file (HEAD): within the same
+    deadline, redirects followed by httpget.py. Before: a header line a second held it for
+    100 s and more (requests' timeout is per read). The hang detector is a thread."""
+    import threading
+
+    from openwrt_wolf.build.sources.from_debian import Archive, Orig
+    from openwrt_wolf.errors import WolfError
+
+    monkeypatch.setenv("OPENWRT_WOLF_DOWNLOAD_DEADLINE", "2")
+    got: list[BaseException | bool] = []
+    with serve() as (url, _):
+        o = Orig("x", "1.0-1", "1.0", "x_1.0.orig.tar.gz", "0" * 64, 1, f"{url}/{how}/x.tar.gz")
+
+        def ask() -> None:
+            try:
+                got.append(Archive(tmp_path / "apt").exists(o))
+            except WolfError as e:
+                got.append(e)
+
+        t = threading.Thread(target=ask, daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "still asking after 30 s: it hangs"
+    (e,) = got
+    assert isinstance(e, WolfError) and e.message == f"cannot reach {o.url}: {said}"
