@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ kits
 import hostile
 import hostile_env
 import hostile_fs
+import hostile_http
 import hostile_patches
 import hostile_readers
 from hostile import Probe
@@ -507,6 +508,7 @@ def hostile_families(w: Path) -> list[Family]:
         Family("patches", hostile_patches.family(w)),
         Family("image readers", hostile_readers.images_family(w)),
         Family("tree readers", hostile_readers.trees_family(w)),
+        Family("HTTP mirror", hostile_http.family(w)),
     ]
 
 
