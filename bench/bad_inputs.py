@@ -39,6 +39,7 @@ import hostile_bombs
 import hostile_env
 import hostile_fs
 import hostile_git
+import hostile_http
 import hostile_links
 import hostile_patches
 import hostile_readers
@@ -515,6 +516,7 @@ def hostile_families(w: Path) -> list[Family]:
         Family("git repositories", hostile_git.family(w)),
         *(Family(name, probes) for name, probes in hostile_links.families(w)),
         Family("archive bombs", hostile_bombs.family(w)),
+        Family("HTTP mirror", hostile_http.family(w)),
     ]
 
 

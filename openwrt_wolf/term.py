@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import sys
 import threading
@@ -88,8 +89,11 @@ def plain_every() -> float:
 def check_environment() -> None:
     """The values above, and streams that show what they cannot encode as escapes: with
     PYTHONIOENCODING=ascii (or a C locale) rich's en dash was a UnicodeEncodeError."""
+    from .files import httpget
+
     columns()
     plain_every()
+    httpget.fixed_seconds()  # $OPENWRT_WOLF_DOWNLOAD_DEADLINE
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
@@ -100,12 +104,55 @@ def check_environment() -> None:
 # periodic lines otherwise, so CI logs show that a job is alive without carriage-return noise.
 
 
+# Amounts come from what a server or a file declares (a Content-Length of 10^400 was an
+# OverflowError here: a traceback from the progress thread, or no error line at all from the
+# main thread on a terminal): every figure shown is a float first, and one that is not finite
+# or beyond 2^63 is shown as such, never raised.
+_BEYOND = float(1 << 63)
+
+
+def _real(n: float) -> float:
+    """``n`` as a float: ±inf for an int too big for one."""
+    try:
+        return float(n)
+    except OverflowError:
+        return math.inf if n > 0 else -math.inf
+
+
+def _shown(x: float) -> str | None:
+    """What stands for a figure that is no real amount; None for one that is."""
+    if math.isnan(x):
+        return "?"
+    if abs(x) <= _BEYOND:
+        return None
+    return "more than 2^63" if x > 0 else "less than -2^63"
+
+
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    return f"{n:,.1f} GiB"  # not reached
+    x = _real(n)
+    if (odd := _shown(x)) is not None:
+        return f"{odd} B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if abs(x) < 1024 or unit == "PiB":
+            return f"{x:,.0f} {unit}" if unit == "B" else f"{x:,.1f} {unit}"
+        x /= 1024
+    return f"{x:,.1f} PiB"  # not reached
+
+
+def _count(n: float) -> str:
+    x = _real(n)
+    return _shown(x) or f"{x:,.0f}"
+
+
+def _percent(done: float, total: float) -> str:
+    x, whole = _real(done), _real(total)
+    return f"{100 * x / whole:.0f}" if math.isfinite(x) and math.isfinite(whole) and whole else "?"
+
+
+def _for_rich(n: float | None) -> float | None:
+    """A figure rich's bar can draw (it divides by the total): None for one it cannot."""
+    x = _real(n) if n is not None else math.nan
+    return x if 0 <= x <= _BEYOND else None
 
 
 class Tracker:
@@ -113,12 +160,16 @@ class Tracker:
 
     def __init__(self, board: _Board, label: str, total: float | None, unit: str) -> None:
         self.board, self.label, self.total, self.unit = board, label, total, unit
-        self.completed = 0.0
+        self.completed: float = 0  # an int while ints are added: exact at any size
         self.started = time.monotonic()
         self.task_id: Any = None
 
     def advance(self, n: float = 1) -> None:
-        self.update(completed=self.completed + n)
+        try:
+            done = self.completed + n
+        except OverflowError:  # a float and an int too big for one
+            done = _real(self.completed) + _real(n)
+        self.update(completed=done)
 
     def update(
         self,
@@ -138,10 +189,10 @@ class Tracker:
 
     def line(self, done: bool = False) -> str:
         secs = time.monotonic() - self.started
-        fmt = _size if self.unit == "B" else (lambda v: f"{v:,.0f}")
+        fmt = _size if self.unit == "B" else _count
         amount = fmt(self.completed)
         if self.total:
-            amount += f"/{fmt(self.total)} ({100 * self.completed / self.total:.0f} %)"
+            amount += f"/{fmt(self.total)} ({_percent(self.completed, self.total)} %)"
         if done:
             return f"{self.label}: done in {secs:.0f} s" + (
                 f" ({amount})" if self.completed else ""
@@ -185,7 +236,7 @@ class _Board:
                         transient=True,
                     )
                     self.rich.start()
-                t.task_id = self.rich.add_task(t.label, total=t.total, amount="")
+                t.task_id = self.rich.add_task(t.label, total=_for_rich(t.total), amount="")
             else:
                 con.print(f"{t.label}: started", markup=False, highlight=False)
                 if self.ticker is None:
@@ -195,11 +246,10 @@ class _Board:
 
     def changed(self, t: Tracker) -> None:
         if self.rich is not None and t.task_id is not None:
-            fmt = _size if t.unit == "B" else (lambda v: f"{v:,.0f}")
+            fmt = _size if t.unit == "B" else _count
             amount = fmt(t.completed) + (f"/{fmt(t.total)}" if t.total else "")
-            self.rich.update(
-                t.task_id, description=t.label, completed=t.completed, total=t.total, amount=amount
-            )
+            self.rich.update(t.task_id, description=t.label, completed=_for_rich(t.completed) or 0,
+                             total=_for_rich(t.total), amount=amount)  # fmt: skip
 
     def finish(self, t: Tracker, ok: bool) -> None:
         con = console(stderr=True)
@@ -225,11 +275,14 @@ class _Board:
         signals.keep_off_this_thread()  # a TERM must reach the main thread (signals.py)
         stop, every = self.stop, plain_every()
         while not stop.wait(every):
-            with self.lock:
-                lines = [t.line() for t in self.trackers]
-            con = console(stderr=True)
-            for line in lines:
-                con.print(line, markup=False, highlight=False)
+            # a line that cannot be made is skipped: an exception here was a traceback printed
+            # in the middle of the task's output (threading's excepthook)
+            with contextlib.suppress(Exception):
+                with self.lock:
+                    lines = [t.line() for t in self.trackers]
+                con = console(stderr=True)
+                for line in lines:
+                    con.print(line, markup=False, highlight=False)
 
 
 _BOARD = _Board()

@@ -27,13 +27,12 @@ from ..catalogue import releases
 from ..errors import WolfError
 from ..files import archive as archives
 from ..files import fetch as fetching
-from ..files import outputs
+from ..files import httpget, outputs
 from ..files.locks import locked
 from ..firmware.artifacts import parse_sha256sums
 from ..firmware.imageformats import bounded
 from ..trust import secrets, untrusted
 
-TIMEOUT = (10.0, 60.0)  # connect, read
 # what a server may send for one archive: sha256sums names no size, and a mirror that sends
 # for ever must not fill the disk (an ImageBuilder or SDK is a few hundred MiB)
 ARCHIVE_MAX = 4 << 30
@@ -115,19 +114,30 @@ class Source:
             return untrusted.read_text(Path(where), "mirror file")
         import requests  # here: a cached build never loads it (0.1 s of every start)
 
+        # as a mirror directory's: 16 MiB at most, and within a deadline (httpget.py)
         try:
-            r = requests.get(where, timeout=TIMEOUT)
+            r = httpget.get(where, limit=untrusted.MAX_TEXT)
         except requests.RequestException as e:
             raise Unreachable(
                 f"download server {self.base} unreachable ({type(e).__name__})",
                 hint=unreachable_hint(),
                 note=OFFLINE_NOTE,
             ) from None
-        if r.status_code == 404:
-            raise WolfError(f"{where} not found on the server (404)", hint=unreachable_hint())
-        if not r.ok:
-            raise WolfError(f"{where}: HTTP {r.status_code}", hint=unreachable_hint())
-        return r.text
+        except httpget.Refused as e:
+            raise WolfError(f"{where}: {e.strerror}", hint="use another --mirror") from None
+        with r:
+            if r.status_code == 404:
+                raise WolfError(f"{where} not found on the server (404)", hint=unreachable_hint())
+            if not 200 <= r.status_code < 300:
+                raise WolfError(f"{where}: HTTP {r.status_code}", hint=unreachable_hint())
+            try:
+                body = r.body()
+            except requests.RequestException as e:  # it answered: not an offline case
+                raise WolfError(f"{where}: the transfer broke off ({type(e).__name__})",
+                                hint="re-run, or use another --mirror") from None  # fmt: skip
+            except httpget.Refused as e:
+                raise WolfError(f"{where}: {e.strerror}", hint="use another --mirror") from None
+        return body.decode("utf-8", "replace")
 
 
 def resolve(kind: str, release: str, target: str, source: Source) -> Archive:
@@ -198,7 +208,9 @@ def _failed(a: Archive, dest: Path, f: fetching.Failure) -> WolfError:
             hint=unreachable_hint(),
             note=OFFLINE_NOTE,
         )
-    return WolfError(f"cannot fetch {a.url}: {f.reason}")
+    mirror = isinstance(f.error, httpget.Refused)  # too big, too slow, not what we read
+    return WolfError(f"cannot fetch {a.url}: {f.reason}",
+                     hint="use another --mirror" if mirror else None)  # fmt: skip
 
 
 def _lock_path(path: Path) -> Path:

@@ -2,11 +2,12 @@
 taken from the first of its origins whose bytes verify.
 
 Under the caller's lock, a cached file that verifies is returned. Otherwise each origin in
-turn — a local file copied, or an http(s) URL streamed, resumed with Range when asked and the
-server honours it — is written into ``<dest>.part``, its sha256 taken on the way, verified,
-and put in place by outputs.publish (the one rename): a broken download never looks like a
-finished one. A .part that fails verification is removed. What went wrong is reported per
-origin (NotFetched.failures), so the caller words its own one-line error and hint."""
+turn — a local file copied, or an http(s) URL streamed (bounded in size and time by
+httpget.py), resumed with Range when asked and the server honours it — is written into
+``<dest>.part``, its sha256 taken on the way, verified, and put in place by outputs.publish
+(the one rename): a broken download never looks like a finished one. A .part that fails
+verification is removed. What went wrong is reported per origin (NotFetched.failures), so the
+caller words its own one-line error and hint."""
 
 from __future__ import annotations
 
@@ -21,12 +22,10 @@ from typing import IO
 
 from .. import term
 from ..errors import WolfError
-from . import outputs
+from . import httpget, outputs
 from .hashing import file_sha256
 from .locks import locked
 
-CONNECT_TIMEOUT = 15.0
-READ_TIMEOUT = 60.0
 CHUNK = 1 << 16
 
 
@@ -209,9 +208,8 @@ def _from_url(
             part.unlink(missing_ok=True)
         return f, None
 
-    try:
-        r = requests.get(o.where, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-                         headers=headers)  # fmt: skip
+    try:  # bounded in size and time, headers and redirects too (httpget.py)
+        r = httpget.get(o.where, headers=headers, limit=_bound(max_bytes))
     except requests.RequestException as e:
         return failed(Failure(o, reason(e), unreached=True, error=e))
     with r:
@@ -221,8 +219,7 @@ def _from_url(
             return failed(Failure(o, f"HTTP {r.status_code}", status=r.status_code))
         if r.status_code == 200:
             have = 0  # the server ignores Range: the whole file again
-        length = r.headers.get("Content-Length")
-        total = have + int(length) if length and length.isdigit() else None
+        total = _total(r, have, max_bytes)  # refused past max_bytes before a byte is read
         keep = resume
         try:
             with _part(part, append=bool(have)) as fo:
@@ -248,6 +245,20 @@ def _part_size(part: Path) -> int:
     owned, rel = _owned(part)
     st = owned.stat(rel)
     return st.st_size if st is not None and stat.S_ISREG(st.st_mode) else 0
+
+
+def _bound(max_bytes: int | None) -> int:
+    return httpget.BODY_MAX if max_bytes is None else max_bytes
+
+
+def _total(r: httpget.Answer, have: int, max_bytes: int | None) -> int | None:
+    """The whole file's size as the answer gives it (its Content-Length after ``have``)."""
+    length = r.length  # Refused when it is not a byte count
+    if length is None:
+        return None
+    if have + length > _bound(max_bytes):
+        raise httpget.too_big(_bound(max_bytes))
+    return have + length
 
 
 def _copy(

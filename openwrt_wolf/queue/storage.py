@@ -11,8 +11,6 @@ import os
 import shutil
 from pathlib import Path
 
-import requests
-
 from ..errors import WolfError
 from ..files import outputs
 from ..files.hashing import file_sha256
@@ -66,15 +64,27 @@ def _copy_all(files: list[Path], names: list[str], into: Path) -> str:
 
 
 def _put_all(files: list[Path], names: list[str], base: str) -> str:
+    import requests  # here: a worker that keeps its images does not load it
+
+    from ..files import httpget
+
     shown = redact(base)
     for f, n in zip(files, names, strict=True):
+        # the answer's body is never read (requests.put read it whole: a server's endless
+        # answer filled the worker's memory), and the upload has a deadline (httpget.py)
+        deadline = httpget.Deadline()
+        deadline.received = f.stat().st_size  # the rate rule's time for the bytes sent
         try:
             with f.open("rb") as fh:
-                r = requests.put(f"{base}/{n}", data=fh, timeout=300)
-        except requests.RequestException as e:
-            raise WolfError(f"--artifacts {shown}/{n}: {type(e).__name__}") from None
-        if r.status_code not in (200, 201, 204):
-            raise WolfError(f"--artifacts {shown}/{n}: HTTP {r.status_code}")
+                put = httpget.get(f"{base}/{n}", method="PUT", data=fh, read_timeout=300,
+                                  deadline=deadline)  # fmt: skip
+                with put:
+                    status = put.status_code
+        except (requests.RequestException, httpget.Refused) as e:
+            why = e.strerror if isinstance(e, httpget.Refused) else type(e).__name__
+            raise WolfError(f"--artifacts {shown}/{n}: {why}") from None
+        if status not in (200, 201, 204):
+            raise WolfError(f"--artifacts {shown}/{n}: HTTP {status}")
     return shown
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from ... import paths, proc
 from ...errors import WolfError
 from ...files import fetch as fetching
-from ...files import outputs
+from ...files import httpget, outputs
 from ...files.locks import locked
 from ...host.debian import AptRoot
 from ...trust import untrusted
@@ -107,14 +107,14 @@ class Archive:
         import requests  # here: a run that fetches nothing does not load it
 
         if o.url not in self._heads:
-            try:
-                r = requests.head(o.url, timeout=DOWNLOAD_TIMEOUT, allow_redirects=True)
-            except requests.RequestException as e:
+            try:  # within a download's deadline, redirects too (files/httpget.py)
+                with httpget.get(o.url, method="HEAD") as r:
+                    self._heads[o.url] = r.status_code == 200
+            except (requests.RequestException, httpget.Refused) as e:
                 raise WolfError(
-                    f"cannot reach {o.url}: {type(e).__name__}",
+                    f"cannot reach {o.url}: {fetching.reason(e)}",
                     hint="Debian's archive (deb.debian.org) must be reachable",
                 ) from None
-            self._heads[o.url] = r.status_code == 200
         return self._heads[o.url]
 
     def download(self, o: Orig, dest: Path) -> Path:
