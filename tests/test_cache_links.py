@@ -140,3 +140,25 @@ def test_footprint_entry(cache: Path, victim: Path) -> None:
     lab._save(entry, Fp())  # type: ignore[arg-type]
     _unchanged(victim)
     assert json.loads((entry / lab.RESULT).read_text()) == {"library": "x"}
+
+
+def test_a_download_into_a_linked_cache_folder_is_refused_before_the_lock(
+    cache: Path, victim: Path, tmp_path: Path
+) -> None:
+    """upstream/ a link to the victim: before, the lock file was made there and the victim's
+    file at the download's name was checked and replaced by the fetched bytes."""
+    from openwrt_wolf.files import fetch
+
+    (victim / "dl").mkdir()
+    (victim / "dl" / "pin.tar.gz").write_bytes(b"the victim's other file\n")
+    (cache / "upstream").symlink_to(victim)
+    src = tmp_path / "src.tar.gz"
+    src.write_bytes(b"new bytes\n")
+    want = hashlib.sha256(b"new bytes\n").hexdigest()
+    dest = cache / "upstream" / "dl" / "pin.tar.gz"
+    with pytest.raises(LinkRefused, match="links inside the cache are not followed"):
+        fetch.fetch(dest, [fetch.Origin(str(src))], fetch.sha256(want),
+                    lock=cache / "upstream" / "dl" / ".lock")  # fmt: skip
+    assert sorted(p.name for p in victim.iterdir()) == ["dl", "secret"]
+    assert sorted(p.name for p in (victim / "dl").iterdir()) == ["pin.tar.gz"]
+    assert (victim / "dl" / "pin.tar.gz").read_bytes() == b"the victim's other file\n"

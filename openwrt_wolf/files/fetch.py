@@ -123,8 +123,12 @@ def fetch(
     ``remove_bad``: a cached dest that fails verification is removed (a damaged cache entry);
     False leaves it to be replaced (a tree's dl/, which the caller reads on).
     Raises NotFetched with the failures; a verifier's WolfError after the .part is removed."""
+    # the folders made by the link rule first: a linked folder below the cache (upstream/ a
+    # link) is one line before the lock, the cached file or a .part is opened by name there
+    for f in (dest, *([lock] if lock is not None else [])):
+        owned, rel = _owned(f)
+        owned.folder_of(rel)
     with locked(lock) if lock is not None else contextlib.nullcontext():
-        dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.is_file():
             try:
                 v: Verdict | None = verify(dest, None)

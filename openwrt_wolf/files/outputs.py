@@ -450,6 +450,12 @@ class Owned:
             shown = self.top.joinpath(*parts)
             raise WriteError(f"{shown}: {untrusted.os_reason(e)}") from None
 
+    def folder_of(self, rel: str | Path) -> None:
+        """The folder top/rel is in made, no link followed on the way (one line for a link):
+        before anything opens a path there by name (a lock file, a cached file's check)."""
+        with self._dir(self._parts(rel)[:-1], make=True):
+            pass
+
     def stat(self, rel: str | Path) -> os.stat_result | None:
         """lstat of top/rel (None: it, or a directory on its way, is missing); a link on the
         way is refused, one at rel itself is returned as the link it is."""
