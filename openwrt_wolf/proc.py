@@ -5,7 +5,9 @@ lines for build records.
 
 No command outlives its task. Each runs in its own process group, which is killed (TERM, then
 KILL) on a timeout, on Ctrl-C/SIGTERM in the thread that waits for it, and — for commands
-waited for in worker threads — by ``stop_all`` when the task is interrupted (``workers``).
+waited for in worker threads — by ``stop_all`` when the task is interrupted (``workers``,
+whose ``signals.Watch`` stops them even when the main thread sleeps through the signal). A
+second Ctrl-C does not cut the first one's stop short (``signals.held``).
 Should the task itself be SIGKILLed, a small reaper process (one per task, in its own
 session) sees its pipe close and kills every group still registered with it; a spawned
 process also gets SIGKILL from the kernel (PR_SET_PDEATHSIG). Outside a task (scripts, tests)
@@ -254,18 +256,27 @@ def stop_all() -> None:
 @contextlib.contextmanager
 def workers(n: int, name: str) -> Iterator[ThreadPoolExecutor]:
     """A thread pool whose commands stop with the task: when the block ends by an exception
-    (Ctrl-C, SIGTERM, an error), stop_all() kills the running commands and the queued work
-    is cancelled, instead of waiting for every build to finish."""
+    (Ctrl-C, SIGTERM, an error), or an ending signal arrives while it runs (signals.Watch), or
+    while its end waits for the work, stop_all() kills the running commands and the queued
+    work is cancelled, instead of waiting for every build to finish."""
     pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=name,
                               initializer=signals.keep_off_this_thread)  # fmt: skip
+    watch = signals.Watch(stop_all)
     try:
+        watch.start()
         yield pool
+        pool.shutdown(wait=True)  # inside the try: a Ctrl-C while waiting stops the work too
     except BaseException:
-        stop_all()
-        pool.shutdown(wait=True, cancel_futures=True)
-        _stopping.clear()
+        with signals.held():  # a second Ctrl-C must not end the stop before the KILL
+            stop_all()
+            pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    finally:
+        with signals.held():
+            stopped = watch.close()  # after it, nothing sets _stopping again
+            _stopping.clear()
+    if stopped:  # a signal whose KeyboardInterrupt the main thread never saw (a finalizer's)
+        raise KeyboardInterrupt
 
 
 def _stop_at_exit() -> None:
