@@ -54,8 +54,9 @@ def as_interrupt() -> Iterator[None]:
 def held() -> Iterator[None]:
     """While inside (in the main thread, under as_interrupt): an ending signal is remembered
     and raised as KeyboardInterrupt when the block ends, not in its middle. For what must not
-    be cut in two: the stop of the running commands, which a second Ctrl-C must not end
-    before their KILL. Elsewhere: nothing."""
+    be cut in two: a command's start and its registration (raised between them, inside
+    Popen, it left the command running, known to nobody), and the stop of the running
+    commands, which a second Ctrl-C must not end before their KILL. Elsewhere: nothing."""
     global _holding
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -439,3 +439,58 @@ def test_a_second_ctrl_c_does_not_cut_the_stop_short() -> None:
     finally:
         for pid in marked(mark):
             os.kill(pid, signal.SIGKILL)
+
+
+# A Ctrl-C in the main thread between a command's fork and the moment it is known (tracked,
+# and waited for in the try that kills it): the command ran on after the task had ended.
+STARTING = """
+import os, signal, subprocess, sys, time
+from openwrt_wolf import cli, proc
+
+how, where = sys.argv[1:]
+cmd = ["sh", "-c", "sleep 300 & sleep 300; wait"]
+
+def ctrl_c():  # a user's Ctrl-C, landing at this point of the main thread
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.5)
+
+if where == "fork":  # inside Popen: forked and exec'd, Popen not yet returned
+    real = subprocess.Popen._execute_child
+    def execute_child(self, args, *rest):
+        real(self, args, *rest)
+        if list(args) == cmd:
+            ctrl_c()
+    subprocess.Popen._execute_child = execute_child
+else:  # tracked, its output reader starting
+    real_read = proc._Output.read
+    def read(self, p):
+        ctrl_c()
+        real_read(self, p)
+    proc._Output.read = read
+
+@cli.guarded
+def task():
+    if how == "run":
+        proc.run(cmd, timeout=600)
+    else:
+        with proc.spawn(cmd):
+            time.sleep(600)
+
+task()
+"""
+
+
+@pytest.mark.parametrize(("how", "where"), [("run", "fork"), ("run", "tracked"), ("spawn", "fork")])
+def test_a_ctrl_c_as_a_command_starts_leaves_nothing_running(how: str, where: str) -> None:
+    mark = f"WOLF_TEST_{uuid.uuid4().hex}"
+    p = subprocess.Popen([sys.executable, "-c", STARTING, how, where], cwd=ROOT, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, mark: "1"}, preexec_fn=as_from_a_shell)  # fmt: skip
+    try:
+        _out, err = p.communicate(timeout=60)
+        assert p.returncode == 130, err
+        assert "error: interrupted" in err and "Traceback" not in err, err
+        assert gone(mark, 10) == []
+    finally:
+        for pid in marked(mark):
+            os.kill(pid, signal.SIGKILL)
