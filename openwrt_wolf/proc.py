@@ -5,7 +5,10 @@ lines for build records.
 
 No command outlives its task. Each runs in its own process group, which is killed (TERM, then
 KILL) on a timeout, on Ctrl-C/SIGTERM in the thread that waits for it, and — for commands
-waited for in worker threads — by ``stop_all`` when the task is interrupted (``workers``).
+waited for in worker threads — by ``stop_all`` when the task is interrupted (``workers``,
+whose ``signals.Watch`` stops them even when the main thread sleeps through the signal). A
+Ctrl-C between a command's fork and its registration is held until it is registered
+(``signals.held``), and a second one does not cut the first one's stop short.
 Should the task itself be SIGKILLed, a small reaper process (one per task, in its own
 session) sees its pipe close and kills every group still registered with it; a spawned
 process also gets SIGKILL from the kernel (PR_SET_PDEATHSIG). Outside a task (scripts, tests)
@@ -254,18 +257,27 @@ def stop_all() -> None:
 @contextlib.contextmanager
 def workers(n: int, name: str) -> Iterator[ThreadPoolExecutor]:
     """A thread pool whose commands stop with the task: when the block ends by an exception
-    (Ctrl-C, SIGTERM, an error), stop_all() kills the running commands and the queued work
-    is cancelled, instead of waiting for every build to finish."""
+    (Ctrl-C, SIGTERM, an error), or an ending signal arrives while it runs (signals.Watch), or
+    while its end waits for the work, stop_all() kills the running commands and the queued
+    work is cancelled, instead of waiting for every build to finish."""
     pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix=name,
                               initializer=signals.keep_off_this_thread)  # fmt: skip
+    watch = signals.Watch(stop_all)
     try:
+        watch.start()
         yield pool
+        pool.shutdown(wait=True)  # inside the try: a Ctrl-C while waiting stops the work too
     except BaseException:
-        stop_all()
-        pool.shutdown(wait=True, cancel_futures=True)
-        _stopping.clear()
+        with signals.held():  # a second Ctrl-C must not end the stop before the KILL
+            stop_all()
+            pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    finally:
+        with signals.held():
+            stopped = watch.close()  # after it, nothing sets _stopping again
+            _stopping.clear()
+    if stopped:  # a signal whose KeyboardInterrupt the main thread never saw (a finalizer's)
+        raise KeyboardInterrupt
 
 
 def _stop_at_exit() -> None:
@@ -406,17 +418,13 @@ def _feed(p: subprocess.Popen[bytes], data: bytes) -> None:
 
 
 def _wait(p: subprocess.Popen[bytes], timeout: float, line: str, out: _Output) -> None:
-    """Wait for the command; on its timeout or an interruption its group is killed first."""
+    """Wait for the command; on its timeout its group is killed first."""
     try:
         p.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(p, grace=5.0)
         out.close(wait=5)
         raise out.error(f"timed out after {timeout:g} s and was killed: {line}") from None
-    except BaseException:
-        kill_group(p, grace=5.0)  # Ctrl-C or another error: leave nothing running
-        out.close(wait=0)
-        raise
     out.close(wait=30)
 
 
@@ -442,23 +450,25 @@ def run(
     start = time.monotonic()
     out = _Output(line, logfile, on_line, tail_lines)
     stdin = subprocess.PIPE if input is not None else subprocess.DEVNULL
+    p: subprocess.Popen[bytes] | None = None
     try:
-        p = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE)
-    except BaseException:
-        out.close(wait=0)
-        raise
-    try:
-        _track(p)
-    except KeyboardInterrupt:
-        out.close(wait=0)
-        raise
-    try:
+        # a Ctrl-C between the fork and the tracking is raised once the command is tracked,
+        # here, where the except kills it: raised inside Popen, it left the command running
+        with signals.held():
+            p = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE)
+            _track(p)
         if input is not None:
             _feed(p, input)
         out.read(p)
         _wait(p, timeout, line, out)
+    except BaseException:
+        if p is not None:  # Ctrl-C or another error: leave nothing running
+            kill_group(p, grace=5.0)
+        out.close(wait=0)
+        raise
     finally:
-        _untrack(p)
+        if p is not None:
+            _untrack(p)
     if _stopping.is_set():  # killed by stop_all: an interruption, not a failed command
         raise KeyboardInterrupt
     seconds = time.monotonic() - start
@@ -519,8 +529,17 @@ def spawn(
     line = _announce(argv, cwd, env, background=True)
     _install_exit_hooks()
     stdin = subprocess.PIPE if stdin_open else subprocess.DEVNULL
-    with contextlib.ExitStack() as files:
-        out = files.enter_context(output.open("ab")) if output else subprocess.DEVNULL
-        p = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=out, preexec_fn=_die_with_parent)
-    _track(p)
+    p: subprocess.Popen[bytes] | None = None
+    try:
+        with contextlib.ExitStack() as files:
+            out = files.enter_context(output.open("ab")) if output else subprocess.DEVNULL
+            with signals.held():  # as in run: a Ctrl-C comes once the process is tracked
+                p = _start(argv, cwd=cwd, env=env, stdin=stdin, stdout=out,
+                           preexec_fn=_die_with_parent)  # fmt: skip
+                _track(p)
+    except BaseException:
+        if p is not None:  # the caller never gets it: nobody else would stop it
+            kill_group(p, grace=grace)
+            _untrack(p)
+        raise
     return Spawned(p, line, grace)
