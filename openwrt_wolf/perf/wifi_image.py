@@ -65,6 +65,7 @@ class Repo:
     files: dict[str, Path]
     wpad: Path
     cli: tuple[Path, ...]  # hostapd-utils and wpa-cli, when the build made them
+    ident: tuple[int, int] = (0, 0)  # root's (st_dev, st_ino) as listed: served() checks it
 
 
 def repo(packages: Path, flavour: str) -> Repo:
@@ -76,6 +77,10 @@ def repo(packages: Path, flavour: str) -> Repo:
     else:
         raise WolfError(f"--packages {packages}: no packages.adb there or in base/", hint=hint)
     files: dict[str, Path] = {}
+    try:  # the directory as listed: the package server serves from this one only
+        st = root.stat()
+    except OSError as e:
+        raise WolfError(f"--packages {root}: {e.strerror}", hint=hint) from None
     for f in root.iterdir():
         if len(files) >= MAX_REPO_FILES:
             raise WolfError(f"--packages {root}: over {MAX_REPO_FILES} files", hint=hint)
@@ -94,7 +99,8 @@ def repo(packages: Path, flavour: str) -> Repo:
                         hint="build it in the tree: CONFIG_PACKAGE_wpad-basic-"
                         f"{flavour}=m")  # fmt: skip
     cli = tuple(p for p in (one(n) for n in CLI_PACKAGES) if p is not None)
-    return Repo(root, files, wpad, cli if len(cli) == len(CLI_PACKAGES) else ())
+    return Repo(root, files, wpad, cli if len(cli) == len(CLI_PACKAGES) else (),
+                (st.st_dev, st.st_ino))  # fmt: skip
 
 
 def cli_programs(wpad_build: Path | None) -> dict[str, Path]:
@@ -165,7 +171,7 @@ def _install(vm: VM, rp: Repo, flavour: str, say: Callable[[str], None]) -> list
     names = [f"wpad-basic-{flavour}", *(CLI_PACKAGES if rp.cli else ())]
     token = uuid.uuid4().hex
     say(f"perf: wifi: apk add {' '.join(names)} from {rp.root}")
-    with served(rp.files, token) as port:
+    with served(rp.files, token, listed={rp.root: rp.ident}) as port:
         url = f"http://{host}:{port}/{token}/packages.adb"
         r = vm.run(f"apk --repositories-file /dev/null -X {url} add {' '.join(names)} 2>&1",
                    timeout=600)  # fmt: skip

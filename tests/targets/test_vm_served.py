@@ -49,3 +49,26 @@ def test_a_directory_swapped_for_a_link_serves_nothing_from_its_target(
         status, body = _get(url)
     assert SECRET not in body
     assert (status, body) in ((200, b"our package"), (404, b""))
+
+
+def test_a_directory_swapped_between_listing_and_serving_is_refused(tmp_path: Path) -> None:
+    """perf/wifi_image.py lists --packages, boots the VM, then serves: a swap in that gap (the
+    directory replaced by a link to another) was served from the link's target. The package
+    listing's (st_dev, st_ino) is what the server checks when it starts."""
+    from openwrt_wolf.errors import WolfError
+    from openwrt_wolf.perf import wifi_image
+
+    pkgs = tmp_path / "bin" / "packages"
+    pkgs.mkdir(parents=True)
+    (pkgs / "packages.adb").write_bytes(b"index")
+    (pkgs / NAME).write_bytes(b"our package")
+    rp = wifi_image.repo(pkgs, "wolfssl")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / NAME).write_bytes(SECRET)
+    (victim / "packages.adb").write_bytes(SECRET)
+    pkgs.rename(pkgs.with_name("packages.old"))
+    pkgs.symlink_to(victim, target_is_directory=True)
+    refused = pytest.raises(WolfError, match="changed since its files were listed")
+    with refused, served(rp.files, "t0k", listed={rp.root: rp.ident}):
+        pass

@@ -89,13 +89,20 @@ def console_line(command: str, tag: str) -> str:
 
 
 @contextlib.contextmanager
-def served(files: Mapping[str, bytes | Path], token: str) -> Iterator[int]:
+def served(
+    files: Mapping[str, bytes | Path],
+    token: str,
+    *,
+    listed: Mapping[Path, tuple[int, int]] | None = None,
+) -> Iterator[int]:
     """An HTTP server on 127.0.0.1 that serves each of ``files`` at /<token>/<name> (bytes, or
     a file read when asked for) and nothing else; its port while the block runs. The guest
     reaches it at lan_host(). A file's directory is opened when the server starts and the
     file is opened in it, not followed if a link: a directory swapped for a link to another
-    one afterwards serves nothing of that other one."""
-    dirs = _open_dirs(files)
+    one afterwards serves nothing of that other one. ``listed``: each directory's (st_dev,
+    st_ino) when the caller listed it; one opened at the start that is another (swapped in
+    between) is one line, nothing served."""
+    dirs = _open_dirs(files, listed or {})
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -150,9 +157,11 @@ def served(files: Mapping[str, bytes | Path], token: str) -> Iterator[int]:
             os.close(fd)
 
 
-def _open_dirs(files: Mapping[str, bytes | Path]) -> dict[Path, int]:
+def _open_dirs(
+    files: Mapping[str, bytes | Path], listed: Mapping[Path, tuple[int, int]]
+) -> dict[Path, int]:
     """The directories of the files served, each opened once (a missing one: its files are
-    not there)."""
+    not there); one that is not the directory ``listed`` names is a WolfError."""
     dirs: dict[Path, int] = {}
     try:
         for item in files.values():
@@ -160,6 +169,14 @@ def _open_dirs(files: Mapping[str, bytes | Path]) -> dict[Path, int]:
                 with contextlib.suppress(OSError):
                     dirs[item.parent] = os.open(item.parent, os.O_RDONLY | os.O_DIRECTORY |
                                                 os.O_CLOEXEC)  # fmt: skip
+                want = listed.get(item.parent)
+                if want is not None and item.parent in dirs:
+                    st = os.fstat(dirs[item.parent])
+                    if (st.st_dev, st.st_ino) != want:
+                        raise WolfError(
+                            f"{item.parent} changed since its files were listed "
+                            "(another directory is there now); nothing served"
+                        )
     except BaseException:
         for fd in dirs.values():
             os.close(fd)
