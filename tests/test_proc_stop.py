@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # Seven processes in /proc were not enough under load: the reaper exists from the first
 # command's start, and a SIGKILL before the lines reached it left both commands behind.
 TASK = """
-import sys, time
+import faulthandler, signal, sys, time
 from openwrt_wolf import cli, proc
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it waits: ended()
 
 def tracked():  # under the lock _track writes to the reaper in: then the reaper has the line
     with proc._live_lock:
@@ -96,6 +98,19 @@ def start(mark: str, *args: str, code: str = TASK) -> subprocess.Popen[str]:
     return p
 
 
+def ended(p: subprocess.Popen[str], seconds: float = 60) -> str:
+    """The task's stderr once it has ended. One that still runs after ``seconds`` fails the
+    test with where each of its threads waits (the tasks register faulthandler for SIGUSR1):
+    a hang 1 run in 100 under load says nothing more by itself."""
+    try:
+        return p.communicate(timeout=seconds)[1]
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        p.kill()
+        pytest.fail(f"the task still runs after {seconds:g} s; its threads:\n{p.communicate()[1]}")
+
+
 def gone(mark: str, seconds: float = 30) -> list[int]:
     deadline = time.monotonic() + seconds
     while marked(mark) and time.monotonic() < deadline:
@@ -109,7 +124,7 @@ def test_term_or_ctrl_c_stops_the_commands_of_worker_threads(sig: signal.Signals
     p = start(mark)
     try:
         p.send_signal(sig)
-        _out, err = p.communicate(timeout=60)  # a pool waiting for its builds: 300 s
+        err = ended(p)  # a pool waiting for its builds: 300 s
         assert p.returncode == 128 + sig, err  # what a shell shows: 143 for TERM
         assert "error: interrupted" in err and "Traceback" not in err, err
         assert gone(mark) == []
@@ -318,8 +333,10 @@ def test_a_command_that_starts_while_stop_all_runs_is_stopped_too(
 # (after CPython's last check for signals), which no EINTR then ends. Python runs the
 # handler only when the main thread wakes: when the commands end, 300 s later.
 CTRL_C_NOT_SEEN = """
-import signal, threading, time
+import faulthandler, signal, threading, time
 from openwrt_wolf import cli, proc
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it waits: ended()
 
 def tracked():  # as in TASK
     with proc._live_lock:
@@ -353,7 +370,7 @@ def test_a_ctrl_c_the_main_thread_did_not_wait_for_still_stops_the_workers() -> 
     mark = f"WOLF_TEST_{uuid.uuid4().hex}"
     p = start(mark, code=CTRL_C_NOT_SEEN)
     try:
-        _out, err = p.communicate(timeout=60)  # the commands end by themselves in 300 s
+        err = ended(p)  # the commands end by themselves in 300 s
         assert p.returncode == 130, err
         assert "error: interrupted" in err and "Traceback" not in err, err
         assert gone(mark) == []
@@ -365,8 +382,10 @@ def test_a_ctrl_c_the_main_thread_did_not_wait_for_still_stops_the_workers() -> 
 # The block's end waits for the work (pool.shutdown): "running" once the main thread is
 # there, said by a thread that blocks the signals, so the Ctrl-C goes to the main thread.
 AT_THE_END = """
-import threading, time
+import faulthandler, signal, threading, time
 from openwrt_wolf import cli, proc, signals
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)  # where it waits: ended()
 
 def tracked():  # as in TASK
     with proc._live_lock:
@@ -400,7 +419,7 @@ def test_ctrl_c_while_the_end_of_the_workers_block_waits_stops_them() -> None:
     p = start(mark, code=AT_THE_END)
     try:
         p.send_signal(signal.SIGINT)
-        _out, err = p.communicate(timeout=60)  # the pool's threads joined at exit: 300 s
+        err = ended(p)  # the pool's threads joined at exit: 300 s
         assert p.returncode == 130, err
         assert "error: interrupted" in err and "Traceback" not in err, err
         assert gone(mark) == []
@@ -432,7 +451,7 @@ def test_a_second_ctrl_c_does_not_cut_the_stop_short() -> None:
         p.send_signal(signal.SIGINT)
         assert p.stdout is not None and p.stdout.readline().strip() == "TERM sent"
         p.send_signal(signal.SIGINT)
-        _out, err = p.communicate(timeout=60)  # its KILL never sent: 300 s
+        err = ended(p)  # its KILL never sent: 300 s
         assert p.returncode == 130, err
         assert "error: interrupted" in err and "Traceback" not in err, err
         assert gone(mark) == []
