@@ -17,6 +17,7 @@ import pytest
 
 from openwrt_wolf import paths, proc
 from openwrt_wolf.files.outputs import LinkRefused
+from tests import victims
 
 
 @pytest.fixture
@@ -29,15 +30,10 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def victim(tmp_path: Path) -> Path:
-    v = tmp_path / "outside"
-    v.mkdir()
-    (v / "secret").write_text("the victim's bytes\n")
-    return v
+    return victims.make(tmp_path)
 
 
-def _unchanged(victim: Path) -> None:
-    assert sorted(p.name for p in victim.iterdir()) == ["secret"]
-    assert (victim / "secret").read_text() == "the victim's bytes\n"
+_unchanged = victims.unchanged
 
 
 def _plant_at(path: Path, victim: Path, how: str) -> None:
